@@ -1,0 +1,357 @@
+//! Cluster administration verbs: status, health, pools, OSDs (as `ceph ...`).
+
+use crate::output::{bytes, count};
+use anyhow::{bail, Context, Result};
+use carmine_client::Client;
+use carmine_clustermap::{PoolSpec, WEIGHT_IN};
+use carmine_proto::{ClusterStatus, Command, CommandOutput};
+use carmine_types::OsdId;
+use clap::Subcommand;
+use serde_json::json;
+
+#[derive(Subcommand, Debug)]
+pub enum PoolCommand {
+    /// Create a replicated pool.
+    Create {
+        name: String,
+        /// Replicas.
+        #[arg(long, default_value_t = 3)]
+        size: u8,
+        /// Replicas that must be up for IO (default: size - size/2).
+        #[arg(long)]
+        min_size: Option<u8>,
+        #[arg(long, default_value_t = 32)]
+        pg_num: u32,
+        /// CRUSH rule id.
+        #[arg(long, default_value_t = 0)]
+        rule: u32,
+    },
+    /// List pools.
+    Ls,
+    /// Delete a pool and all its data.
+    Rm {
+        name: String,
+        #[arg(long = "yes-i-really-really-mean-it")]
+        confirm: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum OsdCommand {
+    /// The CRUSH hierarchy with OSD status, as `ceph osd tree`.
+    Tree,
+    /// Every OSD's state and addresses, as `ceph osd dump`.
+    Dump,
+    /// Usage per OSD, as `ceph osd df`.
+    Df,
+    /// Mark an OSD out (its data moves elsewhere).
+    Out { id: u32 },
+    /// Mark an OSD in.
+    In { id: u32 },
+    /// Mark an OSD down (it asserts itself up again if it is running).
+    Down { id: u32 },
+    /// Where an object lives: its PG and the OSDs serving it, as `ceph osd map`.
+    Map { pool: String, object: String },
+}
+
+async fn command(client: &Client, command: Command) -> Result<CommandOutput> {
+    Ok(client.command(command).await?)
+}
+
+async fn done(client: &Client, command_: Command, json: bool) -> Result<()> {
+    match command(client, command_).await? {
+        CommandOutput::Done { epoch, message } => {
+            if json {
+                println!("{}", json!({"epoch": epoch.0, "message": message}));
+            } else {
+                println!("{message}");
+            }
+            // Wait until our map shows the change, so a script's next command sees it.
+            client.wait_for_epoch(epoch).await?;
+            Ok(())
+        }
+        CommandOutput::Status(_) => bail!("the monitor answered with a status"),
+    }
+}
+
+pub async fn fetch_status(client: &Client) -> Result<ClusterStatus> {
+    match command(client, Command::Status).await? {
+        CommandOutput::Status(status) => Ok(status),
+        CommandOutput::Done { .. } => bail!("the monitor did not answer with a status"),
+    }
+}
+
+fn status_json(status: &ClusterStatus) -> serde_json::Value {
+    json!({
+        "fsid": format!("{:032x}", status.fsid),
+        "epoch": status.epoch.0,
+        "health": {"status": status.health, "checks": status.health_checks},
+        "monmap": {"num_mons": status.mon_count},
+        "osdmap": {"num_osds": status.osd_count, "num_up_osds": status.osds_up, "num_in_osds": status.osds_in},
+        "pgmap": {
+            "num_pools": status.pools.len(),
+            "num_pgs": status.pg_count,
+            "pgs_by_state": status.pg_states.iter().map(|(s, n)| json!({"state_name": s, "count": n})).collect::<Vec<_>>(),
+            "num_objects": status.object_count,
+            "data_bytes": status.data_bytes,
+            "bytes_used": status.raw_used_bytes,
+            "read_bytes_sec": status.client_read_bytes_per_second,
+            "write_bytes_sec": status.client_write_bytes_per_second,
+            "op_per_sec": status.client_ops_per_second,
+        },
+        "pools": status.pools.iter().map(|p| json!({
+            "name": p.name, "id": p.id, "size": p.size, "min_size": p.min_size,
+            "pg_num": p.pg_num, "objects": p.object_count, "bytes": p.data_bytes,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub async fn status(client: &Client, json: bool) -> Result<()> {
+    let status = fetch_status(client).await?;
+    if json {
+        println!("{}", status_json(&status));
+        return Ok(());
+    }
+    println!("  cluster:");
+    println!("    id:     {:032x}", status.fsid);
+    println!("    health: {}", status.health);
+    for check in &status.health_checks {
+        println!("            {check}");
+    }
+    println!();
+    println!("  services:");
+    println!("    mon: {} daemons, map epoch {}", status.mon_count, status.epoch.0);
+    println!(
+        "    osd: {} osds: {} up, {} in",
+        status.osd_count, status.osds_up, status.osds_in
+    );
+    println!();
+    println!("  data:");
+    println!("    pools:   {} pools, {} pgs", status.pools.len(), status.pg_count);
+    println!(
+        "    objects: {} objects, {}",
+        count(status.object_count),
+        bytes(status.data_bytes)
+    );
+    println!("    usage:   {} used over all replicas", bytes(status.raw_used_bytes));
+    let states: Vec<String> = status
+        .pg_states
+        .iter()
+        .map(|(state, n)| format!("{n} {state}"))
+        .collect();
+    println!("    pgs:     {}", if states.is_empty() { "none".into() } else { states.join(", ") });
+    println!();
+    println!("  io:");
+    println!(
+        "    client:   {}/s rd, {}/s wr, {} op/s",
+        bytes(status.client_read_bytes_per_second),
+        bytes(status.client_write_bytes_per_second),
+        status.client_ops_per_second
+    );
+    Ok(())
+}
+
+pub async fn health(client: &Client, detail: bool, json: bool) -> Result<()> {
+    let status = fetch_status(client).await?;
+    if json {
+        println!("{}", json!({"status": status.health, "checks": status.health_checks}));
+    } else if detail || status.health_checks.is_empty() {
+        println!("{}", status.health);
+        for check in &status.health_checks {
+            println!("    {check}");
+        }
+    } else {
+        let names: Vec<&str> = status
+            .health_checks
+            .iter()
+            .map(|c| c.split(':').next().unwrap_or(c))
+            .collect();
+        println!("{} {}", status.health, names.join("; "));
+    }
+    Ok(())
+}
+
+pub async fn mon_stat(client: &Client, json: bool) -> Result<()> {
+    let status = fetch_status(client).await?;
+    let conf_mons = status.mon_count;
+    if json {
+        println!("{}", json!({"epoch": status.epoch.0, "num_mons": conf_mons}));
+    } else {
+        println!("e{}: {conf_mons} mons", status.epoch.0);
+    }
+    Ok(())
+}
+
+pub async fn pool(client: &Client, command_: PoolCommand, json: bool) -> Result<()> {
+    match command_ {
+        PoolCommand::Create {
+            name,
+            size,
+            min_size,
+            pg_num,
+            rule,
+        } => {
+            let spec = PoolSpec {
+                name,
+                size,
+                min_size,
+                pg_num,
+                crush_rule: rule,
+            };
+            done(client, Command::PoolCreate(spec), json).await
+        }
+        PoolCommand::Rm { name, confirm } => {
+            done(client, Command::PoolDelete { name, confirm }, json).await
+        }
+        PoolCommand::Ls => {
+            let map = client.map();
+            if json {
+                let pools: Vec<_> = map
+                    .pools
+                    .values()
+                    .map(|p| json!({"id": p.id.0, "name": p.name, "size": p.size, "min_size": p.min_size, "pg_num": p.pg_num, "crush_rule": p.crush_rule}))
+                    .collect();
+                println!("{}", serde_json::Value::Array(pools));
+            } else {
+                for pool in map.pools.values() {
+                    println!("{}", pool.name);
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+pub async fn osd(client: &Client, command_: OsdCommand, json: bool) -> Result<()> {
+    match command_ {
+        OsdCommand::Tree => {
+            osd_tree(client, json);
+            Ok(())
+        }
+        OsdCommand::Dump => {
+            osd_dump(client, json);
+            Ok(())
+        }
+        OsdCommand::Df => osd_df(client, json).await,
+        OsdCommand::Out { id } => done(client, Command::OsdOut(OsdId(id)), json).await,
+        OsdCommand::In { id } => done(client, Command::OsdIn(OsdId(id)), json).await,
+        OsdCommand::Down { id } => done(client, Command::OsdDown(OsdId(id)), json).await,
+        OsdCommand::Map { pool, object } => osd_map(client, &pool, &object, json),
+    }
+}
+
+fn osd_tree(client: &Client, json: bool) {
+    let map = client.map();
+    let rows = map.crush.tree_rows();
+    if json {
+        let nodes: Vec<_> = rows
+            .iter()
+            .map(|row| {
+                let osd = (row.id >= 0).then(|| map.osd(OsdId(row.id as u32))).flatten();
+                json!({
+                    "id": row.id, "name": row.name, "type": row.type_name, "crush_weight": row.weight,
+                    "depth": row.depth,
+                    "status": osd.map(|o| if o.up { "up" } else { "down" }),
+                    "reweight": osd.map(|o| f64::from(o.weight) / f64::from(WEIGHT_IN)),
+                })
+            })
+            .collect();
+        println!("{}", json!({"nodes": nodes}));
+        return;
+    }
+    println!("{:>4}  {:>8}  {:<30}  {:>6}  {:>8}", "ID", "WEIGHT", "TYPE NAME", "STATUS", "REWEIGHT");
+    for row in rows {
+        let label = format!("{}{} {}", "    ".repeat(row.depth), row.type_name, row.name);
+        if row.id >= 0 {
+            let osd = map.osd(OsdId(row.id as u32));
+            let status = match osd {
+                Some(o) if o.up => "up",
+                Some(_) => "down",
+                None => "dne",
+            };
+            let reweight = osd.map_or(0.0, |o| f64::from(o.weight) / f64::from(WEIGHT_IN));
+            println!("{:>4}  {:>8.5}  {label:<30}  {status:>6}  {reweight:>8.5}", row.id, row.weight);
+        } else {
+            println!("{:>4}  {:>8.5}  {label:<30}", row.id, row.weight);
+        }
+    }
+}
+
+fn osd_dump(client: &Client, json: bool) {
+    let map = client.map();
+    if json {
+        let osds: Vec<_> = map
+            .osds
+            .values()
+            .map(|o| json!({"osd": o.id.0, "up": o.up, "in": o.is_in(), "weight": f64::from(o.weight) / f64::from(WEIGHT_IN), "up_from": o.up_from.0, "down_at": o.down_at.0, "host": o.host, "addrs": o.shard_addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>()}))
+            .collect();
+        println!("{}", json!({"epoch": map.epoch.0, "fsid": format!("{:032x}", map.fsid), "osds": osds}));
+        return;
+    }
+    println!("epoch {}", map.epoch.0);
+    println!("fsid {:032x}", map.fsid);
+    for pool in map.pools.values() {
+        println!(
+            "pool {} '{}' replicated size {} min_size {} crush_rule {} pg_num {} pgp_num {}",
+            pool.id.0, pool.name, pool.size, pool.min_size, pool.crush_rule, pool.pg_num, pool.pgp_num
+        );
+    }
+    for osd in map.osds.values() {
+        let addrs: Vec<String> = osd.shard_addrs.iter().map(|a| a.to_string()).collect();
+        println!(
+            "{} {} {} weight {:.5} up_from {} down_at {} host {} shards [{}]",
+            osd.id,
+            if osd.up { "up" } else { "down" },
+            if osd.is_in() { "in" } else { "out" },
+            f64::from(osd.weight) / f64::from(WEIGHT_IN),
+            osd.up_from.0,
+            osd.down_at.0,
+            osd.host,
+            addrs.join(",")
+        );
+    }
+}
+
+async fn osd_df(client: &Client, json: bool) -> Result<()> {
+    let status = fetch_status(client).await?;
+    if json {
+        let nodes: Vec<_> = status
+            .osds
+            .iter()
+            .map(|o| json!({"id": o.osd.0, "up": o.up, "reweight": f64::from(o.weight) / f64::from(WEIGHT_IN), "objects": o.object_count, "data_bytes": o.data_bytes, "pgs": o.pg_count}))
+            .collect();
+        println!("{}", json!({"nodes": nodes}));
+        return Ok(());
+    }
+    println!("{:>4}  {:>8}  {:>10}  {:>10}  {:>5}  {:>6}", "ID", "REWEIGHT", "OBJECTS", "DATA", "PGS", "STATUS");
+    for osd in &status.osds {
+        println!(
+            "{:>4}  {:>8.5}  {:>10}  {:>10}  {:>5}  {:>6}",
+            osd.osd.0,
+            f64::from(osd.weight) / f64::from(WEIGHT_IN),
+            osd.object_count,
+            bytes(osd.data_bytes),
+            osd.pg_count,
+            if osd.up { "up" } else { "down" }
+        );
+    }
+    Ok(())
+}
+
+fn osd_map(client: &Client, pool: &str, object: &str, json: bool) -> Result<()> {
+    let map = client.map();
+    let pool_id = client.pool_id(pool)?;
+    let pg = map.object_to_pg(pool_id, object).context("pool vanished")?;
+    let mapping = map.pg_mapping(pg).context("pool vanished")?;
+    let ids = |osds: &[OsdId]| osds.iter().map(|o| o.0).collect::<Vec<_>>();
+    let primary = mapping.primary.map_or(-1, |p| i64::from(p.0));
+    if json {
+        println!("{}", json!({"epoch": map.epoch.0, "pool": pool, "pool_id": pool_id.0, "objname": object, "pgid": pg.to_string(), "up": ids(&mapping.up), "up_primary": primary, "acting": ids(&mapping.acting), "acting_primary": primary}));
+    } else {
+        println!(
+            "osdmap e{} pool '{pool}' ({}) object '{object}' -> pg {pg} -> up ({:?}, p{primary}) acting ({:?}, p{primary})",
+            map.epoch.0, pool_id.0, ids(&mapping.up), ids(&mapping.acting)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! The command line: clap definitions and dispatch.
+
+use crate::bench::BenchMode;
+use crate::{admin, bench, conf, daemons, objects, vstart};
+use anyhow::Result;
+use carmine_client::{Client, ClientConfig};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(name = "carmine", version, about = "Carmine: a shared-nothing distributed object and block store")]
+pub struct Cli {
+    /// Cluster configuration file (default: $CARMINE_CONF, ./dev-cluster/carmine.toml, /etc/carmine/carmine.toml).
+    #[arg(long, global = true)]
+    pub conf: Option<PathBuf>,
+    /// Output for people (plain) or scripts (json).
+    #[arg(long, global = true, value_enum, default_value_t = Format::Plain)]
+    pub format: Format,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Plain,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Build and start a local cluster on 127.0.0.1 (or restart one daemon with --only).
+    Vstart(vstart::VstartArgs),
+    /// Stop the daemons vstart started (or one with --only).
+    Vstop(vstart::VstopArgs),
+    /// Cluster status, as `ceph -s`.
+    Status,
+    /// Cluster health, as `ceph health [detail]`.
+    Health {
+        /// Show every check.
+        #[arg(value_parser = ["detail"])]
+        detail: Option<String>,
+    },
+    /// Run a monitor daemon, or query the monitors.
+    Mon(daemons::MonArgs),
+    /// Run an OSD daemon (`carmine osd --id N`), or OSD admin verbs (`carmine osd tree`).
+    Osd(daemons::OsdArgs),
+    /// Pools: create, ls, rm, get.
+    #[command(subcommand)]
+    Pool(admin::PoolCommand),
+    /// Objects, as the `rados` tool: put, get, stat, ls, rm, xattrs, omap.
+    #[command(subcommand)]
+    Obj(objects::ObjCommand),
+    /// Benchmark a pool, as `rados bench`.
+    Bench(BenchCli),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchCli {
+    pub pool: String,
+    #[arg(value_enum)]
+    pub mode: BenchMode,
+    /// Object size in bytes.
+    #[arg(short = 'b', long = "block-size", default_value_t = 4 * 1024 * 1024)]
+    pub block_size: usize,
+    /// Operations in flight.
+    #[arg(short = 't', long = "concurrent-ios", default_value_t = 16)]
+    pub concurrency: usize,
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Leave the written objects for a later `seq` or `rand` run.
+    #[arg(long)]
+    pub no_cleanup: bool,
+    #[arg(long)]
+    pub run_name: Option<String>,
+}
+
+/// Runs `call` with a client connected to the configured cluster.
+pub fn with_client<F, Fut, T>(cli_conf: Option<&std::path::Path>, call: F) -> Result<T>
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let (_, conf) = conf::load(cli_conf)?;
+    let mut config = ClientConfig::new(conf.mon_addrs.clone());
+    if let Some(seconds) = conf.op_timeout_seconds {
+        config.op_timeout = Duration::from_secs(seconds);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let client = Client::connect(config).await?;
+        call(client).await
+    })
+}
+
+pub fn dispatch(cli: Cli) -> Result<()> {
+    let conf = cli.conf.as_deref();
+    let json = cli.format == Format::Json;
+    match cli.command {
+        Command::Vstart(args) => vstart::vstart(args),
+        Command::Vstop(args) => vstart::vstop(args, conf),
+        Command::Status => with_client(conf, |c| async move { admin::status(&c, json).await }),
+        Command::Health { detail } => with_client(conf, |c| async move {
+            admin::health(&c, detail.is_some(), json).await
+        }),
+        Command::Mon(args) => daemons::mon(args, conf, json),
+        Command::Osd(args) => daemons::osd(args, conf, json),
+        Command::Pool(command) => with_client(conf, |c| async move {
+            admin::pool(&c, command, json).await
+        }),
+        Command::Obj(command) => with_client(conf, |c| async move {
+            objects::run(&c, command, json).await
+        }),
+        Command::Bench(args) => with_client(conf, |c| async move {
+            let args = bench::BenchArgs {
+                pool: args.pool,
+                mode: args.mode,
+                block_size_bytes: args.block_size,
+                concurrency: args.concurrency,
+                seconds: args.seconds,
+                cleanup: !args.no_cleanup,
+                run_name: args.run_name,
+                json,
+            };
+            bench::run(&c, args).await.map(|_| ())
+        }),
+    }
+}

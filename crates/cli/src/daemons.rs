@@ -1,0 +1,170 @@
+//! `carmine mon` and `carmine osd`: run a daemon (`--id ...`), or, with a verb, the
+//! matching admin commands (`carmine osd tree`, `carmine mon stat`).
+
+use crate::{admin, cli::with_client, conf};
+use anyhow::{bail, Context, Result};
+use carmine_mon::MonConfig;
+use carmine_rt::{run_monitor, run_osd, MonDaemonConfig, OsdDaemonConfig, StoreKind};
+use carmine_types::OsdId;
+use clap::{Args, Subcommand};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct MonArgs {
+    #[command(subcommand)]
+    pub command: Option<MonCommand>,
+    #[command(flatten)]
+    pub daemon: MonDaemonArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MonCommand {
+    /// Monitors and the map epoch, as `ceph mon stat`.
+    Stat,
+}
+
+#[derive(Args, Debug)]
+pub struct MonDaemonArgs {
+    /// This monitor's rank.
+    #[arg(long)]
+    pub id: Option<u64>,
+    /// Address to listen on.
+    #[arg(long)]
+    pub addr: Option<SocketAddr>,
+    /// Directory for the monitor's state.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Cluster id (32 hex digits); default: the configuration file's.
+    #[arg(long)]
+    pub fsid: Option<String>,
+    /// OSDs in the initial CRUSH map of a new cluster.
+    #[arg(long, default_value_t = 3)]
+    pub osds: u32,
+    /// Seconds without a session before an OSD is marked down.
+    #[arg(long, default_value_t = 3)]
+    pub osd_down_grace_seconds: u64,
+    /// Seconds an OSD stays down before it is marked out.
+    #[arg(long, default_value_t = 600)]
+    pub osd_down_out_seconds: u64,
+}
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct OsdArgs {
+    #[command(subcommand)]
+    pub command: Option<admin::OsdCommand>,
+    #[command(flatten)]
+    pub daemon: OsdDaemonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct OsdDaemonArgs {
+    /// The OSD's id.
+    #[arg(long)]
+    pub id: Option<u32>,
+    /// Monitor address (repeat for several); default: the configuration file's.
+    #[arg(long = "mon")]
+    pub mons: Vec<SocketAddr>,
+    /// Shards (pinned threads); default: the CPUs this process may use.
+    #[arg(long)]
+    pub shards: Option<u16>,
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    #[arg(long, default_value = "mem")]
+    pub store: String,
+    /// CRUSH host bucket; default host{id}.
+    #[arg(long)]
+    pub host: Option<String>,
+    #[arg(long)]
+    pub fsid: Option<String>,
+    #[arg(long, default_value = "127.0.0.1")]
+    pub ip: IpAddr,
+    /// Shard i listens on PORT+i; 0 picks free ports.
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Do not pin shard threads to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+}
+
+pub fn init_daemon_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CARMINE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+fn parse_fsid(explicit: Option<&str>, cli_conf: Option<&Path>) -> Result<u128> {
+    match explicit {
+        Some(text) => u128::from_str_radix(text, 16)
+            .with_context(|| format!("--fsid {text:?} is not 32 hex digits")),
+        None => conf::load(cli_conf)?.1.fsid(),
+    }
+}
+
+pub fn mon(args: MonArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
+    if let Some(MonCommand::Stat) = args.command {
+        return with_client(cli_conf, |c| async move { admin::mon_stat(&c, json).await });
+    }
+    let daemon = args.daemon;
+    let (Some(rank), Some(addr), Some(data)) = (daemon.id, daemon.addr, daemon.data) else {
+        bail!("to run a monitor give --id, --addr and --data (or use a verb: carmine mon stat)");
+    };
+    let fsid = parse_fsid(daemon.fsid.as_deref(), cli_conf)?;
+    init_daemon_logging();
+    let config = MonDaemonConfig {
+        rank,
+        addr,
+        data_dir: data,
+        fsid,
+        initial_osd_count: daemon.osds,
+        mon: MonConfig {
+            osd_down_grace: Duration::from_secs(daemon.osd_down_grace_seconds),
+            osd_down_out_interval: Duration::from_secs(daemon.osd_down_out_seconds),
+            mon_count: 1,
+        },
+    };
+    run_monitor(config).with_context(|| format!("mon.{rank} failed"))
+}
+
+pub fn osd(args: OsdArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
+    if let Some(command) = args.command {
+        return with_client(cli_conf, |c| async move { admin::osd(&c, command, json).await });
+    }
+    let daemon = args.daemon;
+    let (Some(id), Some(data)) = (daemon.id, daemon.data) else {
+        bail!("to run an OSD give --id and --data (or use a verb such as: carmine osd tree)");
+    };
+    let store = match daemon.store.as_str() {
+        "mem" => StoreKind::Mem,
+        "log" => bail!("--store log: the persistent LogStore is not built yet; use --store mem"),
+        other => bail!("unknown store {other:?}; expected mem or log"),
+    };
+    let mon_addrs = if daemon.mons.is_empty() {
+        conf::load(cli_conf)?.1.mon_addrs
+    } else {
+        daemon.mons
+    };
+    let fsid = parse_fsid(daemon.fsid.as_deref(), cli_conf)?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u16;
+    init_daemon_logging();
+    let config = OsdDaemonConfig {
+        id: OsdId(id),
+        fsid,
+        mon_addrs,
+        bind_ip: daemon.ip,
+        base_port: daemon.port,
+        shard_count: daemon.shards.unwrap_or(cpus).max(1),
+        data_dir: data,
+        store,
+        host: daemon.host.unwrap_or_else(|| format!("host{id}")),
+        pin_threads: !daemon.no_pin,
+    };
+    run_osd(config).with_context(|| format!("osd.{id} failed"))
+}

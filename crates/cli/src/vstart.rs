@@ -1,0 +1,401 @@
+//! `carmine vstart` / `carmine vstop`: a local development cluster on 127.0.0.1, like
+//! Ceph's `vstart.sh`. Each daemon runs as its own process of this binary, in its own
+//! process group so it outlives `vstart`; its pid file is `DIR/run/NAME.pid` and its log
+//! `DIR/log/NAME.log`. `vstop` stops exactly the processes those pid files name, after
+//! checking that each still is the daemon vstart started.
+
+use crate::conf::{self, Conf, DaemonSpec, DevCluster, CONF_FILE, DEFAULT_DEV_DIR};
+use anyhow::{bail, Context, Result};
+use carmine_client::{Client, ClientConfig};
+use clap::Args;
+use std::fs;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long vstart waits for the cluster to become healthy.
+const HEALTHY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long vstop waits for a daemon to exit after SIGTERM before SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Args, Debug)]
+pub struct VstartArgs {
+    /// OSD daemons.
+    #[arg(long, default_value_t = 3)]
+    pub osds: u32,
+    /// Monitor daemons.
+    #[arg(long, default_value_t = 1)]
+    pub mons: u32,
+    /// Shards (pinned threads) per OSD.
+    #[arg(long, default_value_t = 1)]
+    pub shards: u16,
+    /// Object store: mem (in memory) or log (persistent).
+    #[arg(long, default_value = "mem")]
+    pub store: String,
+    /// Directory of the dev cluster.
+    #[arg(long, default_value = DEFAULT_DEV_DIR)]
+    pub dir: PathBuf,
+    /// (Re)start only this daemon of the existing dev cluster, e.g. osd.1.
+    #[arg(long)]
+    pub only: Option<String>,
+    /// Monitor port (0: pick a free one).
+    #[arg(long, default_value_t = 0)]
+    pub mon_port: u16,
+    /// Seconds without a session before the monitor marks an OSD down.
+    #[arg(long, default_value_t = 3)]
+    pub osd_down_grace_seconds: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct VstopArgs {
+    /// Stop only this daemon, e.g. osd.1.
+    #[arg(long)]
+    pub only: Option<String>,
+    /// SIGKILL instead of SIGTERM (rehearse a crash).
+    #[arg(long)]
+    pub kill: bool,
+    /// Directory of the dev cluster (default: the configuration's).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    if path.is_absolute() {
+        Ok(path.to_path_buf())
+    } else {
+        Ok(std::env::current_dir()?.join(path))
+    }
+}
+
+fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn pid_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join("run").join(format!("{name}.pid"))
+}
+
+fn log_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join("log").join(format!("{name}.log"))
+}
+
+/// The pid in `name`'s pid file if that process is alive and still is the daemon
+/// (its command line names this cluster's directory).
+fn running_pid(dir: &Path, name: &str) -> Option<i32> {
+    let text = fs::read_to_string(pid_file(dir, name)).ok()?;
+    let pid: i32 = text.trim().parse().ok()?;
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let state = stat.rsplit(')').next()?.split_whitespace().next()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    let data_dir = dir.join(name);
+    cmdline
+        .contains(&*data_dir.to_string_lossy())
+        .then_some(pid)
+}
+
+#[allow(unsafe_code)]
+fn signal(pid: i32, signal: i32) -> Result<()> {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    let result = unsafe { libc::kill(pid, signal) };
+    if result != 0 {
+        bail!("cannot signal pid {pid}: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn spawn_daemon(dir: &Path, spec: &DaemonSpec) -> Result<i32> {
+    let exe = std::env::current_exe().context("cannot find the carmine binary")?;
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_file(dir, &spec.name))
+        .with_context(|| format!("cannot open the log of {}", spec.name))?;
+    let child = Command::new(exe)
+        .args(&spec.args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("cannot start {}", spec.name))?;
+    let pid = child.id() as i32;
+    carmine_rt::files::write_atomically(&pid_file(dir, &spec.name), format!("{pid}\n").as_bytes())?;
+    Ok(pid)
+}
+
+fn log_tail(dir: &Path, name: &str) -> String {
+    let text = fs::read_to_string(log_file(dir, name)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join("\n")
+}
+
+fn daemon_specs(args: &VstartArgs, dir: &Path, fsid: &str, mon: SocketAddr) -> Vec<DaemonSpec> {
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let mut specs = vec![DaemonSpec {
+        name: "mon.0".into(),
+        args: vec![
+            "mon".into(),
+            "--id".into(),
+            "0".into(),
+            "--addr".into(),
+            mon.to_string(),
+            "--data".into(),
+            path("mon.0"),
+            "--fsid".into(),
+            fsid.into(),
+            "--osds".into(),
+            args.osds.to_string(),
+            "--osd-down-grace-seconds".into(),
+            args.osd_down_grace_seconds.to_string(),
+        ],
+    }];
+    for id in 0..args.osds {
+        let name = format!("osd.{id}");
+        specs.push(DaemonSpec {
+            args: vec![
+                "osd".into(),
+                "--id".into(),
+                id.to_string(),
+                "--data".into(),
+                path(&name),
+                "--mon".into(),
+                mon.to_string(),
+                "--fsid".into(),
+                fsid.into(),
+                "--shards".into(),
+                args.shards.to_string(),
+                "--store".into(),
+                args.store.clone(),
+                "--host".into(),
+                format!("host{id}"),
+            ],
+            name,
+        });
+    }
+    specs
+}
+
+fn validate(args: &VstartArgs) -> Result<()> {
+    if args.mons != 1 {
+        bail!("--mons {}: this build runs a single monitor; replicated monitors come with the Raft work", args.mons);
+    }
+    if args.osds == 0 || args.osds > 64 {
+        bail!("--osds {} is outside 1..=64", args.osds);
+    }
+    if args.shards == 0 || args.shards > 64 {
+        bail!("--shards {} is outside 1..=64", args.shards);
+    }
+    match args.store.as_str() {
+        "mem" => Ok(()),
+        "log" => bail!("--store log: the persistent LogStore is not built yet; use --store mem"),
+        other => bail!("unknown --store {other:?}; expected mem or log"),
+    }
+}
+
+pub fn vstart(args: VstartArgs) -> Result<()> {
+    let dir = absolute(&args.dir)?;
+    if let Some(name) = args.only.clone() {
+        return restart_one(&dir, &name);
+    }
+    validate(&args)?;
+    if let Ok(existing) = Conf::load(&dir.join(CONF_FILE)) {
+        for spec in existing.dev.iter().flat_map(|d| d.daemons.iter()) {
+            if let Some(pid) = running_pid(&dir, &spec.name) {
+                bail!(
+                    "a dev cluster is already running in {} ({} has pid {pid}); stop it with `carmine vstop` first",
+                    dir.display(),
+                    spec.name
+                );
+            }
+        }
+    }
+    if dir.exists() {
+        fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+    }
+    for sub in ["run", "log"] {
+        fs::create_dir_all(dir.join(sub))?;
+    }
+    let fsid = format!("{:032x}", rand::random::<u128>());
+    let port = if args.mon_port == 0 { free_port()? } else { args.mon_port };
+    let mon_addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    if args.mon_port != 0 && TcpListener::bind(mon_addr).is_err() {
+        bail!("port {port} is in use; pick another --mon-port or 0 for a free one");
+    }
+    let daemons = daemon_specs(&args, &dir, &fsid, mon_addr);
+    let conf = Conf {
+        fsid,
+        mon_addrs: vec![mon_addr],
+        op_timeout_seconds: None,
+        dev: Some(DevCluster {
+            dir: dir.clone(),
+            osds: args.osds,
+            mons: args.mons,
+            shards: args.shards,
+            store: args.store.clone(),
+            daemons: daemons.clone(),
+        }),
+    };
+    conf.save(&dir.join(CONF_FILE))?;
+    for spec in &daemons {
+        spawn_daemon(&dir, spec)?;
+    }
+    wait_healthy(&dir, &conf, &daemons, args.osds)?;
+    print_started(&dir, &conf, &args);
+    Ok(())
+}
+
+fn print_started(dir: &Path, conf: &Conf, args: &VstartArgs) {
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "carmine".into());
+    let conf_path = dir.join(CONF_FILE);
+    println!(
+        "dev cluster up: {} mon, {} osds x {} shards ({} store), monitor {}",
+        args.mons, args.osds, args.shards, args.store, conf.mon_addrs[0]
+    );
+    println!("configuration: {}", conf_path.display());
+    println!("logs: {}/log, pid files: {}/run", dir.display(), dir.display());
+    println!();
+    println!("use it with:  {exe} status");
+    println!("              {exe} pool create rbd --size 3 --pg-num 64");
+    if !conf_path.starts_with(std::env::current_dir().unwrap_or_default().join(DEFAULT_DEV_DIR)) {
+        println!("(from another directory: export CARMINE_CONF={})", conf_path.display());
+    }
+    println!("stop it with: {exe} vstop");
+}
+
+fn wait_healthy(dir: &Path, conf: &Conf, daemons: &[DaemonSpec], osds: u32) -> Result<()> {
+    let deadline = Instant::now() + HEALTHY_TIMEOUT;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let mut config = ClientConfig::new(conf.mon_addrs.clone());
+        config.connect_timeout = Duration::from_secs(2);
+        let mut client: Option<Client> = None;
+        loop {
+            for spec in daemons {
+                if running_pid(dir, &spec.name).is_none() {
+                    bail!(
+                        "{} exited during startup; last lines of {}:\n{}",
+                        spec.name,
+                        log_file(dir, &spec.name).display(),
+                        log_tail(dir, &spec.name)
+                    );
+                }
+            }
+            if client.is_none() {
+                client = Client::connect(config.clone()).await.ok();
+            }
+            if let Some(client) = &client {
+                if client.map().up_count() as u32 >= osds {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("the cluster did not become healthy within {HEALTHY_TIMEOUT:?}; see the logs in {}/log", dir.display());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+fn restart_one(dir: &Path, name: &str) -> Result<()> {
+    let conf = Conf::load(&dir.join(CONF_FILE))
+        .with_context(|| format!("no dev cluster in {} to restart {name} in", dir.display()))?;
+    let dev = conf.dev.clone().context("the configuration describes no dev cluster")?;
+    let spec = dev
+        .daemons
+        .iter()
+        .find(|s| s.name == name)
+        .with_context(|| {
+            let names: Vec<&str> = dev.daemons.iter().map(|s| s.name.as_str()).collect();
+            format!("no daemon {name} in this dev cluster (it has {})", names.join(", "))
+        })?;
+    if let Some(pid) = running_pid(dir, name) {
+        bail!("{name} is already running (pid {pid})");
+    }
+    let pid = spawn_daemon(dir, spec)?;
+    wait_healthy(dir, &conf, std::slice::from_ref(spec), 0)?;
+    if let Some(id) = name.strip_prefix("osd.").and_then(|id| id.parse::<u32>().ok()) {
+        wait_osd_up(&conf, id)?;
+    }
+    println!("started {name} (pid {pid})");
+    Ok(())
+}
+
+fn wait_osd_up(conf: &Conf, id: u32) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let client = Client::connect(ClientConfig::new(conf.mon_addrs.clone())).await?;
+        let deadline = Instant::now() + HEALTHY_TIMEOUT;
+        loop {
+            let map = client.map();
+            let up_recently = map
+                .osd(carmine_types::OsdId(id))
+                .is_some_and(|o| o.up);
+            if up_recently {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("osd.{id} did not come up within {HEALTHY_TIMEOUT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+pub fn vstop(args: VstopArgs, cli_conf: Option<&Path>) -> Result<()> {
+    let dir = match args.dir {
+        Some(dir) => absolute(&dir)?,
+        None => {
+            let (path, conf) = conf::load(cli_conf)?;
+            match conf.dev {
+                Some(dev) => dev.dir,
+                None => bail!("{} describes no dev cluster; pass --dir", path.display()),
+            }
+        }
+    };
+    let conf = Conf::load(&dir.join(CONF_FILE))?;
+    let dev = conf.dev.context("the configuration describes no dev cluster")?;
+    let names: Vec<String> = match &args.only {
+        Some(name) if dev.daemons.iter().any(|s| &s.name == name) => vec![name.clone()],
+        Some(name) => bail!("no daemon {name} in the dev cluster in {}", dir.display()),
+        // OSDs first, so the monitor sees them leave.
+        None => dev.daemons.iter().rev().map(|s| s.name.clone()).collect(),
+    };
+    let mut stopped = 0;
+    for name in names {
+        let Some(pid) = running_pid(&dir, &name) else {
+            if args.only.is_some() {
+                bail!("{name} is not running");
+            }
+            continue;
+        };
+        stop(&dir, &name, pid, args.kill)?;
+        println!("stopped {name} (pid {pid}{})", if args.kill { ", SIGKILL" } else { "" });
+        stopped += 1;
+    }
+    if stopped == 0 {
+        println!("no daemons were running in {}", dir.display());
+    }
+    Ok(())
+}
+
+fn stop(dir: &Path, name: &str, pid: i32, kill: bool) -> Result<()> {
+    signal(pid, if kill { libc::SIGKILL } else { libc::SIGTERM })?;
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    while running_pid(dir, name).is_some() {
+        if Instant::now() > deadline {
+            signal(pid, libc::SIGKILL)?;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = fs::remove_file(pid_file(dir, name));
+    Ok(())
+}

@@ -1,0 +1,240 @@
+//! Convenience calls on [`Client`]: whole-object put/get, stat, remove, listing,
+//! xattrs and omap, each one compound op.
+
+use crate::client::{Client, OpRequest};
+use crate::ClientError;
+use bytes::Bytes;
+use carmine_proto::{OpCode, OpOutput, OsdOp, OsdOpReply};
+use carmine_types::limits::{LIST_ENTRIES_MAX, OBJECT_NAME_BYTES_MAX};
+use carmine_types::{OsdId, PgId, PoolId};
+use std::collections::BTreeMap;
+use tokio::sync::oneshot;
+
+/// What `stat` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectStat {
+    pub size_bytes: u64,
+    pub mtime_ns: u64,
+    pub version: u64,
+}
+
+fn validate_name(oid: &str) -> Result<(), ClientError> {
+    if oid.is_empty() {
+        return Err(ClientError::Invalid("object name is empty".into()));
+    }
+    if oid.len() > OBJECT_NAME_BYTES_MAX {
+        return Err(ClientError::Invalid(format!(
+            "object name is {} bytes; the limit is {OBJECT_NAME_BYTES_MAX}",
+            oid.len()
+        )));
+    }
+    Ok(())
+}
+
+fn output(reply: &OsdOpReply, index: usize) -> Result<&OpOutput, ClientError> {
+    reply
+        .outputs
+        .get(index)
+        .ok_or_else(|| ClientError::Other("the OSD sent a reply without the expected output".into()))
+}
+
+fn unexpected() -> ClientError {
+    ClientError::Other("the OSD sent a reply of an unexpected shape".into())
+}
+
+impl Client {
+    /// The id of pool `name` in the current map.
+    pub fn pool_id(&self, name: &str) -> Result<PoolId, ClientError> {
+        self.map()
+            .pool_by_name(name)
+            .map(|pool| pool.id)
+            .ok_or_else(|| ClientError::NoSuchPool(name.to_string()))
+    }
+
+    /// Runs a compound op on one object, atomically.
+    pub async fn operate(
+        &self,
+        pool: &str,
+        oid: &str,
+        ops: Vec<OpCode>,
+    ) -> Result<OsdOpReply, ClientError> {
+        self.operate_with(pool, oid, ops, 0, None).await
+    }
+
+    /// Runs a read-only op against the copy held by `osd` (to compare replicas).
+    pub async fn operate_on_osd(
+        &self,
+        pool: &str,
+        oid: &str,
+        ops: Vec<OpCode>,
+        osd: OsdId,
+    ) -> Result<OsdOpReply, ClientError> {
+        if ops.iter().any(OpCode::is_write) {
+            return Err(ClientError::Invalid(
+                "only reads may be sent to a named OSD".into(),
+            ));
+        }
+        self.operate_with(pool, oid, ops, OsdOp::FLAG_LOCAL_READ, Some(osd))
+            .await
+    }
+
+    async fn operate_with(
+        &self,
+        pool: &str,
+        oid: &str,
+        ops: Vec<OpCode>,
+        flags: u32,
+        pinned_osd: Option<OsdId>,
+    ) -> Result<OsdOpReply, ClientError> {
+        validate_name(oid)?;
+        if ops.is_empty() {
+            return Err(ClientError::Invalid("no operations given".into()));
+        }
+        let pool = self.pool_id(pool)?;
+        let (reply, _) = oneshot::channel();
+        self.submit(OpRequest {
+            pool,
+            oid: oid.to_string(),
+            list_pg: None,
+            ops,
+            flags,
+            pinned_osd,
+            reply,
+        })
+        .await
+    }
+
+    /// Replaces the object's data with `data`, creating it if needed. Returns the
+    /// object's new version.
+    pub async fn write_full(&self, pool: &str, oid: &str, data: Bytes) -> Result<u64, ClientError> {
+        let reply = self
+            .operate(pool, oid, vec![OpCode::WriteFull { data }])
+            .await?;
+        Ok(reply.user_version)
+    }
+
+    /// Reads `length` bytes at `offset` (0 = to the end).
+    pub async fn read(
+        &self,
+        pool: &str,
+        oid: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<Bytes, ClientError> {
+        let reply = self
+            .operate(pool, oid, vec![OpCode::Read { offset, length }])
+            .await?;
+        match output(&reply, 0)? {
+            OpOutput::Data(data) => Ok(data.clone()),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub async fn stat(&self, pool: &str, oid: &str) -> Result<ObjectStat, ClientError> {
+        let reply = self.operate(pool, oid, vec![OpCode::Stat]).await?;
+        match output(&reply, 0)? {
+            OpOutput::Stat {
+                size_bytes,
+                mtime_ns,
+                version,
+            } => Ok(ObjectStat {
+                size_bytes: *size_bytes,
+                mtime_ns: *mtime_ns,
+                version: *version,
+            }),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub async fn remove(&self, pool: &str, oid: &str) -> Result<(), ClientError> {
+        self.operate(pool, oid, vec![OpCode::Remove]).await?;
+        Ok(())
+    }
+
+    pub async fn getxattrs(
+        &self,
+        pool: &str,
+        oid: &str,
+    ) -> Result<BTreeMap<String, Bytes>, ClientError> {
+        let reply = self.operate(pool, oid, vec![OpCode::GetXattrs]).await?;
+        match output(&reply, 0)? {
+            OpOutput::Xattrs(map) => Ok(map.clone()),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// Every omap entry of the object, fetched page by page.
+    pub async fn omap_list(&self, pool: &str, oid: &str) -> Result<Vec<(Bytes, Bytes)>, ClientError> {
+        let mut all = Vec::new();
+        let mut after = None;
+        loop {
+            let ops = vec![OpCode::OmapGetVals {
+                after: after.clone(),
+                max_entries: LIST_ENTRIES_MAX as u32,
+            }];
+            let reply = self.operate(pool, oid, ops).await?;
+            let OpOutput::Omap { entries, more } = output(&reply, 0)? else {
+                return Err(unexpected());
+            };
+            after = entries.last().map(|(key, _)| key.clone());
+            all.extend(entries.iter().cloned());
+            if !more || after.is_none() {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// One page of the objects in `pg`, after `cursor`.
+    pub async fn list_pg(
+        &self,
+        pg: PgId,
+        cursor: Option<String>,
+        max_entries: u32,
+    ) -> Result<(Vec<String>, Option<String>), ClientError> {
+        let (reply, _) = oneshot::channel();
+        let reply = self
+            .submit(OpRequest {
+                pool: pg.pool,
+                oid: String::new(),
+                list_pg: Some(pg),
+                ops: vec![OpCode::PgList {
+                    after: cursor,
+                    max_entries,
+                }],
+                flags: 0,
+                pinned_osd: None,
+                reply,
+            })
+            .await?;
+        match output(&reply, 0)? {
+            OpOutput::List { names, next } => Ok((names.clone(), next.clone())),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// Every object name in the pool, PG by PG (not a snapshot: objects written
+    /// during the listing may or may not appear).
+    pub async fn list(&self, pool: &str) -> Result<Vec<String>, ClientError> {
+        let pool_id = self.pool_id(pool)?;
+        let pg_num = self
+            .map()
+            .pools
+            .get(&pool_id)
+            .map(|p| p.pg_num)
+            .ok_or_else(|| ClientError::NoSuchPool(pool.to_string()))?;
+        let mut names = Vec::new();
+        for seed in 0..pg_num {
+            let pg = PgId { pool: pool_id, seed };
+            let mut cursor = None;
+            loop {
+                let (page, next) = self.list_pg(pg, cursor, 1000).await?;
+                names.extend(page);
+                match next {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+        }
+        Ok(names)
+    }
+}

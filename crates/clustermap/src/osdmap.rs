@@ -1,0 +1,354 @@
+//! The OsdMap: one epoch of the cluster's membership, pools and placement rules.
+//!
+//! Maps are immutable once published: the monitor clones the current map, changes the
+//! clone, bumps the epoch and publishes it; daemons share each epoch as an
+//! `Arc<OsdMap>` read-only snapshot.
+
+use crate::pool::{validate_pool_name, PoolInfo, PoolSpec, PG_NUM_MAX, POOL_SIZE_MAX};
+use carmine_crush::CrushMap;
+use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
+use carmine_types::{Epoch, OsdId, PoolId};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+/// Reweight of an OSD that is fully in (16.16 fixed point, as CRUSH takes it).
+pub const WEIGHT_IN: u32 = 0x10000;
+/// Most shards one OSD may run.
+pub const OSD_SHARDS_MAX: u16 = 256;
+/// Most OSDs a map may hold.
+pub const OSDS_MAX: usize = 65_536;
+
+/// Cluster-wide flags, as `ceph osd set FLAG`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OsdFlags(pub u32);
+
+impl OsdFlags {
+    pub const NOOUT: u32 = 1 << 0;
+    pub const NODOWN: u32 = 1 << 1;
+    pub const NOUP: u32 = 1 << 2;
+    pub const NOIN: u32 = 1 << 3;
+
+    pub fn contains(self, flag: u32) -> bool {
+        self.0 & flag != 0
+    }
+}
+
+/// One OSD as the map records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OsdInfo {
+    pub id: OsdId,
+    /// Running and reachable.
+    pub up: bool,
+    /// Reweight, 16.16: `WEIGHT_IN` when in, 0 when out.
+    pub weight: u32,
+    /// One listening address per shard; clients talk to the shard owning the PG.
+    pub shard_addrs: Vec<SocketAddr>,
+    /// Epoch at which the OSD last came up.
+    pub up_from: Epoch,
+    /// Epoch at which the OSD last went down (0 if never).
+    pub down_at: Epoch,
+    /// The host it runs on (the CRUSH host bucket name).
+    pub host: String,
+}
+
+impl OsdInfo {
+    pub fn is_in(&self) -> bool {
+        self.weight > 0
+    }
+
+    pub fn shard_count(&self) -> u16 {
+        self.shard_addrs.len() as u16
+    }
+}
+
+/// Why a map change was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OsdMapError {
+    #[error("pool {0:?} already exists")]
+    PoolExists(String),
+    #[error("pool {0:?} does not exist")]
+    NoSuchPool(String),
+    #[error("invalid pool: {0}")]
+    InvalidPool(String),
+    #[error("{0} does not exist")]
+    NoSuchOsd(OsdId),
+    #[error("invalid OSD boot: {0}")]
+    InvalidBoot(String),
+}
+
+/// The cluster map at one epoch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OsdMap {
+    /// Identifies the cluster; daemons refuse maps of another cluster.
+    pub fsid: u128,
+    pub epoch: Epoch,
+    pub osds: BTreeMap<OsdId, OsdInfo>,
+    pub pools: BTreeMap<PoolId, PoolInfo>,
+    pub next_pool_id: u64,
+    pub crush: CrushMap,
+    pub flags: OsdFlags,
+}
+
+impl OsdMap {
+    /// An empty map at epoch 1 whose CRUSH map has one host per OSD for `osd_count`
+    /// OSDs (none of which has booted yet).
+    pub fn new_dev(osd_count: u32) -> Self {
+        Self::new(0, CrushMap::simple(osd_count))
+    }
+
+    pub fn new(fsid: u128, crush: CrushMap) -> Self {
+        Self {
+            fsid,
+            epoch: Epoch(1),
+            osds: BTreeMap::new(),
+            pools: BTreeMap::new(),
+            next_pool_id: 1,
+            crush,
+            flags: OsdFlags::default(),
+        }
+    }
+
+    pub fn pool_by_name(&self, name: &str) -> Option<&PoolInfo> {
+        self.pools.values().find(|pool| pool.name == name)
+    }
+
+    pub fn osd(&self, id: OsdId) -> Option<&OsdInfo> {
+        self.osds.get(&id)
+    }
+
+    pub fn is_up(&self, id: OsdId) -> bool {
+        self.osds.get(&id).is_some_and(|osd| osd.up)
+    }
+
+    pub fn up_count(&self) -> usize {
+        self.osds.values().filter(|osd| osd.up).count()
+    }
+
+    pub fn in_count(&self) -> usize {
+        self.osds.values().filter(|osd| osd.is_in()).count()
+    }
+
+    /// The CRUSH reweight vector indexed by OSD id (0 for absent or out OSDs).
+    pub fn crush_weights(&self) -> Vec<u32> {
+        let length = self
+            .osds
+            .keys()
+            .map(|id| id.0 as usize + 1)
+            .max()
+            .unwrap_or(0)
+            .max(self.crush.max_devices().max(0) as usize);
+        let mut weights = vec![0u32; length];
+        for osd in self.osds.values() {
+            weights[osd.id.0 as usize] = osd.weight;
+        }
+        weights
+    }
+
+    /// Adds a pool (does not bump the epoch; the caller publishes the change).
+    pub fn create_pool(&mut self, spec: PoolSpec) -> Result<PoolId, OsdMapError> {
+        validate_pool_name(&spec.name).map_err(OsdMapError::InvalidPool)?;
+        if self.pool_by_name(&spec.name).is_some() {
+            return Err(OsdMapError::PoolExists(spec.name));
+        }
+        if spec.size == 0 || spec.size > POOL_SIZE_MAX {
+            return Err(OsdMapError::InvalidPool(format!(
+                "size {} is outside 1..={POOL_SIZE_MAX}",
+                spec.size
+            )));
+        }
+        let min_size = spec.min_size.unwrap_or(spec.size - spec.size / 2);
+        if min_size == 0 || min_size > spec.size {
+            return Err(OsdMapError::InvalidPool(format!(
+                "min_size {min_size} is outside 1..={}",
+                spec.size
+            )));
+        }
+        if spec.pg_num == 0 || spec.pg_num > PG_NUM_MAX {
+            return Err(OsdMapError::InvalidPool(format!(
+                "pg_num {} is outside 1..={PG_NUM_MAX}",
+                spec.pg_num
+            )));
+        }
+        if !self.crush.has_rule(spec.crush_rule) {
+            return Err(OsdMapError::InvalidPool(format!(
+                "CRUSH rule {} does not exist",
+                spec.crush_rule
+            )));
+        }
+        let id = PoolId(self.next_pool_id);
+        self.next_pool_id += 1;
+        self.pools.insert(
+            id,
+            PoolInfo {
+                id,
+                name: spec.name,
+                size: spec.size,
+                min_size,
+                pg_num: spec.pg_num,
+                pgp_num: spec.pg_num,
+                crush_rule: spec.crush_rule,
+                created: self.epoch.next(),
+            },
+        );
+        Ok(id)
+    }
+
+    pub fn delete_pool(&mut self, name: &str) -> Result<PoolId, OsdMapError> {
+        let id = self
+            .pool_by_name(name)
+            .map(|pool| pool.id)
+            .ok_or_else(|| OsdMapError::NoSuchPool(name.to_string()))?;
+        self.pools.remove(&id);
+        Ok(id)
+    }
+
+    /// Records an OSD booting: marks it up with its shard addresses, adds it to CRUSH
+    /// in its own host if the CRUSH map lacks it, and marks it in unless `noin`.
+    pub fn boot_osd(
+        &mut self,
+        id: OsdId,
+        shard_addrs: Vec<SocketAddr>,
+        host: String,
+    ) -> Result<(), OsdMapError> {
+        if shard_addrs.is_empty() || shard_addrs.len() > usize::from(OSD_SHARDS_MAX) {
+            return Err(OsdMapError::InvalidBoot(format!(
+                "{id} announced {} shards; 1..={OSD_SHARDS_MAX} allowed",
+                shard_addrs.len()
+            )));
+        }
+        if self.osds.len() >= OSDS_MAX && !self.osds.contains_key(&id) {
+            return Err(OsdMapError::InvalidBoot(format!(
+                "the map already holds {OSDS_MAX} OSDs"
+            )));
+        }
+        if self.crush.device_name(id.0 as i32).is_none() {
+            self.crush.add_osd_in_own_host(id.0 as i32, WEIGHT_IN);
+        }
+        let next = self.epoch.next();
+        let noin = self.flags.contains(OsdFlags::NOIN);
+        let entry = self.osds.entry(id).or_insert_with(|| OsdInfo {
+            id,
+            up: false,
+            weight: if noin { 0 } else { WEIGHT_IN },
+            shard_addrs: Vec::new(),
+            up_from: next,
+            down_at: Epoch(0),
+            host: host.clone(),
+        });
+        entry.up = true;
+        entry.up_from = next;
+        entry.shard_addrs = shard_addrs;
+        entry.host = host;
+        Ok(())
+    }
+
+    pub fn mark_down(&mut self, id: OsdId) -> Result<(), OsdMapError> {
+        let next = self.epoch.next();
+        let osd = self.osds.get_mut(&id).ok_or(OsdMapError::NoSuchOsd(id))?;
+        osd.up = false;
+        osd.down_at = next;
+        Ok(())
+    }
+
+    pub fn set_weight(&mut self, id: OsdId, weight: u32) -> Result<(), OsdMapError> {
+        let osd = self.osds.get_mut(&id).ok_or(OsdMapError::NoSuchOsd(id))?;
+        osd.weight = weight.min(WEIGHT_IN);
+        Ok(())
+    }
+}
+
+impl Encode for OsdInfo {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.id.encode(e);
+            self.up.encode(e);
+            e.put_u32(self.weight);
+            self.shard_addrs.encode(e);
+            self.up_from.encode(e);
+            self.down_at.encode(e);
+            self.host.encode(e);
+        });
+    }
+}
+
+impl Decode for OsdInfo {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("OsdInfo", 1, |d, _| {
+            let info = OsdInfo {
+                id: OsdId::decode(d)?,
+                up: bool::decode(d)?,
+                weight: d.get_u32()?,
+                shard_addrs: Vec::decode(d)?,
+                up_from: Epoch::decode(d)?,
+                down_at: Epoch::decode(d)?,
+                host: d.get_string("host", 256)?,
+            };
+            if info.shard_addrs.len() > usize::from(OSD_SHARDS_MAX) {
+                return Err(DecodeError::TooLong {
+                    what: "OSD shard addresses",
+                    length: info.shard_addrs.len(),
+                    limit: usize::from(OSD_SHARDS_MAX),
+                });
+            }
+            Ok(info)
+        })
+    }
+}
+
+impl Encode for OsdMap {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            e.put_u64(self.fsid as u64);
+            e.put_u64((self.fsid >> 64) as u64);
+            self.epoch.encode(e);
+            e.put_u32(self.osds.len() as u32);
+            for osd in self.osds.values() {
+                osd.encode(e);
+            }
+            e.put_u32(self.pools.len() as u32);
+            for pool in self.pools.values() {
+                pool.encode(e);
+            }
+            e.put_u64(self.next_pool_id);
+            e.put_blob(&self.crush.encode());
+            e.put_u32(self.flags.0);
+        });
+    }
+}
+
+impl Decode for OsdMap {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("OsdMap", 1, |d, _| {
+            let fsid_low = u128::from(d.get_u64()?);
+            let fsid = fsid_low | (u128::from(d.get_u64()?) << 64);
+            let epoch = Epoch::decode(d)?;
+            let mut osds = BTreeMap::new();
+            for _ in 0..d.get_count("osds", 8)? {
+                let osd = OsdInfo::decode(d)?;
+                osds.insert(osd.id, osd);
+            }
+            let mut pools = BTreeMap::new();
+            for _ in 0..d.get_count("pools", 8)? {
+                let pool = PoolInfo::decode(d)?;
+                pools.insert(pool.id, pool);
+            }
+            let next_pool_id = d.get_u64()?;
+            let crush_bytes = d.get_blob("crush map", carmine_types::limits::MESSAGE_BYTES_MAX)?;
+            let crush = CrushMap::decode(&crush_bytes).map_err(|_| DecodeError::Invalid {
+                what: "crush map",
+                value: crush_bytes.len() as u64,
+            })?;
+            let flags = OsdFlags(d.get_u32()?);
+            Ok(OsdMap {
+                fsid,
+                epoch,
+                osds,
+                pools,
+                next_pool_id,
+                crush,
+                flags,
+            })
+        })
+    }
+}

@@ -1,0 +1,147 @@
+//! The API the rest of Carmine codes against: dev-cluster maps, adding
+//! OSDs, the tree view, and the binary form's error handling.
+
+use carmine_crush::{parse_text, CrushMap, DecodeError, CRUSH_ITEM_NONE};
+
+#[test]
+fn simple_map_has_one_host_per_osd_and_a_host_rule() {
+    let map = CrushMap::simple(5);
+    assert_eq!(map.max_devices(), 5);
+    assert_eq!(map.rule_id_by_name("replicated_rule"), Some(0));
+    assert!(map.has_rule(0));
+    assert!(!map.has_rule(1));
+    assert_eq!(map.device_name(3), Some("osd.3"));
+    assert_eq!(map.bucket_name(-1), Some("default"));
+    let weights = vec![0x10000; 5];
+    for x in 0..200 {
+        let osds = map.do_rule(0, x, 3, &weights);
+        assert_eq!(osds.len(), 3, "x {x}");
+        let mut sorted = osds.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 3, "x {x}: duplicate in {osds:?}");
+    }
+}
+
+#[test]
+fn simple_map_prints_like_crushtool_and_compiles_back() {
+    let map = CrushMap::simple(2);
+    let text = map.to_text();
+    assert!(
+        text.contains("host host1 {\n\tid -3\t\t# do not change unnecessarily\n\t# weight 1.000\n"),
+        "{text}"
+    );
+    assert!(text
+        .contains("root default {\n\tid -1\t\t# do not change unnecessarily\n\t# weight 2.000\n"));
+    assert!(text.contains("\tstep chooseleaf firstn 0 type host\n"));
+    let parsed = parse_text(&text).unwrap();
+    assert_eq!(parsed.to_text(), text);
+    assert_eq!(parsed.encode(), map.encode());
+}
+
+#[test]
+fn out_osds_are_skipped_and_missing_weights_count_as_out() {
+    let map = CrushMap::simple(4);
+    let mut weights = vec![0x10000; 4];
+    weights[2] = 0;
+    for x in 0..100 {
+        assert!(!map.do_rule(0, x, 3, &weights).contains(&2));
+        // Only osd.0 and osd.1 have weights: at most two results.
+        let short = map.do_rule(0, x, 3, &[0x10000, 0x10000]);
+        assert!(
+            short.len() <= 2 && short.iter().all(|osd| *osd < 2),
+            "{short:?}"
+        );
+    }
+}
+
+#[test]
+fn add_osd_in_own_host_grows_the_map_and_the_root_weight() {
+    let mut map = CrushMap::simple(2);
+    map.add_osd_in_own_host(7, 0x20000);
+    assert_eq!(map.max_devices(), 8);
+    assert_eq!(map.device_name(7), Some("osd.7"));
+    let rows = map.tree_rows();
+    assert_eq!(rows[0].name, "default");
+    assert_eq!(rows[0].depth, 0);
+    assert_eq!(rows[0].weight, 4.0);
+    let host = rows.iter().find(|row| row.name == "host7").unwrap();
+    assert_eq!(
+        (host.type_name.as_str(), host.depth, host.weight),
+        ("host", 1, 2.0)
+    );
+    let osd = rows.iter().find(|row| row.id == 7).unwrap();
+    assert_eq!(
+        (
+            osd.type_name.as_str(),
+            osd.name.as_str(),
+            osd.depth,
+            osd.weight
+        ),
+        ("osd", "osd.7", 2, 2.0)
+    );
+    // Adding it again changes nothing.
+    let before = map.clone();
+    map.add_osd_in_own_host(7, 0x10000);
+    assert_eq!(map, before);
+    let weights = vec![0x10000; 8];
+    let hits = (0..1000)
+        .filter(|x| map.do_rule(0, *x, 3, &weights).contains(&7))
+        .count();
+    assert!(
+        hits > 500,
+        "osd.7 holds half the weight but got {hits} of 1000"
+    );
+}
+
+#[test]
+fn add_osd_builds_a_map_from_nothing() {
+    let mut map = CrushMap::new();
+    map.add_osd_in_own_host(0, 0x10000);
+    assert_eq!(map.bucket_name(-1), Some("default"));
+    assert_eq!(map.tree_rows().len(), 3);
+}
+
+#[test]
+fn indep_rules_leave_holes() {
+    let text = "type 0 osd\ntype 1 host\ntype 11 root\n\
+        device 0 osd.0\ndevice 1 osd.1\n\
+        host a { id -2 alg straw2 hash 0 item osd.0 weight 1.0 }\n\
+        host b { id -3 alg straw2 hash 0 item osd.1 weight 1.0 }\n\
+        root default { id -1 alg straw2 hash 0 item a item b }\n\
+        rule ec { id 0 type erasure step take default step chooseleaf indep 0 type host step emit }\n";
+    let map = parse_text(text).unwrap();
+    let out = map.do_rule(0, 1, 3, &[0x10000, 0x10000]);
+    assert_eq!(out.len(), 3);
+    assert_eq!(
+        out.iter().filter(|osd| **osd == CRUSH_ITEM_NONE).count(),
+        1,
+        "{out:?}"
+    );
+}
+
+#[test]
+fn decode_rejects_bad_input_without_panicking() {
+    let bytes = CrushMap::simple(3).encode();
+    assert_eq!(CrushMap::decode(b"nope"), Err(DecodeError::BadMagic));
+    let mut newer = bytes.clone();
+    newer[4] = 0xff;
+    assert!(matches!(
+        CrushMap::decode(&newer),
+        Err(DecodeError::UnsupportedVersion { .. })
+    ));
+    for length in 0..bytes.len() {
+        assert!(
+            CrushMap::decode(&bytes[..length]).is_err(),
+            "prefix of {length} bytes decoded"
+        );
+    }
+    // Flip every byte in turn: any result is fine, a panic is not.
+    for index in 0..bytes.len() {
+        let mut corrupt = bytes.clone();
+        corrupt[index] ^= 0xa5;
+        if let Ok(map) = CrushMap::decode(&corrupt) {
+            let _ = map.do_rule(0, 1, 3, &[0x10000; 3]);
+        }
+    }
+}

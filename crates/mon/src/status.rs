@@ -1,0 +1,156 @@
+//! `carmine status`: the cluster summarised from the map and the OSDs' latest reports.
+
+use crate::Monitor;
+use carmine_proto::{ClusterStatus, OsdUsage, PgStat, PoolStatus};
+use carmine_types::PgId;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+impl Monitor {
+    /// The cluster at a glance, with health checks as `ceph -s` words them.
+    pub fn status(&self, now: Instant) -> ClusterStatus {
+        let map = &self.map;
+        let mut status = ClusterStatus {
+            fsid: map.fsid,
+            epoch: map.epoch,
+            mon_count: self.config.mon_count,
+            osd_count: map.osds.len() as u32,
+            osds_up: map.up_count() as u32,
+            osds_in: map.in_count() as u32,
+            ..ClusterStatus::default()
+        };
+        let pg_stats = self.current_pg_stats();
+        self.summarise_pools(&pg_stats, &mut status);
+        self.summarise_osds(now, &mut status);
+        status.health_checks = self.health_checks(&status);
+        status.health = if status.health_checks.is_empty() {
+            "HEALTH_OK".into()
+        } else {
+            "HEALTH_WARN".into()
+        };
+        status
+    }
+
+    /// The newest report for each PG, from the OSD the current map names primary.
+    fn current_pg_stats(&self) -> BTreeMap<PgId, PgStat> {
+        let mut pgs = BTreeMap::new();
+        for tracking in self.osds.values() {
+            let Some((_, stats)) = &tracking.stats else {
+                continue;
+            };
+            for pg in &stats.pgs {
+                let primary = self.map.pg_mapping(pg.pgid).and_then(|m| m.primary);
+                if primary == Some(stats.osd) && self.map.is_up(stats.osd) {
+                    pgs.insert(pg.pgid, pg.clone());
+                }
+            }
+        }
+        pgs
+    }
+
+    fn summarise_pools(&self, pg_stats: &BTreeMap<PgId, PgStat>, status: &mut ClusterStatus) {
+        for pool in self.map.pools.values() {
+            let mut pool_status = PoolStatus {
+                name: pool.name.clone(),
+                id: pool.id.0,
+                size: pool.size,
+                min_size: pool.min_size,
+                pg_num: pool.pg_num,
+                ..PoolStatus::default()
+            };
+            for seed in 0..pool.pg_num {
+                let pgid = PgId {
+                    pool: pool.id,
+                    seed,
+                };
+                let state = match pg_stats.get(&pgid) {
+                    Some(stat) => {
+                        pool_status.object_count += stat.object_count;
+                        pool_status.data_bytes += stat.data_bytes;
+                        status.raw_used_bytes += stat.data_bytes * stat.acting.len() as u64;
+                        stat.state.name()
+                    }
+                    None => "unknown".to_string(),
+                };
+                *status.pg_states.entry(state).or_default() += 1;
+                status.pg_count += 1;
+            }
+            status.object_count += pool_status.object_count;
+            status.data_bytes += pool_status.data_bytes;
+            status.pools.push(pool_status);
+        }
+    }
+
+    fn summarise_osds(&self, now: Instant, status: &mut ClusterStatus) {
+        for osd in self.map.osds.values() {
+            let mut usage = OsdUsage {
+                osd: osd.id,
+                up: osd.up,
+                weight: osd.weight,
+                ..OsdUsage::default()
+            };
+            let tracking = self.osds.get(&osd.id);
+            if let Some((at, stats)) = tracking.and_then(|t| t.stats.as_ref()) {
+                usage.object_count = stats.object_count;
+                usage.data_bytes = stats.data_bytes;
+                usage.capacity_bytes = stats.capacity_bytes;
+                usage.pg_count = stats.pgs.len() as u32;
+                let fresh = now.duration_since(*at).as_secs_f64() < 10.0;
+                if let (true, Some((before_at, before))) =
+                    (fresh && osd.up, tracking.and_then(|t| t.previous_stats.as_ref()))
+                {
+                    let seconds = at.duration_since(*before_at).as_secs_f64();
+                    if seconds > 0.0 {
+                        let rate = |a: u64, b: u64| (a.saturating_sub(b) as f64 / seconds) as u64;
+                        status.client_ops_per_second += rate(stats.ops_total, before.ops_total);
+                        status.client_write_bytes_per_second +=
+                            rate(stats.write_bytes_total, before.write_bytes_total);
+                        status.client_read_bytes_per_second +=
+                            rate(stats.read_bytes_total, before.read_bytes_total);
+                    }
+                }
+            }
+            status.osds.push(usage);
+        }
+    }
+
+    fn health_checks(&self, status: &ClusterStatus) -> Vec<String> {
+        let mut checks = Vec::new();
+        let down = status.osd_count - status.osds_up;
+        if down > 0 {
+            let names: Vec<String> = self
+                .map
+                .osds
+                .values()
+                .filter(|osd| !osd.up)
+                .map(|osd| osd.id.to_string())
+                .collect();
+            checks.push(format!(
+                "OSD_DOWN: {down} osds down ({})",
+                names.join(", ")
+            ));
+        }
+        if status.osd_count == 0 {
+            checks.push("OSD_COUNT: no OSDs have booted".into());
+        }
+        let not_clean: u32 = status
+            .pg_states
+            .iter()
+            .filter(|(state, _)| state.as_str() != "active+clean")
+            .map(|(_, count)| *count)
+            .sum();
+        if not_clean > 0 {
+            let detail: Vec<String> = status
+                .pg_states
+                .iter()
+                .filter(|(state, _)| state.as_str() != "active+clean")
+                .map(|(state, count)| format!("{count} {state}"))
+                .collect();
+            checks.push(format!(
+                "PG_NOT_CLEAN: {not_clean} pgs not active+clean ({})",
+                detail.join(", ")
+            ));
+        }
+        checks
+    }
+}

@@ -1,0 +1,653 @@
+//! The thin tokio driver: TCP connections running [`Session`]s.
+//!
+//! One task per connection owns the socket and the session. Each turn it reads once
+//! into the session's receive buffer (every complete frame is decoded from it, segments
+//! are slices of that buffer), then gathers every queued frame into one vectored write.
+//! Sockets use `TCP_NODELAY`. The tasks are `Send`, for `tokio::spawn` on any runtime.
+//!
+//! A lossless connector reconnects after a recoverable fault and replays, keeping the
+//! same [`ConnectionHandle`]; a lossless acceptor keeps its session for
+//! `reconnect_window` and hands a resuming connection to it (a registry inside
+//! [`serve`] maps `(peer, client_cookie)` to the waiting session). Every failure
+//! closes the connection with one `tracing` line; nothing here panics on peer input.
+
+use crate::config::{Policy, SessionConfig};
+use crate::error::SessionError;
+use crate::message::Message;
+use crate::session::{Session, SessionEvent};
+use bytes::{Buf, Bytes};
+use carmine_types::{EntityName, ShardIndex};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::io::Interest;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, Notify};
+
+/// A connection's process-unique id.
+pub type ConnId = u64;
+
+/// Bytes reserved in the receive buffer before each read.
+const READ_BYTES_MIN: usize = 64 * 1024;
+/// Most buffers handed to one vectored write.
+const WRITE_SLICES_MAX: usize = 1024;
+/// Most messages moved from a handle's queue into the session per turn.
+const COMMANDS_PER_TURN_MAX: usize = 1024;
+/// First and last pause between reconnect attempts.
+const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(5);
+const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Time allowed to flush a `Close` frame.
+const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_millis(200);
+/// Most resume requests waiting for one session.
+const RESUME_QUEUE_MAX: usize = 4;
+
+static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What the driver reports to its owner.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NetEvent {
+    /// An accepted session is established ([`connect`] returns its handle instead).
+    Established {
+        conn: ConnectionHandle,
+        peer: EntityName,
+        peer_shard: ShardIndex,
+    },
+    Message {
+        conn_id: ConnId,
+        peer: EntityName,
+        message: Message,
+    },
+    /// The connection (and, when lossless, the session) is gone for good.
+    Closed {
+        conn_id: ConnId,
+        peer: Option<EntityName>,
+        reason: String,
+    },
+}
+
+/// Why [`ConnectionHandle::send`] refused a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    #[error("send queue full")]
+    QueueFull,
+    #[error("connection closed")]
+    Closed,
+}
+
+/// Why [`connect`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    #[error("connect: {0}")]
+    Io(#[from] io::Error),
+    #[error("connect and handshake did not complete within {after:?}")]
+    TimedOut { after: Duration },
+    #[error("handshake failed: {0}")]
+    Session(#[from] SessionError),
+}
+
+/// State shared by a connection's task and its handles.
+#[derive(Debug)]
+struct Shared {
+    closed: AtomicBool,
+    close_requested: Notify,
+    queued_bytes: AtomicUsize,
+    queued_bytes_max: usize,
+}
+
+/// A cheap, clonable handle to a connection: send messages, close it.
+#[derive(Debug, Clone)]
+pub struct ConnectionHandle {
+    id: ConnId,
+    peer: EntityName,
+    peer_shard: ShardIndex,
+    commands: mpsc::Sender<Message>,
+    shared: Arc<Shared>,
+}
+
+impl ConnectionHandle {
+    pub fn id(&self) -> ConnId {
+        self.id
+    }
+
+    pub fn peer(&self) -> EntityName {
+        self.peer
+    }
+
+    pub fn peer_shard(&self) -> ShardIndex {
+        self.peer_shard
+    }
+
+    /// Queues a message without waiting; fails when the bounded queue is full.
+    pub fn send(&self, message: Message) -> Result<(), SendError> {
+        if self.shared.closed.load(Ordering::Relaxed) {
+            return Err(SendError::Closed);
+        }
+        let bytes = message.payload_bytes();
+        let before = self.shared.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
+        if before > 0 && before + bytes > self.shared.queued_bytes_max {
+            self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(SendError::QueueFull);
+        }
+        self.commands.try_send(message).map_err(|error| {
+            self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            match error {
+                mpsc::error::TrySendError::Full(_) => SendError::QueueFull,
+                mpsc::error::TrySendError::Closed(_) => SendError::Closed,
+            }
+        })
+    }
+
+    /// Closes the connection (after sending a `Close` frame to the peer).
+    pub fn close(&self) {
+        self.shared.closed.store(true, Ordering::Relaxed);
+        self.shared.close_requested.notify_one();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Relaxed)
+    }
+}
+
+/// A socket plus the bytes waiting to be written to it.
+struct Conn {
+    stream: TcpStream,
+    pending: VecDeque<Bytes>,
+    pending_bytes: usize,
+    gather: Vec<Bytes>,
+}
+
+impl Conn {
+    fn new(stream: TcpStream) -> io::Result<Conn> {
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            stream,
+            pending: VecDeque::new(),
+            pending_bytes: 0,
+            gather: Vec::new(),
+        })
+    }
+
+    fn queue_from(&mut self, session: &mut Session) {
+        self.pending_bytes += session.poll_transmit(&mut self.gather);
+        self.pending.extend(self.gather.drain(..));
+    }
+
+    /// Writes as much as the socket takes now, many buffers per system call.
+    fn try_flush(&mut self) -> io::Result<()> {
+        while !self.pending.is_empty() {
+            let slices: Vec<IoSlice<'_>> = self
+                .pending
+                .iter()
+                .take(WRITE_SLICES_MAX)
+                .map(|chunk| IoSlice::new(chunk))
+                .collect();
+            let written = match self.stream.try_write_vectored(&slices) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(written) => written,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(error) => return Err(error),
+            };
+            self.consume(written);
+        }
+        Ok(())
+    }
+
+    fn consume(&mut self, mut written: usize) {
+        self.pending_bytes -= written;
+        while written > 0 {
+            let front = self.pending.front_mut().expect("wrote more than pending");
+            if front.len() <= written {
+                written -= front.len();
+                self.pending.pop_front();
+            } else {
+                front.advance(written);
+                written = 0;
+            }
+        }
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        loop {
+            self.try_flush()?;
+            if self.pending.is_empty() {
+                return Ok(());
+            }
+            self.stream.writable().await?;
+        }
+    }
+
+    /// Reads what is there into the session's buffer; `Ok(false)` if nothing was.
+    ///
+    /// A read shorter than the space offered means the socket is drained, so the
+    /// readiness is cleared right away instead of after one more read that would
+    /// only return `WouldBlock` (tokio only clears it if no event arrived meanwhile).
+    fn try_read(&mut self, session: &mut Session) -> io::Result<bool> {
+        let buffer = session.receive_buffer();
+        buffer.reserve(READ_BYTES_MIN);
+        let spare = buffer.capacity() - buffer.len();
+        let mut received = 0;
+        let stream = &self.stream;
+        let result = stream.try_io(Interest::READABLE, || {
+            received = stream.try_read_buf(buffer)?;
+            match received {
+                0 => Ok(0),
+                short if short < spare => Err(io::ErrorKind::WouldBlock.into()),
+                full => Ok(full),
+            }
+        });
+        match result {
+            Ok(0) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "peer closed the connection",
+            )),
+            Ok(_) => Ok(true),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(received > 0),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// Why a connection ended.
+#[derive(Debug)]
+enum Fault {
+    Io(io::Error),
+    Session(SessionError),
+    TimedOut,
+    ClosedLocally,
+    EventsDropped,
+}
+
+impl Fault {
+    fn recoverable(&self) -> bool {
+        match self {
+            Fault::Io(_) | Fault::TimedOut => true,
+            Fault::Session(error) => error.is_recoverable(),
+            Fault::ClosedLocally | Fault::EventsDropped => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Io(error) => write!(f, "connection error: {error}"),
+            Fault::Session(error) => write!(f, "{error}"),
+            Fault::TimedOut => write!(f, "handshake timed out"),
+            Fault::ClosedLocally => write!(f, "closed locally"),
+            Fault::EventsDropped => write!(f, "event receiver dropped"),
+        }
+    }
+}
+
+/// Runs the handshake until the session is established (or, on a lossless acceptor,
+/// waits for a resume decision).
+async fn handshake(conn: &mut Conn, session: &mut Session) -> Result<(), Fault> {
+    loop {
+        conn.queue_from(session);
+        conn.flush().await.map_err(Fault::Io)?;
+        if session.is_established() || session.resume_pending() {
+            return Ok(());
+        }
+        if session.is_closed() {
+            return Err(Fault::Session(SessionError::Closed));
+        }
+        conn.stream.readable().await.map_err(Fault::Io)?;
+        if conn.try_read(session).map_err(Fault::Io)? {
+            session
+                .handle_buffered(Instant::now())
+                .map_err(Fault::Session)?;
+        }
+    }
+}
+
+/// A process-unique, non-zero cookie (drivers may use clocks; sessions may not).
+fn new_cookie() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    (nanos ^ (u64::from(std::process::id()) << 40)).wrapping_add(count.wrapping_mul(0x9e37_79b9))
+        | 1
+}
+
+/// Connects to `addr` and returns once the session is established. Messages from the
+/// peer and the final `Closed` go to `events` (no `Established` event: the handle is
+/// the result). A lossless session reconnects and replays behind the same handle.
+pub async fn connect(
+    addr: SocketAddr,
+    config: SessionConfig,
+    target_shard: ShardIndex,
+    events: mpsc::UnboundedSender<NetEvent>,
+) -> Result<ConnectionHandle, ConnectError> {
+    let after = config.handshake_timeout;
+    let deadline = tokio::time::Instant::now() + after;
+    let mut session = Session::connect(config, target_shard, Instant::now());
+    session.set_cookie(new_cookie());
+    let attempt = open_connection(addr, &mut session);
+    let conn = match tokio::time::timeout_at(deadline, attempt).await {
+        Err(_) => return Err(ConnectError::TimedOut { after }),
+        Ok(Err(Fault::Io(error))) => return Err(ConnectError::Io(error)),
+        Ok(Err(Fault::Session(error))) => return Err(ConnectError::Session(error)),
+        Ok(Err(other)) => return Err(ConnectError::Io(io::Error::other(other.to_string()))),
+        Ok(Ok(conn)) => conn,
+    };
+    let Some(SessionEvent::Established { peer, peer_shard }) = session.poll_event() else {
+        unreachable!("an established connector reports Established first");
+    };
+    let (driver, handle) = Driver::new(session, peer, peer_shard, events);
+    let role = Role::Connector { addr };
+    tracing::debug!(conn_id = handle.id, %peer, %addr, "messenger: connected");
+    tokio::spawn(driver.run(conn, role));
+    Ok(handle)
+}
+
+async fn open_connection(addr: SocketAddr, session: &mut Session) -> Result<Conn, Fault> {
+    let stream = TcpStream::connect(addr).await.map_err(Fault::Io)?;
+    let mut conn = Conn::new(stream).map_err(Fault::Io)?;
+    session.set_addresses(conn.stream.local_addr().ok(), Some(addr));
+    handshake(&mut conn, session).await?;
+    Ok(conn)
+}
+
+/// Accepts connections until `events`' receiver is dropped. Each established session
+/// reports `Established`, then its messages, then `Closed`.
+pub async fn serve(
+    listener: TcpListener,
+    config: SessionConfig,
+    events: mpsc::UnboundedSender<NetEvent>,
+) {
+    let registry = Arc::new(Registry::default());
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = events.closed() => return,
+        };
+        match accepted {
+            Ok((stream, peer_addr)) => {
+                let task = accept_one(
+                    stream,
+                    peer_addr,
+                    config.clone(),
+                    events.clone(),
+                    registry.clone(),
+                );
+                tokio::spawn(task);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "messenger: accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// A connection handed to an older lossless session, which answers with the
+/// connection back if it cannot resume.
+struct Resume {
+    conn: Conn,
+    fresh: Session,
+    answer: oneshot::Sender<Option<(Conn, Session)>>,
+}
+
+/// Lossless acceptor sessions that a reconnecting peer may resume.
+#[derive(Default)]
+struct Registry {
+    sessions: Mutex<HashMap<(EntityName, u64), mpsc::Sender<Resume>>>,
+}
+
+impl Registry {
+    fn lookup(&self, key: (EntityName, u64)) -> Option<mpsc::Sender<Resume>> {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.get(&key).cloned()
+    }
+
+    fn insert(&self, key: (EntityName, u64), sender: mpsc::Sender<Resume>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.insert(key, sender);
+    }
+
+    fn remove(&self, key: (EntityName, u64)) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.remove(&key);
+    }
+}
+
+async fn accept_one(
+    stream: TcpStream,
+    peer_addr: SocketAddr,
+    config: SessionConfig,
+    events: mpsc::UnboundedSender<NetEvent>,
+    registry: Arc<Registry>,
+) {
+    let after = config.handshake_timeout;
+    let mut session = Session::accept(config, Instant::now());
+    session.set_cookie(new_cookie());
+    let result =
+        tokio::time::timeout(after, accept_handshake(stream, peer_addr, &mut session)).await;
+    let mut conn = match result {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(fault)) => {
+            tracing::info!(%peer_addr, %fault, "messenger: inbound handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(%peer_addr, ?after, "messenger: inbound handshake timed out");
+            return;
+        }
+    };
+    if session.resume_pending() {
+        let Some((returned_conn, returned)) = offer_resume(&registry, conn, session).await else {
+            return; // an older session took the connection over
+        };
+        conn = returned_conn;
+        session = returned;
+        if let Err(error) = session.accept_new_session(Instant::now()) {
+            tracing::info!(%peer_addr, %error, "messenger: inbound session failed");
+            return;
+        }
+    }
+    let Some(SessionEvent::Established { peer, peer_shard }) = session.poll_event() else {
+        tracing::warn!(%peer_addr, "messenger: established without an Established event");
+        return;
+    };
+    let (driver, handle) = Driver::new(session, peer, peer_shard, events.clone());
+    tracing::debug!(conn_id = handle.id, %peer, %peer_addr, "messenger: accepted");
+    let role = driver.acceptor_role(&registry);
+    if events
+        .send(NetEvent::Established {
+            conn: handle,
+            peer,
+            peer_shard,
+        })
+        .is_err()
+    {
+        return;
+    }
+    driver.run(conn, role).await;
+}
+
+async fn accept_handshake(
+    stream: TcpStream,
+    peer_addr: SocketAddr,
+    session: &mut Session,
+) -> Result<Conn, Fault> {
+    let mut conn = Conn::new(stream).map_err(Fault::Io)?;
+    session.set_addresses(conn.stream.local_addr().ok(), Some(peer_addr));
+    handshake(&mut conn, session).await?;
+    Ok(conn)
+}
+
+/// Offers a resuming connection to the older session registered under its cookie.
+/// Returns the connection back when there is none or it cannot resume.
+async fn offer_resume(
+    registry: &Registry,
+    conn: Conn,
+    mut fresh: Session,
+) -> Option<(Conn, Session)> {
+    let Some(SessionEvent::ResumeRequested {
+        peer,
+        client_cookie,
+        ..
+    }) = fresh.poll_event()
+    else {
+        return Some((conn, fresh));
+    };
+    let Some(sender) = registry.lookup((peer, client_cookie)) else {
+        return Some((conn, fresh));
+    };
+    let (answer, answered) = oneshot::channel();
+    let resume = Resume {
+        conn,
+        fresh,
+        answer,
+    };
+    if let Err(mpsc::error::SendError(resume)) = sender.send(resume).await {
+        return Some((resume.conn, resume.fresh));
+    }
+    // If the old session's task ended without answering, the connection is lost;
+    // the peer will reconnect and find no session.
+    answered.await.ok().flatten()
+}
+
+/// Which side of the connection a driver is, and what it needs to recover.
+enum Role {
+    Connector {
+        addr: SocketAddr,
+    },
+    Acceptor {
+        registry: Arc<Registry>,
+        key: Option<(EntityName, u64)>,
+        resumes: mpsc::Receiver<Resume>,
+    },
+}
+
+/// The per-connection task's state.
+struct Driver {
+    id: ConnId,
+    peer: EntityName,
+    session: Session,
+    commands: mpsc::Receiver<Message>,
+    /// A message taken from `commands` that the session had no room for yet.
+    stash: Option<Message>,
+    shared: Arc<Shared>,
+    events: mpsc::UnboundedSender<NetEvent>,
+}
+
+impl Driver {
+    fn new(
+        session: Session,
+        peer: EntityName,
+        peer_shard: ShardIndex,
+        events: mpsc::UnboundedSender<NetEvent>,
+    ) -> (Driver, ConnectionHandle) {
+        let config = session.config();
+        let (sender, commands) = mpsc::channel(config.send_queue_messages_max);
+        let shared = Arc::new(Shared {
+            closed: AtomicBool::new(false),
+            close_requested: Notify::new(),
+            queued_bytes: AtomicUsize::new(0),
+            queued_bytes_max: config.send_queue_bytes_max,
+        });
+        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
+        let handle = ConnectionHandle {
+            id,
+            peer,
+            peer_shard,
+            commands: sender,
+            shared: shared.clone(),
+        };
+        let driver = Driver {
+            id,
+            peer,
+            session,
+            commands,
+            stash: None,
+            shared,
+            events,
+        };
+        (driver, handle)
+    }
+
+    fn acceptor_role(&self, registry: &Arc<Registry>) -> Role {
+        let (sender, resumes) = mpsc::channel(RESUME_QUEUE_MAX);
+        let key = match self.session.policy() {
+            Policy::Lossless => Some((self.peer, self.session.client_cookie())),
+            Policy::Lossy => None,
+        };
+        if let Some(key) = key {
+            registry.insert(key, sender);
+        }
+        Role::Acceptor {
+            registry: registry.clone(),
+            key,
+            resumes,
+        }
+    }
+
+    /// Runs connections until the session ends for good, then reports `Closed`.
+    async fn run(mut self, conn: Conn, mut role: Role) {
+        let mut conn = Some(conn);
+        let fault = loop {
+            let fault = match conn.take() {
+                Some(mut current) => self.run_connected(&mut current, &mut role).await,
+                None => Fault::TimedOut,
+            };
+            let lossless = self.session.policy() == Policy::Lossless;
+            if !fault.recoverable() || !lossless {
+                break fault;
+            }
+            tracing::info!(conn_id = self.id, peer = %self.peer, %fault, "messenger: connection fault, resuming");
+            self.session.handle_transport_closed(Instant::now());
+            let recovered = match &mut role {
+                Role::Connector { addr } => self.reconnect(*addr).await,
+                Role::Acceptor { resumes, .. } => self.standby(resumes).await,
+            };
+            match recovered {
+                Ok(new_conn) => conn = Some(new_conn),
+                Err(fault) => break fault,
+            }
+        };
+        self.finish(fault, role);
+    }
+
+    fn finish(self, fault: Fault, role: Role) {
+        self.shared.closed.store(true, Ordering::Relaxed);
+        if let Role::Acceptor {
+            registry,
+            key: Some(key),
+            ..
+        } = role
+        {
+            registry.remove(key);
+        }
+        let reason = fault.to_string();
+        match fault {
+            Fault::ClosedLocally => {
+                tracing::debug!(conn_id = self.id, peer = %self.peer, "messenger: closed")
+            }
+            _ => {
+                tracing::info!(conn_id = self.id, peer = %self.peer, %reason, "messenger: connection closed")
+            }
+        }
+        let _ = self.events.send(NetEvent::Closed {
+            conn_id: self.id,
+            peer: Some(self.peer),
+            reason,
+        });
+    }
+}
+
+#[path = "tcp_driver.rs"]
+mod driver_loop;
+
+#[cfg(test)]
+#[path = "tcp_tests.rs"]
+mod tests;

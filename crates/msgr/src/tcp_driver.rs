@@ -1,0 +1,275 @@
+//! The per-connection task's loops: running a connection, and recovering a lossless
+//! session (connector: reconnect with backoff; acceptor: stand by for a resume).
+
+use super::{
+    open_connection, Conn, Driver, Fault, NetEvent, Resume, Role, CLOSE_FLUSH_TIMEOUT,
+    COMMANDS_PER_TURN_MAX, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN,
+};
+use crate::error::SessionError;
+use crate::message::Message;
+use crate::session::SessionEvent;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::io::{Interest, Ready};
+use tokio::sync::mpsc;
+
+/// A deadline far enough away to mean "none".
+const FAR_FUTURE: Duration = Duration::from_secs(86_400);
+
+async fn next_resume(role: &mut Role) -> Resume {
+    match role {
+        Role::Acceptor { resumes, .. } => match resumes.recv().await {
+            Some(resume) => resume,
+            None => std::future::pending().await,
+        },
+        Role::Connector { .. } => std::future::pending().await,
+    }
+}
+
+impl Driver {
+    /// Runs one connection until it fails or is closed.
+    pub(super) async fn run_connected(&mut self, conn: &mut Conn, role: &mut Role) -> Fault {
+        let sleep = tokio::time::sleep(FAR_FUTURE);
+        tokio::pin!(sleep);
+        let mut armed: Option<Instant> = None;
+        let write_delay = self.session.config().faults.write_delay;
+        let pending_bytes_max = self.shared.queued_bytes_max;
+        loop {
+            if let Err(fault) = self.turn(conn, write_delay).await {
+                return self.fail(conn, fault).await;
+            }
+            // The timer only moves earlier: firing early is harmless (handle_timeout
+            // checks), and most turns move the deadline later.
+            let deadline = self.session.poll_timeout();
+            if let Some(at) = deadline {
+                if armed.map_or(true, |armed| at < armed) {
+                    sleep.as_mut().reset(at.into());
+                    armed = Some(at);
+                }
+            }
+            let interest = match conn.pending.is_empty() {
+                true => Interest::READABLE,
+                false => Interest::READABLE | Interest::WRITABLE,
+            };
+            let can_take = self.stash.is_none()
+                && self.session.has_send_room()
+                && conn.pending_bytes < pending_bytes_max;
+            let result = tokio::select! {
+                ready = conn.stream.ready(interest) => self.on_ready(conn, ready),
+                command = self.commands.recv(), if can_take => {
+                    self.take_commands(command);
+                    Ok(())
+                }
+                _ = self.shared.close_requested.notified() => {
+                    return self.close_gracefully(conn).await;
+                }
+                _ = &mut sleep, if armed.is_some() => {
+                    armed = None;
+                    self.session.handle_timeout(Instant::now()).map_err(Fault::Session)
+                }
+                resume = next_resume(role) => self.resume_while_connected(conn, resume),
+            };
+            if let Err(fault) = result {
+                return self.fail(conn, fault).await;
+            }
+        }
+    }
+
+    /// Delivers events, retries a stashed message, and writes what is queued.
+    async fn turn(&mut self, conn: &mut Conn, write_delay: Duration) -> Result<(), Fault> {
+        self.deliver_events()?;
+        if let Some(message) = self.stash.take() {
+            self.queue_message(message);
+        }
+        conn.queue_from(&mut self.session);
+        if !write_delay.is_zero() && !conn.pending.is_empty() {
+            tokio::time::sleep(write_delay).await;
+        }
+        conn.try_flush().map_err(Fault::Io)
+    }
+
+    /// Tries to flush the `Close` frame a fatal session error queued, then gives up
+    /// the connection.
+    async fn fail(&mut self, conn: &mut Conn, fault: Fault) -> Fault {
+        if !fault.recoverable() {
+            conn.queue_from(&mut self.session);
+            let _ = tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, conn.flush()).await;
+        }
+        fault
+    }
+
+    fn on_ready(&mut self, conn: &mut Conn, ready: io::Result<Ready>) -> Result<(), Fault> {
+        let ready = ready.map_err(Fault::Io)?;
+        let readable = ready.is_readable() || ready.is_read_closed();
+        if readable && conn.try_read(&mut self.session).map_err(Fault::Io)? {
+            self.session
+                .handle_buffered(Instant::now())
+                .map_err(Fault::Session)?;
+        }
+        if ready.is_writable() {
+            conn.try_flush().map_err(Fault::Io)?;
+        }
+        Ok(())
+    }
+
+    /// Moves messages from the handles' queue into the session while it has room.
+    fn take_commands(&mut self, first: Option<Message>) {
+        let Some(first) = first else {
+            return; // every handle is gone; the peer may still talk to us
+        };
+        self.queue_message(first);
+        for _ in 1..COMMANDS_PER_TURN_MAX {
+            if self.stash.is_some() || !self.session.has_send_room() {
+                return;
+            }
+            match self.commands.try_recv() {
+                Ok(message) => self.queue_message(message),
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn queue_message(&mut self, message: Message) {
+        let bytes = message.payload_bytes();
+        match self.session.send(Instant::now(), message.clone()) {
+            Ok(()) => {
+                self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            }
+            Err(SessionError::QueueFull { .. }) => self.stash = Some(message),
+            Err(error) => {
+                self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                tracing::warn!(conn_id = self.id, %error, "messenger: message dropped");
+            }
+        }
+    }
+
+    fn deliver_events(&mut self) -> Result<(), Fault> {
+        while let Some(event) = self.session.poll_event() {
+            match event {
+                SessionEvent::Message(message) => {
+                    let event = NetEvent::Message {
+                        conn_id: self.id,
+                        peer: self.peer,
+                        message,
+                    };
+                    self.events.send(event).map_err(|_| Fault::EventsDropped)?;
+                }
+                SessionEvent::PeerReset => {
+                    tracing::warn!(conn_id = self.id, peer = %self.peer, "messenger: peer lost our session; restarted it")
+                }
+                other => tracing::debug!(conn_id = self.id, ?other, "messenger: session event"),
+            }
+        }
+        Ok(())
+    }
+
+    async fn close_gracefully(&mut self, conn: &mut Conn) -> Fault {
+        self.session.close("connection closed by its owner");
+        conn.queue_from(&mut self.session);
+        let _ = tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, conn.flush()).await;
+        Fault::ClosedLocally
+    }
+
+    /// A resuming connection arrived while the old one still looks alive.
+    fn resume_while_connected(&mut self, conn: &mut Conn, resume: Resume) -> Result<(), Fault> {
+        let new_conn = self.adopt(resume)?;
+        *conn = new_conn; // the old socket closes here
+        Ok(())
+    }
+
+    /// Continues the session on a resuming connection; hands it back if impossible.
+    fn adopt(&mut self, resume: Resume) -> Result<Conn, Fault> {
+        let Resume {
+            conn,
+            mut fresh,
+            answer,
+        } = resume;
+        match self.session.resume(Instant::now(), &mut fresh) {
+            Ok(()) => {
+                let _ = answer.send(None);
+                tracing::info!(conn_id = self.id, peer = %self.peer, "messenger: session resumed");
+                Ok(conn)
+            }
+            Err(error @ SessionError::CannotResume { .. }) => {
+                let _ = answer.send(Some((conn, fresh)));
+                Err(Fault::Session(error))
+            }
+            Err(error) => {
+                let _ = answer.send(None);
+                Err(Fault::Session(error))
+            }
+        }
+    }
+
+    /// Lossless acceptor without a connection: keeps queueing, waits for a resume.
+    pub(super) async fn standby(
+        &mut self,
+        resumes: &mut mpsc::Receiver<Resume>,
+    ) -> Result<Conn, Fault> {
+        loop {
+            let deadline = self
+                .session
+                .poll_timeout()
+                .unwrap_or_else(|| Instant::now() + FAR_FUTURE);
+            let can_take = self.stash.is_none() && self.session.has_send_room();
+            tokio::select! {
+                resume = resumes.recv() => match resume {
+                    Some(resume) => match self.adopt(resume) {
+                        Ok(conn) => return Ok(conn),
+                        Err(fault) if fault.recoverable() => continue,
+                        Err(fault) => return Err(fault),
+                    },
+                    None => return Err(Fault::Session(SessionError::Closed)),
+                },
+                command = self.commands.recv(), if can_take => self.take_commands(command),
+                _ = self.shared.close_requested.notified() => return Err(Fault::ClosedLocally),
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    self.session.handle_timeout(Instant::now()).map_err(Fault::Session)?;
+                }
+            }
+        }
+    }
+
+    /// Lossless connector: reconnects with backoff until the handshake succeeds or the
+    /// reconnect window passes.
+    pub(super) async fn reconnect(&mut self, addr: SocketAddr) -> Result<Conn, Fault> {
+        let config = self.session.config();
+        let window_end = Instant::now() + config.reconnect_window;
+        let attempt_timeout = config.handshake_timeout;
+        let mut backoff = RECONNECT_BACKOFF_MIN;
+        let mut attempts = 0u64;
+        loop {
+            if Instant::now() >= window_end {
+                let after = self.session.config().reconnect_window;
+                return Err(Fault::Session(SessionError::ReconnectWindowExpired {
+                    after,
+                }));
+            }
+            attempts += 1;
+            self.session.reconnect(Instant::now());
+            let attempt =
+                tokio::time::timeout(attempt_timeout, open_connection(addr, &mut self.session));
+            let failure = tokio::select! {
+                result = attempt => match result {
+                    Ok(Ok(conn)) => {
+                        tracing::info!(conn_id = self.id, %addr, attempts, "messenger: reconnected");
+                        return Ok(conn);
+                    }
+                    Ok(Err(fault)) if !fault.recoverable() => return Err(fault),
+                    Ok(Err(fault)) => fault,
+                    Err(_) => Fault::TimedOut,
+                },
+                _ = self.shared.close_requested.notified() => return Err(Fault::ClosedLocally),
+            };
+            tracing::debug!(conn_id = self.id, %addr, %failure, attempts, "messenger: reconnect failed");
+            self.session.handle_transport_closed(Instant::now());
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = self.shared.close_requested.notified() => return Err(Fault::ClosedLocally),
+            }
+            backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+        }
+    }
+}

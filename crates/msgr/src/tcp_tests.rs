@@ -1,0 +1,231 @@
+//! Tests of the TCP driver over 127.0.0.1.
+
+use super::*;
+use crate::fault::FaultPlan;
+use carmine_types::OsdId;
+use std::collections::HashMap;
+
+fn osd_config() -> SessionConfig {
+    SessionConfig::new(EntityName::osd(OsdId(1)), Policy::Lossy)
+}
+
+fn client_config(policy: Policy) -> SessionConfig {
+    SessionConfig::new(EntityName::client(9), policy)
+}
+
+/// Serves on an ephemeral port and echoes every message back (same tid, msg_type + 1).
+async fn echo_server(config: SessionConfig) -> (SocketAddr, mpsc::UnboundedReceiver<NetEvent>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (events, mut inbox) = mpsc::unbounded_channel();
+    tokio::spawn(serve(listener, config, events));
+    let (report, reported) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut handles: HashMap<ConnId, ConnectionHandle> = HashMap::new();
+        while let Some(event) = inbox.recv().await {
+            match &event {
+                NetEvent::Established { conn, .. } => {
+                    handles.insert(conn.id(), conn.clone());
+                }
+                NetEvent::Message {
+                    conn_id, message, ..
+                } => {
+                    let mut reply = message.clone();
+                    reply.header.msg_type += 1;
+                    let handle = handles.get(conn_id).expect("message before established");
+                    handle.send(reply).expect("echo queue");
+                }
+                NetEvent::Closed { conn_id, .. } => {
+                    handles.remove(conn_id);
+                }
+            }
+            if report.send(event).is_err() {
+                return;
+            }
+        }
+    });
+    (addr, reported)
+}
+
+async fn next_message(events: &mut mpsc::UnboundedReceiver<NetEvent>) -> Message {
+    loop {
+        match events.recv().await.expect("events end") {
+            NetEvent::Message { message, .. } => return message,
+            NetEvent::Closed { reason, .. } => panic!("closed: {reason}"),
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn lossy_exchange_and_close_seen_by_peer() {
+    let (addr, mut server_events) = echo_server(osd_config()).await;
+    let (events, mut client_events) = mpsc::unbounded_channel();
+    let conn = connect(addr, client_config(Policy::Lossy), ShardIndex(3), events)
+        .await
+        .unwrap();
+    assert_eq!(conn.peer(), EntityName::osd(OsdId(1)));
+    assert_eq!(conn.peer_shard(), ShardIndex(3));
+    for tid in 0..500u64 {
+        let data = Bytes::from(vec![tid as u8; (tid as usize * 37) % 9000]);
+        let message =
+            Message::new(10, tid, 1, Bytes::from(tid.to_le_bytes().to_vec())).with_data(data);
+        conn.send(message).unwrap();
+    }
+    for tid in 0..500u64 {
+        let reply = next_message(&mut client_events).await;
+        assert_eq!((reply.header.tid, reply.header.msg_type), (tid, 11));
+        assert_eq!(reply.data.len(), (tid as usize * 37) % 9000);
+        assert_eq!(reply.header.seq, tid + 1);
+    }
+    let server_conn_id = match server_events.recv().await.unwrap() {
+        NetEvent::Established {
+            conn,
+            peer,
+            peer_shard,
+        } => {
+            assert_eq!(peer, EntityName::client(9));
+            assert_eq!(peer_shard, ShardIndex(3));
+            conn.id()
+        }
+        other => panic!("{other:?}"),
+    };
+    conn.close();
+    loop {
+        match server_events.recv().await.unwrap() {
+            NetEvent::Closed {
+                conn_id,
+                peer,
+                reason,
+            } => {
+                assert_eq!(conn_id, server_conn_id);
+                assert_eq!(peer, Some(EntityName::client(9)));
+                assert!(reason.contains("closed by its owner"), "{reason}");
+                break;
+            }
+            NetEvent::Message { .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(
+        client_events.recv().await,
+        Some(NetEvent::Closed { .. })
+    ));
+    assert_eq!(
+        conn.send(Message::new(1, 1, 1, Bytes::new())),
+        Err(SendError::Closed)
+    );
+}
+
+#[tokio::test]
+async fn client_sees_closed_when_the_server_drops() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (events, mut server_events) = mpsc::unbounded_channel();
+    let server = tokio::spawn(serve(listener, osd_config(), events));
+    let (events, mut client_events) = mpsc::unbounded_channel();
+    let conn = connect(addr, client_config(Policy::Lossy), ShardIndex(0), events)
+        .await
+        .unwrap();
+    let Some(NetEvent::Established {
+        conn: server_conn, ..
+    }) = server_events.recv().await
+    else {
+        panic!("no established event");
+    };
+    server_conn
+        .send(Message::new(5, 77, 1, Bytes::from_static(b"hi")))
+        .unwrap();
+    assert_eq!(next_message(&mut client_events).await.header.tid, 77);
+    server_conn.close();
+    server.abort();
+    match client_events.recv().await {
+        Some(NetEvent::Closed {
+            conn_id, reason, ..
+        }) => {
+            assert_eq!(conn_id, conn.id());
+            assert!(reason.contains("closed by its owner"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn connect_to_a_newer_protocol_fails_clearly() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let banner = crate::handshake::Banner {
+            protocol_version: crate::handshake::PROTOCOL_VERSION + 1,
+            ..crate::handshake::Banner::ours()
+        };
+        stream.writable().await.unwrap();
+        stream.try_write(&banner.to_wire()).unwrap();
+        // Keep the socket open until the client gives up.
+        let mut sink = [0u8; 1024];
+        loop {
+            stream.readable().await.unwrap();
+            match stream.try_read(&mut sink) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    });
+    let (events, _client_events) = mpsc::unbounded_channel();
+    let error = connect(addr, client_config(Policy::Lossy), ShardIndex(0), events)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("newer than our v1"), "{error}");
+}
+
+#[tokio::test]
+async fn lossless_reconnects_and_replays_exactly_once() {
+    let server_config = SessionConfig {
+        faults: FaultPlan {
+            drop_every_messages: 97,
+            ..FaultPlan::none()
+        },
+        ..osd_config()
+    };
+    let (addr, mut server_events) = echo_server(server_config).await;
+    let (events, mut client_events) = mpsc::unbounded_channel();
+    let client = SessionConfig {
+        faults: FaultPlan {
+            seed: 3,
+            drop_probability: 0.01,
+            ..FaultPlan::none()
+        },
+        ..client_config(Policy::Lossless)
+    };
+    let conn = connect(addr, client, ShardIndex(0), events).await.unwrap();
+    let total = 2000u64;
+    let mut sent = 0;
+    let mut received = 0;
+    while received < total {
+        while sent < total && sent < received + 64 {
+            let message = Message::new(20, sent, 1, Bytes::from(vec![1u8; 100]));
+            conn.send(message).unwrap();
+            sent += 1;
+        }
+        let reply = next_message(&mut client_events).await;
+        assert_eq!(
+            reply.header.tid, received,
+            "echo out of order or duplicated"
+        );
+        received += 1;
+    }
+    // The server saw each message once, in order, on one session.
+    let mut server_tids = Vec::new();
+    let mut established = 0;
+    while server_tids.len() < total as usize {
+        match server_events.recv().await.unwrap() {
+            NetEvent::Message { message, .. } => server_tids.push(message.header.tid),
+            NetEvent::Established { .. } => established += 1,
+            NetEvent::Closed { reason, .. } => panic!("server closed: {reason}"),
+        }
+    }
+    assert_eq!(server_tids, (0..total).collect::<Vec<_>>());
+    assert_eq!(established, 1);
+    conn.close();
+}

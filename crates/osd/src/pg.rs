@@ -1,0 +1,397 @@
+//! A placement group: executes client ops as primary, orders writes with PG versions,
+//! replicates them to the acting set and answers the client only once every member has
+//! committed; as a replica, applies the primary's transactions in order.
+//!
+//! The PG is a pure state machine: it reads and submits through the `ObjectStore` it is
+//! handed and returns messages as [`Output`]s.
+
+use crate::exec::{self, store_error};
+use crate::pglog::{pgmeta_oid, PgLog, INFO_KEY};
+use crate::{ClientRef, Output};
+use carmine_clustermap::{pg_shard, OsdMap, PoolInfo};
+use carmine_proto::{
+    LogEntry, Msg, OpCode, OpError, OpOutput, OsdOp, OsdOpReply, PgInfo, PgStat, PgState,
+    RepOpReply,
+};
+use carmine_store::{CollectionId, ObjectStore, Transaction, TxSeq};
+use carmine_types::encoding::Decode;
+use carmine_types::limits::LIST_ENTRIES_MAX;
+use carmine_types::{EVersion, Epoch, ObjectId, OsdId, PgId, ShardIndex};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+/// Client ops a PG holds while it cannot serve them (inactive, or reads behind a write).
+pub const WAITING_OPS_MAX: usize = 4096;
+/// Writes a primary keeps in flight before it answers `Busy`.
+pub const IN_FLIGHT_WRITES_MAX: usize = 4096;
+
+#[derive(Debug)]
+struct InFlightWrite {
+    version: EVersion,
+    rep_tid: u64,
+    oid: String,
+    clients: Vec<ClientRef>,
+    reply: OsdOpReply,
+    local_seq: TxSeq,
+    local_committed: bool,
+    waiting_on: BTreeSet<OsdId>,
+}
+
+#[derive(Debug)]
+struct ReplicaAck {
+    seq: TxSeq,
+    primary: OsdId,
+    reply: RepOpReply,
+}
+
+/// One PG as one OSD shard holds it.
+#[derive(Debug)]
+pub struct Pg {
+    pgid: PgId,
+    coll: CollectionId,
+    whoami: OsdId,
+    pool: PoolInfo,
+    acting: Vec<OsdId>,
+    primary: Option<OsdId>,
+    /// The shard of each acting OSD that owns this PG.
+    peer_shards: BTreeMap<OsdId, ShardIndex>,
+    map_epoch: Epoch,
+    interval_start: Epoch,
+    info: PgInfo,
+    log: PgLog,
+    in_flight: VecDeque<InFlightWrite>,
+    writes_per_object: HashMap<String, u32>,
+    blocked_reads: HashMap<String, Vec<(ClientRef, OsdOp)>>,
+    blocked_read_count: usize,
+    waiting_for_active: VecDeque<(ClientRef, OsdOp)>,
+    replica_acks: VecDeque<ReplicaAck>,
+    last_submitted: TxSeq,
+    next_rep_tid: u64,
+}
+
+impl Pg {
+    /// Opens the PG on this shard: loads its info and log if the store has them,
+    /// otherwise creates its collection and metadata.
+    pub fn open(
+        pgid: PgId,
+        whoami: OsdId,
+        map: &OsdMap,
+        store: &mut dyn ObjectStore,
+    ) -> Result<Pg, OpError> {
+        let pool = map
+            .pools
+            .get(&pgid.pool)
+            .cloned()
+            .ok_or_else(|| OpError::Invalid(format!("pool of {pgid} does not exist")))?;
+        let coll = CollectionId::Pg(pgid);
+        let mut pg = Pg {
+            pgid,
+            coll,
+            whoami,
+            pool,
+            acting: Vec::new(),
+            primary: None,
+            peer_shards: BTreeMap::new(),
+            map_epoch: Epoch(0),
+            interval_start: Epoch(0),
+            info: PgInfo {
+                pgid,
+                ..PgInfo::default()
+            },
+            log: PgLog::default(),
+            in_flight: VecDeque::new(),
+            writes_per_object: HashMap::new(),
+            blocked_reads: HashMap::new(),
+            blocked_read_count: 0,
+            waiting_for_active: VecDeque::new(),
+            replica_acks: VecDeque::new(),
+            last_submitted: 0,
+            next_rep_tid: 1,
+        };
+        if store.collection_exists(coll) {
+            pg.load(store)?;
+        } else {
+            let mut tx = Transaction::new();
+            tx.create_collection(coll);
+            tx.touch(coll, pgmeta_oid());
+            pg.last_submitted = store.submit(tx).map_err(store_error)?;
+        }
+        Ok(pg)
+    }
+
+    fn load(&mut self, store: &mut dyn ObjectStore) -> Result<(), OpError> {
+        let corrupt = |what: &str, e: String| OpError::Io(format!("{}: {what}: {e}", self.pgid));
+        let keys = [bytes::Bytes::from_static(INFO_KEY)];
+        let found = store
+            .omap_get(self.coll, &pgmeta_oid(), &keys)
+            .map_err(store_error)?;
+        if let Some((_, raw)) = found.into_iter().next() {
+            self.info = PgInfo::from_shared(raw).map_err(|e| corrupt("info", e.to_string()))?;
+        }
+        let mut after: Option<bytes::Bytes> = None;
+        loop {
+            let page = store
+                .omap_list(self.coll, &pgmeta_oid(), after.as_deref(), 1024)
+                .map_err(store_error)?;
+            let Some((last, _)) = page.last() else { break };
+            after = Some(last.clone());
+            for (key, value) in page {
+                if key.starts_with(b"log.") {
+                    let entry = LogEntry::from_shared(value)
+                        .map_err(|e| corrupt("log entry", e.to_string()))?;
+                    self.log.push(entry);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn pgid(&self) -> PgId {
+        self.pgid
+    }
+
+    pub fn is_primary(&self) -> bool {
+        self.primary == Some(self.whoami)
+    }
+
+    pub fn is_member(&self) -> bool {
+        self.acting.contains(&self.whoami)
+    }
+
+    /// Active: the primary may serve IO (at least `min_size` members are up).
+    pub fn is_active(&self) -> bool {
+        self.is_primary() && self.acting.len() >= usize::from(self.pool.min_size)
+    }
+
+    pub fn info(&self) -> &PgInfo {
+        &self.info
+    }
+
+    pub fn has_pending_commits(&self) -> bool {
+        !self.in_flight.is_empty() || !self.replica_acks.is_empty()
+    }
+
+    /// The state as Ceph would name it.
+    pub fn state(&self) -> PgState {
+        let mut bits = 0;
+        if self.is_active() {
+            bits |= PgState::ACTIVE;
+        } else {
+            bits |= PgState::INACTIVE;
+        }
+        if self.acting.len() >= usize::from(self.pool.size) {
+            bits |= PgState::CLEAN;
+        } else {
+            bits |= PgState::UNDERSIZED | PgState::DEGRADED;
+        }
+        PgState(bits)
+    }
+
+    pub fn stat(&self) -> PgStat {
+        PgStat {
+            pgid: self.pgid,
+            state: self.state(),
+            object_count: self.info.object_count,
+            data_bytes: self.info.data_bytes,
+            last_update: self.info.last_update,
+            acting: self.acting.clone(),
+        }
+    }
+
+    /// Applies a new map. On an interval change (acting set or primary changed), a
+    /// primary that stays primary stops waiting for departed members; one that is no
+    /// longer primary drops its queued and in-flight ops (clients resend to the new
+    /// primary, which answers duplicates from its log).
+    pub fn handle_map(&mut self, map: &OsdMap, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+        let Some(pool) = map.pools.get(&self.pgid.pool) else {
+            return;
+        };
+        self.pool = pool.clone();
+        let mapping = map.pg_mapping(self.pgid).expect("pool exists");
+        let changed = mapping.acting != self.acting || mapping.primary != self.primary;
+        self.map_epoch = map.epoch;
+        self.peer_shards = mapping
+            .acting
+            .iter()
+            .filter_map(|&osd| {
+                let shards = map.osd(osd)?.shard_count();
+                Some((osd, pg_shard(self.pgid, shards)))
+            })
+            .collect();
+        if !changed {
+            return;
+        }
+        let was_primary = self.is_primary();
+        self.acting = mapping.acting;
+        self.primary = mapping.primary;
+        self.interval_start = map.epoch;
+        if was_primary && !self.is_primary() {
+            self.drop_primary_work();
+            return;
+        }
+        if self.is_primary() {
+            let acting = self.acting.clone();
+            for write in &mut self.in_flight {
+                write.waiting_on.retain(|osd| acting.contains(osd));
+            }
+            self.complete_writes(store, out);
+            if self.is_active() {
+                let waiting = std::mem::take(&mut self.waiting_for_active);
+                for (client, op) in waiting {
+                    self.handle_client_op(store, client, op, out);
+                }
+            }
+        }
+    }
+
+    fn drop_primary_work(&mut self) {
+        self.in_flight.clear();
+        self.writes_per_object.clear();
+        self.blocked_reads.clear();
+        self.blocked_read_count = 0;
+        self.waiting_for_active.clear();
+    }
+
+    fn reply(&self, client: ClientRef, op: &OsdOp, result: Result<(), OpError>) -> Output {
+        Output::Client(
+            client,
+            Msg::OsdOpReply(OsdOpReply {
+                reqid: op.reqid,
+                pgid: self.pgid,
+                result,
+                outputs: Vec::new(),
+                user_version: 0,
+                version: EVersion::ZERO,
+                map_epoch: self.map_epoch,
+            }),
+        )
+    }
+
+    /// A client op, routed here by the shard (which checked the map epoch).
+    pub fn handle_client_op(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        client: ClientRef,
+        op: OsdOp,
+        out: &mut Vec<Output>,
+    ) {
+        if !self.is_primary() {
+            out.push(self.reply(client, &op, Err(OpError::WrongPrimary)));
+            return;
+        }
+        if !self.is_active() {
+            if self.waiting_for_active.len() < WAITING_OPS_MAX {
+                self.waiting_for_active.push_back((client, op));
+            } else {
+                out.push(self.reply(client, &op, Err(OpError::NotActive)));
+            }
+            return;
+        }
+        if let Err(error) = validate(&op) {
+            out.push(self.reply(client, &op, Err(error)));
+            return;
+        }
+        if op.oid.is_empty() {
+            let reply = self.list(store, &op);
+            out.push(Output::Client(client, reply));
+        } else if op.is_write() {
+            self.handle_write(store, client, op, out);
+        } else if self.writes_per_object.contains_key(&op.oid) {
+            self.block_read(client, op, out);
+        } else {
+            out.push(Output::Client(client, self.read(store, &op)));
+        }
+    }
+
+    fn block_read(&mut self, client: ClientRef, op: OsdOp, out: &mut Vec<Output>) {
+        if self.blocked_read_count >= WAITING_OPS_MAX {
+            out.push(self.reply(client, &op, Err(OpError::Busy)));
+            return;
+        }
+        self.blocked_read_count += 1;
+        self.blocked_reads
+            .entry(op.oid.clone())
+            .or_default()
+            .push((client, op));
+    }
+
+    /// Serves a read-only op from the local store, whatever this OSD's role (the
+    /// debug read that compares replicas, and the primary's normal reads).
+    pub fn read(&self, store: &dyn ObjectStore, op: &OsdOp) -> Msg {
+        let oid = ObjectId::head(op.oid.clone());
+        let result = exec::execute(store, self.coll, &oid, &op.ops, EVersion::ZERO, 0);
+        let (result, outputs, user_version) = match result {
+            Ok(run) => (Ok(()), run.outputs, run.before.info.user_version),
+            Err(error) => (Err(error), Vec::new(), 0),
+        };
+        Msg::OsdOpReply(OsdOpReply {
+            reqid: op.reqid,
+            pgid: self.pgid,
+            result,
+            outputs,
+            user_version,
+            version: self.info.last_update,
+            map_epoch: self.map_epoch,
+        })
+    }
+
+    fn list(&self, store: &dyn ObjectStore, op: &OsdOp) -> Msg {
+        let result = match op.ops.as_slice() {
+            [OpCode::PgList { after, max_entries }] => {
+                self.list_names(store, after.as_deref(), *max_entries)
+            }
+            _ => Err(OpError::Invalid(
+                "an op without an object name must be a single pg list".into(),
+            )),
+        };
+        let (result, outputs) = match result {
+            Ok(output) => (Ok(()), vec![output]),
+            Err(error) => (Err(error), Vec::new()),
+        };
+        Msg::OsdOpReply(OsdOpReply {
+            reqid: op.reqid,
+            pgid: self.pgid,
+            result,
+            outputs,
+            user_version: 0,
+            version: self.info.last_update,
+            map_epoch: self.map_epoch,
+        })
+    }
+
+    fn list_names(
+        &self,
+        store: &dyn ObjectStore,
+        after: Option<&str>,
+        max_entries: u32,
+    ) -> Result<OpOutput, OpError> {
+        let max = (max_entries as usize).clamp(1, LIST_ENTRIES_MAX);
+        let cursor = after.map(ObjectId::head);
+        let objects = store
+            .list_objects(self.coll, cursor.as_ref(), max + 2)
+            .map_err(store_error)?;
+        let mut names: Vec<String> = objects
+            .into_iter()
+            .filter(|oid| !oid.name.is_empty() && oid.snap == carmine_types::SnapId::HEAD)
+            .map(|oid| oid.name)
+            .collect();
+        let more = names.len() > max;
+        names.truncate(max);
+        let next = if more { names.last().cloned() } else { None };
+        Ok(OpOutput::List { names, next })
+    }
+}
+
+fn validate(op: &OsdOp) -> Result<(), OpError> {
+    if op.ops.is_empty() {
+        return Err(OpError::Invalid("request has no ops".into()));
+    }
+    if op.oid.is_empty() && !matches!(op.ops.as_slice(), [OpCode::PgList { .. }]) {
+        return Err(OpError::Invalid("object name is empty".into()));
+    }
+    if !op.oid.is_empty() && op.ops.iter().any(|o| matches!(o, OpCode::PgList { .. })) {
+        return Err(OpError::Invalid("pg list takes no object name".into()));
+    }
+    Ok(())
+}
+
+mod replication;

@@ -1,0 +1,276 @@
+//! The write path: ordering, local submission, replication, commit tracking and the
+//! client reply; and the replica's side of it.
+
+use super::{InFlightWrite, Pg, ReplicaAck, IN_FLIGHT_WRITES_MAX};
+use crate::exec::{self, store_error};
+use crate::{ClientRef, Output};
+use carmine_proto::{LogEntry, LogOp, Msg, OpError, OsdOp, OsdOpReply, RepOp, RepOpReply};
+use carmine_store::{ObjectStore, TxSeq};
+use carmine_types::{EVersion, ObjectId, OsdId};
+
+impl Pg {
+    pub(super) fn handle_write(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        client: ClientRef,
+        op: OsdOp,
+        out: &mut Vec<Output>,
+    ) {
+        if let Some(entry) = self.log.find_reqid(op.reqid) {
+            let version = entry.version;
+            let user_version = entry.user_version;
+            self.answer_duplicate(client, &op, version, user_version, out);
+            return;
+        }
+        if self.in_flight.len() >= IN_FLIGHT_WRITES_MAX {
+            out.push(self.reply(client, &op, Err(OpError::Busy)));
+            return;
+        }
+        match self.start_write(store, client, &op, out) {
+            Ok(()) => {}
+            Err(error) => out.push(self.reply(client, &op, Err(error))),
+        }
+    }
+
+    /// A resent write that the log already holds: answer it once it is complete.
+    fn answer_duplicate(
+        &mut self,
+        client: ClientRef,
+        op: &OsdOp,
+        version: EVersion,
+        user_version: u64,
+        out: &mut Vec<Output>,
+    ) {
+        if let Some(write) = self.in_flight.iter_mut().find(|w| w.version == version) {
+            write.clients.push(client);
+            return;
+        }
+        out.push(Output::Client(
+            client,
+            Msg::OsdOpReply(OsdOpReply {
+                reqid: op.reqid,
+                pgid: self.pgid,
+                result: Ok(()),
+                outputs: Vec::new(),
+                user_version,
+                version,
+                map_epoch: self.map_epoch,
+            }),
+        ));
+    }
+
+    fn start_write(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        client: ClientRef,
+        op: &OsdOp,
+        out: &mut Vec<Output>,
+    ) -> Result<(), OpError> {
+        let version = EVersion {
+            epoch: self.map_epoch,
+            version: self.info.last_update.version + 1,
+        };
+        let oid = ObjectId::head(op.oid.clone());
+        let run = exec::execute(store, self.coll, &oid, &op.ops, version, op.mtime_ns)?;
+        let entry = LogEntry {
+            version,
+            prior_version: run.before.info.version,
+            reqid: op.reqid,
+            oid: op.oid.clone(),
+            op: if run.exists_after {
+                LogOp::Modify
+            } else {
+                LogOp::Delete
+            },
+            user_version: version.version,
+        };
+        let mut info = self.info.clone();
+        info.last_update = version;
+        info.log_tail = self.log.tail_after_push();
+        info.object_count = (info.object_count + u64::from(run.exists_after))
+            .saturating_sub(u64::from(run.before.exists));
+        info.data_bytes = (info.data_bytes + run.size_after).saturating_sub(run.before.size_bytes);
+        let mut tx = run.tx;
+        self.log.persist_append(&entry, &info, &mut tx);
+        let local_seq = store.submit(tx.clone()).map_err(store_error)?;
+        self.last_submitted = local_seq;
+        self.info = info;
+        self.log.push(entry.clone());
+        let rep_tid = self.next_rep_tid;
+        self.next_rep_tid += 1;
+        let replicas: Vec<OsdId> = self
+            .acting
+            .iter()
+            .copied()
+            .filter(|&osd| osd != self.whoami)
+            .collect();
+        let rep = RepOp {
+            pgid: self.pgid,
+            map_epoch: self.map_epoch,
+            rep_tid,
+            entry,
+            info: self.info.clone(),
+            tx,
+        };
+        for &osd in &replicas {
+            let shard = self.peer_shards.get(&osd).copied().unwrap_or_default();
+            out.push(Output::Peer(osd, shard, Msg::RepOp(rep.clone())));
+        }
+        *self.writes_per_object.entry(op.oid.clone()).or_default() += 1;
+        self.in_flight.push_back(InFlightWrite {
+            version,
+            rep_tid,
+            oid: op.oid.clone(),
+            clients: vec![client],
+            reply: OsdOpReply {
+                reqid: op.reqid,
+                pgid: self.pgid,
+                result: Ok(()),
+                outputs: run.outputs,
+                user_version: version.version,
+                version,
+                map_epoch: self.map_epoch,
+            },
+            local_seq,
+            local_committed: false,
+            waiting_on: replicas.into_iter().collect(),
+        });
+        Ok(())
+    }
+
+    /// The store has made every transaction up to `committed` durable.
+    pub fn handle_committed(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        committed: TxSeq,
+        out: &mut Vec<Output>,
+    ) {
+        for write in &mut self.in_flight {
+            if write.local_seq <= committed {
+                write.local_committed = true;
+            }
+        }
+        while self
+            .replica_acks
+            .front()
+            .is_some_and(|ack| ack.seq <= committed)
+        {
+            let ack = self.replica_acks.pop_front().expect("checked non-empty");
+            let shard = self.peer_shards.get(&ack.primary).copied();
+            let shard = shard.unwrap_or_default();
+            out.push(Output::Peer(ack.primary, shard, Msg::RepOpReply(ack.reply)));
+        }
+        self.complete_writes(store, out);
+    }
+
+    /// Answers, in version order, every write that all members have committed.
+    pub(super) fn complete_writes(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+        while self
+            .in_flight
+            .front()
+            .is_some_and(|w| w.local_committed && w.waiting_on.is_empty())
+        {
+            let write = self.in_flight.pop_front().expect("checked non-empty");
+            for client in write.clients {
+                out.push(Output::Client(client, Msg::OsdOpReply(write.reply.clone())));
+            }
+            let remaining = self
+                .writes_per_object
+                .get_mut(&write.oid)
+                .expect("in-flight writes are counted");
+            *remaining -= 1;
+            if *remaining == 0 {
+                self.writes_per_object.remove(&write.oid);
+                self.release_reads(store, &write.oid, out);
+            }
+        }
+    }
+
+    fn release_reads(&mut self, store: &mut dyn ObjectStore, oid: &str, out: &mut Vec<Output>) {
+        let Some(reads) = self.blocked_reads.remove(oid) else {
+            return;
+        };
+        self.blocked_read_count -= reads.len();
+        for (client, op) in reads {
+            self.handle_client_op(store, client, op, out);
+        }
+    }
+
+    /// A replica's answer to one of our `RepOp`s.
+    pub fn handle_rep_reply(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        from: OsdId,
+        reply: RepOpReply,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(index) = self
+            .in_flight
+            .iter()
+            .position(|w| w.rep_tid == reply.rep_tid)
+        else {
+            return; // From an earlier interval; that write was dropped or completed.
+        };
+        if let Err(error) = &reply.result {
+            // The replica could not apply a write the primary already applied: the
+            // copies now differ until recovery repairs them. Fail the write rather than
+            // acknowledge a copy that does not exist.
+            tracing::error!(
+                "{}: {from} failed rep_tid {}: {error}",
+                self.pgid,
+                reply.rep_tid
+            );
+            self.in_flight[index].reply.result = Err(error.clone());
+            self.in_flight[index].reply.outputs.clear();
+        }
+        self.in_flight[index].waiting_on.remove(&from);
+        self.complete_writes(store, out);
+    }
+
+    /// The primary's transaction for this replica.
+    pub fn handle_rep_op(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        from: OsdId,
+        rep: RepOp,
+        out: &mut Vec<Output>,
+    ) {
+        if rep.map_epoch < self.interval_start || self.primary != Some(from) {
+            tracing::debug!("{}: dropping RepOp from stale primary {from}", self.pgid);
+            return;
+        }
+        let mut reply = RepOpReply {
+            pgid: self.pgid,
+            map_epoch: self.map_epoch,
+            rep_tid: rep.rep_tid,
+            version: rep.entry.version,
+            result: Ok(()),
+        };
+        if rep.entry.version <= self.info.last_update {
+            // Already applied (a resend): acknowledge once what we applied is durable.
+            self.replica_acks.push_back(ReplicaAck {
+                seq: self.last_submitted,
+                primary: from,
+                reply,
+            });
+            return;
+        }
+        match store.submit(rep.tx) {
+            Ok(seq) => {
+                self.last_submitted = seq;
+                self.info = rep.info;
+                self.log.push(rep.entry);
+                self.replica_acks.push_back(ReplicaAck {
+                    seq,
+                    primary: from,
+                    reply,
+                });
+            }
+            Err(error) => {
+                reply.result = Err(store_error(error));
+                let shard = self.peer_shards.get(&from).copied().unwrap_or_default();
+                out.push(Output::Peer(from, shard, Msg::RepOpReply(reply)));
+            }
+        }
+    }
+}

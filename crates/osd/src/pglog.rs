@@ -1,0 +1,185 @@
+//! The PG log: the ordered record of recent writes to a PG, persisted in the PG's
+//! metadata object together with each write. It orders replication, answers resent
+//! requests (a request id found here was already applied), and — with the peering work
+//! — tells a returning replica what it missed.
+
+use bytes::Bytes;
+use carmine_proto::{LogEntry, PgInfo};
+use carmine_store::{CollectionId, Transaction};
+use carmine_types::encoding::Encode;
+use carmine_types::{EVersion, ObjectId, ReqId};
+use std::collections::{HashMap, VecDeque};
+
+/// Entries kept before the oldest are trimmed (Ceph's `osd_min_pg_log_entries`).
+pub const LOG_ENTRIES_MAX: usize = 3000;
+
+/// Name of the per-PG metadata object (an empty name, which no client may use).
+pub const PGMETA_NAME: &str = "";
+/// Omap key of the PG info in the metadata object.
+pub const INFO_KEY: &[u8] = b"info";
+
+pub fn pgmeta_oid() -> ObjectId {
+    ObjectId::head(PGMETA_NAME)
+}
+
+/// The omap key of a log entry: sortable by version.
+pub fn log_key(version: EVersion) -> Bytes {
+    Bytes::from(format!(
+        "log.{:010}.{:020}",
+        version.epoch.0, version.version
+    ))
+}
+
+/// The in-memory log with its request-id index.
+#[derive(Debug, Default)]
+pub struct PgLog {
+    entries: VecDeque<LogEntry>,
+    by_reqid: HashMap<ReqId, EVersion>,
+}
+
+impl PgLog {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn head(&self) -> EVersion {
+        self.entries
+            .back()
+            .map(|entry| entry.version)
+            .unwrap_or(EVersion::ZERO)
+    }
+
+    /// The logged entry of request `reqid`, if it is still in the log.
+    pub fn find_reqid(&self, reqid: ReqId) -> Option<&LogEntry> {
+        let version = self.by_reqid.get(&reqid)?;
+        let index = self
+            .entries
+            .binary_search_by(|entry| entry.version.cmp(version))
+            .ok()?;
+        self.entries.get(index)
+    }
+
+    /// Adds to `tx` the persistence of `entry` and `info` (which must already name
+    /// `entry.version` as `last_update`) and the trimming of entries that
+    /// [`PgLog::push`] will drop. Changes nothing in memory, so a transaction the store
+    /// refuses leaves the log as it was.
+    pub fn persist_append(&self, entry: &LogEntry, info: &PgInfo, tx: &mut Transaction) {
+        assert!(
+            entry.version > self.head(),
+            "log entries must be appended in version order: {} after {}",
+            entry.version,
+            self.head()
+        );
+        assert_eq!(info.last_update, entry.version);
+        let coll = CollectionId::Pg(info.pgid);
+        let excess = (self.entries.len() + 1).saturating_sub(LOG_ENTRIES_MAX);
+        let trimmed: Vec<Bytes> = self
+            .entries
+            .iter()
+            .take(excess)
+            .map(|old| log_key(old.version))
+            .collect();
+        if !trimmed.is_empty() {
+            tx.omap_rm(coll, pgmeta_oid(), trimmed);
+        }
+        tx.omap_set(
+            coll,
+            pgmeta_oid(),
+            vec![
+                (log_key(entry.version), entry.to_bytes()),
+                (Bytes::from_static(INFO_KEY), info.to_bytes()),
+            ],
+        );
+    }
+
+    /// The log tail after pushing one more entry (for the info persisted with it).
+    pub fn tail_after_push(&self) -> EVersion {
+        let excess = (self.entries.len() + 1).saturating_sub(LOG_ENTRIES_MAX);
+        match self.entries.get(excess) {
+            Some(oldest) => oldest.prior_version,
+            None => self.head(),
+        }
+    }
+
+    /// Adds an entry whose persistence was submitted (by [`PgLog::persist_append`] on
+    /// the primary, inside the primary's transaction on a replica), trimming the oldest.
+    pub fn push(&mut self, entry: LogEntry) {
+        if entry.version <= self.head() {
+            return;
+        }
+        while self.entries.len() >= LOG_ENTRIES_MAX {
+            let old = self.entries.pop_front().expect("log is not empty");
+            self.by_reqid.remove(&old.reqid);
+        }
+        self.by_reqid.insert(entry.reqid, entry.version);
+        self.entries.push_back(entry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use carmine_proto::LogOp;
+    use carmine_types::PgId;
+
+    fn entry(version: u64, tid: u64) -> LogEntry {
+        LogEntry {
+            version: EVersion::new(1, version),
+            prior_version: EVersion::ZERO,
+            reqid: ReqId { client: 1, tid },
+            oid: "o".into(),
+            op: LogOp::Modify,
+            user_version: version,
+        }
+    }
+
+    #[test]
+    fn finds_requests_and_trims_the_oldest() {
+        let mut log = PgLog::default();
+        let mut info = PgInfo {
+            pgid: PgId::new(1, 0),
+            ..PgInfo::default()
+        };
+        for v in 1..=(LOG_ENTRIES_MAX as u64 + 5) {
+            let mut tx = Transaction::new();
+            info.last_update = EVersion::new(1, v);
+            log.persist_append(&entry(v, v), &info, &mut tx);
+            log.push(entry(v, v));
+        }
+        assert_eq!(log.len(), LOG_ENTRIES_MAX);
+        assert!(log.find_reqid(ReqId { client: 1, tid: 3 }).is_none());
+        let last = LOG_ENTRIES_MAX as u64 + 5;
+        assert_eq!(
+            log.find_reqid(ReqId {
+                client: 1,
+                tid: last
+            })
+            .unwrap()
+            .version,
+            EVersion::new(1, last)
+        );
+        assert_eq!(info.last_update, EVersion::new(1, last));
+    }
+
+    #[test]
+    #[should_panic(expected = "version order")]
+    fn refuses_out_of_order_entries() {
+        let mut log = PgLog::default();
+        log.push(entry(2, 1));
+        let info = PgInfo {
+            last_update: EVersion::new(1, 1),
+            ..PgInfo::default()
+        };
+        log.persist_append(&entry(1, 2), &info, &mut Transaction::new());
+    }
+
+    #[test]
+    fn log_keys_sort_by_version() {
+        assert!(log_key(EVersion::new(1, 9)) < log_key(EVersion::new(1, 10)));
+        assert!(log_key(EVersion::new(1, 99)) < log_key(EVersion::new(2, 1)));
+    }
+}

@@ -1,0 +1,322 @@
+//! One OSD shard: the PGs it owns, its store, and the routing of messages to them.
+//!
+//! A shard owns its state outright (DESIGN.md §2): the runtime gives each shard thread
+//! its own `OsdShard`, and nothing in it is shared or locked.
+
+use crate::pg::Pg;
+use crate::{ClientRef, Output};
+use carmine_clustermap::{pg_shard, OsdMap};
+use carmine_proto::{Msg, OpError, OsdOp, OsdOpReply, PgStat};
+use carmine_store::{CollectionId, ObjectStore, StoreUsage, Transaction};
+use carmine_types::{EVersion, Epoch, OsdId, PgId, ShardIndex};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// Messages held until the shard has the map epoch their sender used.
+pub const WAITING_FOR_MAP_MAX: usize = 8192;
+
+/// Counters a shard reports (summed by shard 0 into the OSD's stats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardCounters {
+    pub ops_total: u64,
+    pub write_bytes_total: u64,
+    pub read_bytes_total: u64,
+    /// Client ops that arrived at a shard that does not own their PG.
+    pub wrong_shard_total: u64,
+}
+
+#[derive(Debug)]
+enum Held {
+    Client(ClientRef, OsdOp),
+    Peer(OsdId, Msg),
+}
+
+/// The pure core of one OSD shard.
+pub struct OsdShard<S: ObjectStore> {
+    whoami: OsdId,
+    index: ShardIndex,
+    shard_count: u16,
+    store: S,
+    map: Option<Arc<OsdMap>>,
+    pgs: BTreeMap<PgId, Pg>,
+    pending: BTreeSet<PgId>,
+    waiting_for_map: VecDeque<(Epoch, Held)>,
+    counters: ShardCounters,
+}
+
+impl<S: ObjectStore> OsdShard<S> {
+    pub fn new(whoami: OsdId, index: ShardIndex, shard_count: u16, store: S) -> Self {
+        assert!(index.0 < shard_count, "shard {index:?} of {shard_count}");
+        Self {
+            whoami,
+            index,
+            shard_count,
+            store,
+            map: None,
+            pgs: BTreeMap::new(),
+            pending: BTreeSet::new(),
+            waiting_for_map: VecDeque::new(),
+            counters: ShardCounters::default(),
+        }
+    }
+
+    pub fn whoami(&self) -> OsdId {
+        self.whoami
+    }
+
+    pub fn index(&self) -> ShardIndex {
+        self.index
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    pub fn map(&self) -> Option<&Arc<OsdMap>> {
+        self.map.as_ref()
+    }
+
+    pub fn epoch(&self) -> Epoch {
+        self.map.as_ref().map(|m| m.epoch).unwrap_or(Epoch(0))
+    }
+
+    pub fn pg_count(&self) -> usize {
+        self.pgs.len()
+    }
+
+    pub fn counters(&self) -> ShardCounters {
+        self.counters
+    }
+
+    pub fn usage(&self) -> StoreUsage {
+        self.store.usage()
+    }
+
+    /// Reports of the PGs this shard is primary for.
+    pub fn pg_stats(&self) -> Vec<PgStat> {
+        self.pgs
+            .values()
+            .filter(|pg| pg.is_primary())
+            .map(Pg::stat)
+            .collect()
+    }
+
+    pub fn pg(&self, pgid: PgId) -> Option<&Pg> {
+        self.pgs.get(&pgid)
+    }
+
+    fn owns(&self, pgid: PgId) -> bool {
+        pg_shard(pgid, self.shard_count) == self.index
+    }
+
+    /// A new map epoch: create the PGs this shard now serves, update every PG, remove
+    /// the PGs of deleted pools, and release messages that waited for this epoch.
+    pub fn handle_map(&mut self, map: Arc<OsdMap>, out: &mut Vec<Output>) {
+        if self.map.as_ref().is_some_and(|m| m.epoch >= map.epoch) {
+            return;
+        }
+        self.map = Some(map.clone());
+        self.remove_deleted_pools(&map);
+        let serving: Vec<PgId> = map
+            .all_pgs()
+            .filter(|&pgid| self.owns(pgid))
+            .filter(|&pgid| {
+                map.pg_mapping(pgid)
+                    .is_some_and(|m| m.acting.contains(&self.whoami))
+            })
+            .collect();
+        for pgid in serving {
+            if !self.pgs.contains_key(&pgid) {
+                match Pg::open(pgid, self.whoami, &map, &mut self.store) {
+                    Ok(pg) => {
+                        self.pgs.insert(pgid, pg);
+                    }
+                    Err(error) => tracing::error!("cannot open {pgid}: {error}"),
+                }
+            }
+        }
+        for pg in self.pgs.values_mut() {
+            pg.handle_map(&map, &mut self.store, out);
+            if pg.has_pending_commits() {
+                self.pending.insert(pg.pgid());
+            }
+        }
+        self.release_waiting(out);
+        self.after_io(out);
+    }
+
+    fn remove_deleted_pools(&mut self, map: &OsdMap) {
+        let gone: Vec<PgId> = self
+            .pgs
+            .keys()
+            .copied()
+            .filter(|pgid| !map.pools.contains_key(&pgid.pool))
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let mut tx = Transaction::new();
+        for pgid in gone {
+            self.pgs.remove(&pgid);
+            self.pending.remove(&pgid);
+            tx.remove_collection(CollectionId::Pg(pgid));
+        }
+        if let Err(error) = self.store.submit(tx) {
+            tracing::error!("removing the PGs of deleted pools failed: {error}");
+        }
+    }
+
+    fn release_waiting(&mut self, out: &mut Vec<Output>) {
+        let epoch = self.epoch();
+        let waiting = std::mem::take(&mut self.waiting_for_map);
+        for (needed, held) in waiting {
+            if needed > epoch {
+                self.waiting_for_map.push_back((needed, held));
+                continue;
+            }
+            match held {
+                Held::Client(client, op) => self.handle_client_op(client, op, out),
+                Held::Peer(from, msg) => self.handle_peer_message(from, msg, out),
+            }
+        }
+    }
+
+    fn hold(&mut self, needed: Epoch, held: Held, out: &mut Vec<Output>) {
+        if self.waiting_for_map.len() < WAITING_FOR_MAP_MAX {
+            self.waiting_for_map.push_back((needed, held));
+        } else if let Held::Client(client, op) = held {
+            out.push(error_reply(client, &op, OpError::Busy, self.epoch()));
+        }
+    }
+
+    /// The highest epoch a held message is waiting for, so the runtime can ask the
+    /// monitor for it.
+    pub fn wanted_epoch(&self) -> Option<Epoch> {
+        self.waiting_for_map.iter().map(|(epoch, _)| *epoch).max()
+    }
+
+    /// A client request.
+    pub fn handle_client_op(&mut self, client: ClientRef, op: OsdOp, out: &mut Vec<Output>) {
+        let Some(map) = self.map.clone() else {
+            self.hold(op.map_epoch.max(Epoch(1)), Held::Client(client, op), out);
+            return;
+        };
+        if op.map_epoch > map.epoch {
+            self.hold(op.map_epoch, Held::Client(client, op), out);
+            return;
+        }
+        self.count(&op);
+        if !map.pools.contains_key(&op.pgid.pool) {
+            let error = OpError::Invalid(format!("pool {} does not exist", op.pgid.pool));
+            out.push(error_reply(client, &op, error, map.epoch));
+            return;
+        }
+        if !self.owns(op.pgid) {
+            self.counters.wrong_shard_total += 1;
+            out.push(error_reply(client, &op, OpError::WrongPrimary, map.epoch));
+            return;
+        }
+        let local_read = op.flags & OsdOp::FLAG_LOCAL_READ != 0 && !op.is_write();
+        let Some(pg) = self.pgs.get_mut(&op.pgid) else {
+            out.push(error_reply(client, &op, OpError::WrongPrimary, map.epoch));
+            return;
+        };
+        if local_read {
+            out.push(Output::Client(client, pg.read(&self.store, &op)));
+        } else {
+            pg.handle_client_op(&mut self.store, client, op, out);
+        }
+        if pg.has_pending_commits() {
+            self.pending.insert(pg.pgid());
+        }
+        self.after_io(out);
+    }
+
+    fn count(&mut self, op: &OsdOp) {
+        self.counters.ops_total += 1;
+        for sub in &op.ops {
+            match sub {
+                carmine_proto::OpCode::WriteFull { data }
+                | carmine_proto::OpCode::Write { data, .. }
+                | carmine_proto::OpCode::Append { data } => {
+                    self.counters.write_bytes_total += data.len() as u64
+                }
+                carmine_proto::OpCode::Read { length, .. } => {
+                    self.counters.read_bytes_total += length
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A message from another OSD.
+    pub fn handle_peer_message(&mut self, from: OsdId, msg: Msg, out: &mut Vec<Output>) {
+        let epoch = self.epoch();
+        let (pgid, sender_epoch) = match &msg {
+            Msg::RepOp(rep) => (rep.pgid, rep.map_epoch),
+            Msg::RepOpReply(reply) => (reply.pgid, reply.map_epoch),
+            other => {
+                tracing::warn!("unexpected message type {} from {from}", other.msg_type());
+                return;
+            }
+        };
+        if sender_epoch > epoch {
+            self.hold(sender_epoch, Held::Peer(from, msg), out);
+            return;
+        }
+        let Some(pg) = self.pgs.get_mut(&pgid) else {
+            tracing::debug!("message for {pgid}, which this shard does not hold, from {from}");
+            return;
+        };
+        match msg {
+            Msg::RepOp(rep) => pg.handle_rep_op(&mut self.store, from, rep, out),
+            Msg::RepOpReply(reply) => pg.handle_rep_reply(&mut self.store, from, reply, out),
+            _ => unreachable!("filtered above"),
+        }
+        if pg.has_pending_commits() {
+            self.pending.insert(pgid);
+        }
+        self.after_io(out);
+    }
+
+    /// Tells PGs what the store has made durable; the runtime calls this after the
+    /// store reports commit progress (MemStore commits at once).
+    pub fn after_io(&mut self, out: &mut Vec<Output>) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if let Err(error) = self.store.flush() {
+            tracing::error!("store flush failed: {error}");
+        }
+        let committed = self.store.committed_through();
+        let pending = std::mem::take(&mut self.pending);
+        for pgid in pending {
+            let Some(pg) = self.pgs.get_mut(&pgid) else {
+                continue;
+            };
+            pg.handle_committed(&mut self.store, committed, out);
+            if pg.has_pending_commits() {
+                self.pending.insert(pgid);
+            }
+        }
+    }
+}
+
+fn error_reply(client: ClientRef, op: &OsdOp, error: OpError, epoch: Epoch) -> Output {
+    Output::Client(
+        client,
+        Msg::OsdOpReply(OsdOpReply {
+            reqid: op.reqid,
+            pgid: op.pgid,
+            result: Err(error),
+            outputs: Vec::new(),
+            user_version: 0,
+            version: EVersion::ZERO,
+            map_epoch: epoch,
+        }),
+    )
+}

@@ -1,0 +1,663 @@
+//! A tiny deterministic in-memory cluster for PG tests: `OsdShard<MemStore>`s joined
+//! by per-link FIFO queues, driven one message at a time.
+//!
+//! The test owns time and order. It picks how messages are delivered (oldest first, or
+//! a seeded random interleaving that keeps the order within each `(from, to)` link, as
+//! TCP does), can deliver or drop selected messages, cut an OSD off (a partition),
+//! and publish new maps to all shards or only some. Client requests go straight to a
+//! shard's `handle_client_op`; replies are collected in arrival order.
+//!
+//! ```ignore
+//! let mut cluster = Cluster::new(Config::default());
+//! let reply = cluster.call("greeting", vec![OpCode::WriteFull { data: b"hi"[..].into() }]);
+//! assert_eq!(reply.result, Ok(()));
+//! ```
+
+#![allow(dead_code)] // Each test binary uses a different part of the harness.
+
+use bytes::Bytes;
+use carmine_clustermap::{pg_shard, OsdMap, PoolSpec};
+use carmine_osd::{ClientRef, OsdShard, Output};
+use carmine_proto::{Msg, OpCode, OsdOp, OsdOpReply, PgStat};
+use carmine_store::{CollectionId, MemStore, ObjectStore};
+use carmine_types::{Epoch, ObjectId, OsdId, PgId, PoolId, ReqId, ShardIndex};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Messages one `run` may deliver before the harness declares a livelock.
+pub const DELIVERIES_PER_RUN_MAX: usize = 1_000_000;
+
+/// The client connection the default client uses.
+pub const CLIENT: ClientRef = 1;
+
+/// One shard of one OSD.
+pub type Addr = (OsdId, ShardIndex);
+
+/// A message on the simulated network.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    /// Global send order.
+    pub seq: u64,
+    pub from: Addr,
+    pub to: Addr,
+    pub msg: Msg,
+}
+
+impl Envelope {
+    pub fn is_rep_op(&self) -> bool {
+        matches!(self.msg, Msg::RepOp(_))
+    }
+
+    pub fn is_rep_reply(&self) -> bool {
+        matches!(self.msg, Msg::RepOpReply(_))
+    }
+}
+
+/// The cluster's shape.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub osd_count: u32,
+    /// Shards of every OSD not named in `shards_of`.
+    pub shards_per_osd: u16,
+    pub shards_of: BTreeMap<OsdId, u16>,
+    pub size: u8,
+    pub min_size: Option<u8>,
+    pub pg_num: u32,
+    /// Store capacity of the OSDs named here (others are unbounded).
+    pub capacity_bytes_of: BTreeMap<OsdId, u64>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            osd_count: 3,
+            shards_per_osd: 1,
+            shards_of: BTreeMap::new(),
+            size: 3,
+            min_size: None,
+            pg_num: 8,
+            capacity_bytes_of: BTreeMap::new(),
+        }
+    }
+}
+
+/// How `step` picks the next message.
+#[derive(Debug)]
+pub enum Delivery {
+    /// The oldest message in the whole network first.
+    Fifo,
+    /// The head of a link chosen at random.
+    Random { seed: u64, rng: Box<StdRng> },
+}
+
+/// The whole cluster. See the module docs.
+pub struct Cluster {
+    /// The newest map (what the monitors and the test client hold).
+    pub map: Arc<OsdMap>,
+    pub pool: PoolId,
+    shards: BTreeMap<Addr, OsdShard<MemStore>>,
+    links: BTreeMap<(Addr, Addr), VecDeque<Envelope>>,
+    next_seq: u64,
+    partitioned: BTreeSet<OsdId>,
+    replies: Vec<(ClientRef, OsdOpReply)>,
+    delivery: Delivery,
+    next_tid: u64,
+    pub client_id: u64,
+    pub delivered_total: u64,
+    pub dropped_total: u64,
+}
+
+impl Cluster {
+    /// A cluster delivering oldest-first.
+    pub fn new(config: Config) -> Cluster {
+        Self::build(config, Delivery::Fifo)
+    }
+
+    /// A cluster delivering in a random interleaving picked by `seed`.
+    pub fn with_seed(config: Config, seed: u64) -> Cluster {
+        let rng = Box::new(StdRng::seed_from_u64(seed));
+        Self::build(config, Delivery::Random { seed, rng })
+    }
+
+    fn build(config: Config, delivery: Delivery) -> Cluster {
+        let mut map = OsdMap::new_dev(config.osd_count);
+        let mut shards = BTreeMap::new();
+        for id in 0..config.osd_count {
+            let osd = OsdId(id);
+            let count = config
+                .shards_of
+                .get(&osd)
+                .copied()
+                .unwrap_or(config.shards_per_osd);
+            let addrs: Vec<SocketAddr> = (0..count)
+                .map(|index| SocketAddr::from(([127, 0, 0, 1], 6800 + id as u16 * 16 + index)))
+                .collect();
+            map.boot_osd(osd, addrs, format!("host{id}")).expect("boot");
+            for index in 0..count {
+                let store = match config.capacity_bytes_of.get(&osd) {
+                    Some(&capacity) => MemStore::with_capacity_bytes(capacity),
+                    None => MemStore::new(),
+                };
+                let shard = OsdShard::new(osd, ShardIndex(index), count, store);
+                shards.insert((osd, ShardIndex(index)), shard);
+            }
+        }
+        let mut spec = PoolSpec::replicated("test", config.size, config.pg_num);
+        spec.min_size = config.min_size;
+        let pool = map.create_pool(spec).expect("create pool");
+        map.epoch = map.epoch.next();
+        let mut cluster = Cluster {
+            map: Arc::new(map),
+            pool,
+            shards,
+            links: BTreeMap::new(),
+            next_seq: 0,
+            partitioned: BTreeSet::new(),
+            replies: Vec::new(),
+            delivery,
+            next_tid: 1,
+            client_id: 7,
+            delivered_total: 0,
+            dropped_total: 0,
+        };
+        let all: Vec<OsdId> = cluster.osds();
+        cluster.deliver_map_to(&all);
+        cluster
+    }
+
+    /// The seed of a random delivery order (print it when a check fails).
+    pub fn seed(&self) -> Option<u64> {
+        match &self.delivery {
+            Delivery::Fifo => None,
+            Delivery::Random { seed, .. } => Some(*seed),
+        }
+    }
+
+    pub fn osds(&self) -> Vec<OsdId> {
+        let set: BTreeSet<OsdId> = self.shards.keys().map(|(osd, _)| *osd).collect();
+        set.into_iter().collect()
+    }
+
+    // --- maps ---------------------------------------------------------------------
+
+    /// Makes a new map epoch with `change` applied, and gives it to every shard of
+    /// every OSD that is not partitioned.
+    pub fn change_map(&mut self, change: impl FnOnce(&mut OsdMap)) -> Epoch {
+        let reachable: Vec<OsdId> = self
+            .osds()
+            .into_iter()
+            .filter(|osd| !self.partitioned.contains(osd))
+            .collect();
+        self.change_map_for(&reachable, change)
+    }
+
+    /// Makes a new map epoch but gives it only to `osds` (the others get it with
+    /// [`Cluster::deliver_map_to`]).
+    pub fn change_map_for(&mut self, osds: &[OsdId], change: impl FnOnce(&mut OsdMap)) -> Epoch {
+        let mut map = (*self.map).clone();
+        change(&mut map);
+        map.epoch = map.epoch.next();
+        self.map = Arc::new(map);
+        self.deliver_map_to(osds);
+        self.map.epoch
+    }
+
+    /// Gives the newest map to every shard of `osds`.
+    pub fn deliver_map_to(&mut self, osds: &[OsdId]) {
+        let addrs: Vec<Addr> = self
+            .shards
+            .keys()
+            .copied()
+            .filter(|(osd, _)| osds.contains(osd))
+            .collect();
+        for addr in addrs {
+            let mut out = Vec::new();
+            let map = self.map.clone();
+            self.shards
+                .get_mut(&addr)
+                .expect("listed")
+                .handle_map(map, &mut out);
+            self.route(addr, out);
+        }
+    }
+
+    pub fn mark_down(&mut self, osd: OsdId) -> Epoch {
+        self.change_map(|map| map.mark_down(osd).expect("osd exists"))
+    }
+
+    /// The OSD stops: nothing reaches it or leaves it, and the map marks it down.
+    pub fn crash(&mut self, osd: OsdId) -> Epoch {
+        self.partition(osd);
+        self.mark_down(osd)
+    }
+
+    /// Cuts `osd` off: messages queued to or from it are lost, and so are later ones.
+    pub fn partition(&mut self, osd: OsdId) {
+        self.partitioned.insert(osd);
+        self.drop_where(|env| env.from.0 == osd || env.to.0 == osd);
+    }
+
+    pub fn heal(&mut self, osd: OsdId) {
+        self.partitioned.remove(&osd);
+    }
+
+    /// The OSD reconnects and boots again (with whatever its store still holds).
+    pub fn revive(&mut self, osd: OsdId) -> Epoch {
+        self.heal(osd);
+        let info = self.map.osd(osd).expect("osd in map").clone();
+        self.change_map(|map| {
+            map.boot_osd(osd, info.shard_addrs, info.host)
+                .expect("boot")
+        })
+    }
+
+    // --- placement ----------------------------------------------------------------
+
+    pub fn pg_of(&self, name: &str) -> PgId {
+        self.map.object_to_pg(self.pool, name).expect("pool exists")
+    }
+
+    pub fn acting(&self, pgid: PgId) -> Vec<OsdId> {
+        self.map.pg_mapping(pgid).expect("pool exists").acting
+    }
+
+    pub fn primary_of(&self, pgid: PgId) -> OsdId {
+        self.map
+            .pg_mapping(pgid)
+            .expect("pool exists")
+            .primary
+            .expect("PG has a primary")
+    }
+
+    /// The shard of `osd` that owns `pgid`.
+    pub fn addr(&self, osd: OsdId, pgid: PgId) -> Addr {
+        let count = self.map.osd(osd).expect("osd in map").shard_count();
+        (osd, pg_shard(pgid, count))
+    }
+
+    pub fn shard(&self, addr: Addr) -> &OsdShard<MemStore> {
+        self.shards.get(&addr).expect("no such shard")
+    }
+
+    pub fn shard_mut(&mut self, addr: Addr) -> &mut OsdShard<MemStore> {
+        self.shards.get_mut(&addr).expect("no such shard")
+    }
+
+    /// The store of the shard of `osd` that owns `pgid`.
+    pub fn store(&self, osd: OsdId, pgid: PgId) -> &MemStore {
+        self.shard(self.addr(osd, pgid)).store()
+    }
+
+    /// The primary's report on `pgid`.
+    pub fn pg_stat(&self, pgid: PgId) -> PgStat {
+        let addr = self.addr(self.primary_of(pgid), pgid);
+        self.shard(addr)
+            .pg_stats()
+            .into_iter()
+            .find(|stat| stat.pgid == pgid)
+            .expect("primary reports its PG")
+    }
+
+    // --- the client ---------------------------------------------------------------
+
+    /// A request as a client holding the newest map builds it.
+    pub fn op(&mut self, name: &str, ops: Vec<OpCode>) -> OsdOp {
+        let tid = self.next_tid;
+        self.next_tid += 1;
+        OsdOp {
+            reqid: ReqId {
+                client: self.client_id,
+                tid,
+            },
+            pgid: self.pg_of(name),
+            oid: name.to_string(),
+            map_epoch: self.map.epoch,
+            flags: 0,
+            mtime_ns: 1_000_000 * tid,
+            ops,
+        }
+    }
+
+    /// The shard a client with the newest map sends `op` to.
+    pub fn target(&self, op: &OsdOp) -> Addr {
+        self.addr(self.primary_of(op.pgid), op.pgid)
+    }
+
+    /// Sends `op` to its primary, as the default client.
+    pub fn send(&mut self, op: OsdOp) -> ReqId {
+        let to = self.target(&op);
+        self.send_to(to, CLIENT, op)
+    }
+
+    /// Sends `op` to shard `to` on client connection `client`.
+    pub fn send_to(&mut self, to: Addr, client: ClientRef, op: OsdOp) -> ReqId {
+        let reqid = op.reqid;
+        if self.partitioned.contains(&to.0) {
+            self.dropped_total += 1;
+            return reqid;
+        }
+        let mut out = Vec::new();
+        self.shard_mut(to).handle_client_op(client, op, &mut out);
+        self.route(to, out);
+        reqid
+    }
+
+    /// Sends, runs the network dry, and returns the one reply.
+    pub fn call(&mut self, name: &str, ops: Vec<OpCode>) -> OsdOpReply {
+        let op = self.op(name, ops);
+        self.call_op(op)
+    }
+
+    pub fn call_op(&mut self, op: OsdOp) -> OsdOpReply {
+        let reqid = self.send(op);
+        self.run();
+        let mut replies = self.take_replies_for(reqid);
+        assert_eq!(
+            replies.len(),
+            1,
+            "expected one reply to {reqid}: {replies:?}"
+        );
+        replies.pop().expect("one reply")
+    }
+
+    /// A read served by `osd`'s own copy, whatever its role.
+    pub fn local_read(&mut self, osd: OsdId, name: &str, ops: Vec<OpCode>) -> OsdOpReply {
+        let mut op = self.op(name, ops);
+        op.flags |= OsdOp::FLAG_LOCAL_READ;
+        let to = self.addr(osd, op.pgid);
+        let reqid = self.send_to(to, CLIENT, op);
+        let mut replies = self.take_replies_for(reqid);
+        assert_eq!(replies.len(), 1, "local reads answer at once: {replies:?}");
+        replies.pop().expect("one reply")
+    }
+
+    /// Every reply received so far, in arrival order.
+    pub fn replies(&self) -> &[(ClientRef, OsdOpReply)] {
+        &self.replies
+    }
+
+    pub fn take_replies(&mut self) -> Vec<OsdOpReply> {
+        self.replies.drain(..).map(|(_, reply)| reply).collect()
+    }
+
+    pub fn take_replies_for(&mut self, reqid: ReqId) -> Vec<OsdOpReply> {
+        let (mine, rest) = std::mem::take(&mut self.replies)
+            .into_iter()
+            .partition(|(_, reply)| reply.reqid == reqid);
+        self.replies = rest;
+        mine.into_iter().map(|(_, reply)| reply).collect()
+    }
+
+    pub fn has_reply(&self, reqid: ReqId) -> bool {
+        self.replies.iter().any(|(_, reply)| reply.reqid == reqid)
+    }
+
+    // --- the network --------------------------------------------------------------
+
+    fn route(&mut self, from: Addr, out: Vec<Output>) {
+        for output in out {
+            match output {
+                Output::Client(client, Msg::OsdOpReply(reply)) => {
+                    self.replies.push((client, reply));
+                }
+                Output::Client(client, other) => {
+                    panic!("{from:?} sent client {client} a {other:?}")
+                }
+                Output::Peer(osd, shard, msg) => self.enqueue(from, (osd, shard), msg),
+            }
+        }
+    }
+
+    fn enqueue(&mut self, from: Addr, to: Addr, msg: Msg) {
+        assert!(
+            self.shards.contains_key(&to),
+            "{from:?} sent to unknown shard {to:?}"
+        );
+        if self.partitioned.contains(&from.0) || self.partitioned.contains(&to.0) {
+            self.dropped_total += 1;
+            return;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let envelope = Envelope { seq, from, to, msg };
+        self.links
+            .entry((from, to))
+            .or_default()
+            .push_back(envelope);
+    }
+
+    fn deliver(&mut self, envelope: Envelope) {
+        if self.partitioned.contains(&envelope.from.0) || self.partitioned.contains(&envelope.to.0)
+        {
+            self.dropped_total += 1;
+            return;
+        }
+        self.delivered_total += 1;
+        let mut out = Vec::new();
+        let to = envelope.to;
+        self.shard_mut(to)
+            .handle_peer_message(envelope.from.0, envelope.msg, &mut out);
+        self.route(to, out);
+    }
+
+    fn pop_link(&mut self, link: (Addr, Addr)) -> Envelope {
+        let queue = self.links.get_mut(&link).expect("link exists");
+        let envelope = queue.pop_front().expect("link is not empty");
+        if queue.is_empty() {
+            self.links.remove(&link);
+        }
+        envelope
+    }
+
+    /// Delivers one message as the delivery order says; false when none is queued.
+    pub fn step(&mut self) -> bool {
+        if self.links.is_empty() {
+            return false;
+        }
+        let link = match &mut self.delivery {
+            Delivery::Fifo => {
+                *self
+                    .links
+                    .iter()
+                    .min_by_key(|(_, queue)| queue.front().expect("non-empty").seq)
+                    .expect("non-empty")
+                    .0
+            }
+            Delivery::Random { rng, .. } => {
+                let index = rng.gen_range(0..self.links.len());
+                *self.links.keys().nth(index).expect("in range")
+            }
+        };
+        let envelope = self.pop_link(link);
+        self.deliver(envelope);
+        true
+    }
+
+    /// Delivers until nothing is queued; returns how many were delivered.
+    pub fn run(&mut self) -> usize {
+        let mut count = 0;
+        while self.step() {
+            count += 1;
+            assert!(
+                count < DELIVERIES_PER_RUN_MAX,
+                "livelock (seed {:?})",
+                self.seed()
+            );
+        }
+        count
+    }
+
+    /// Delivers, keeping each link's order, every message at a link's head that
+    /// matches `wanted` (and those that become heads), until none does.
+    pub fn deliver_where(&mut self, mut wanted: impl FnMut(&Envelope) -> bool) -> usize {
+        let mut count = 0;
+        loop {
+            let link = self
+                .links
+                .iter()
+                .filter(|(_, queue)| wanted(queue.front().expect("non-empty")))
+                .min_by_key(|(_, queue)| queue.front().expect("non-empty").seq)
+                .map(|(link, _)| *link);
+            let Some(link) = link else { return count };
+            let envelope = self.pop_link(link);
+            self.deliver(envelope);
+            count += 1;
+            assert!(count < DELIVERIES_PER_RUN_MAX, "livelock");
+        }
+    }
+
+    /// Delivers the oldest message matching `wanted` wherever it sits in its link,
+    /// overtaking the messages ahead of it (a reordering fault). False if none.
+    pub fn deliver_out_of_order(&mut self, mut wanted: impl FnMut(&Envelope) -> bool) -> bool {
+        let found = self
+            .links
+            .iter()
+            .flat_map(|(link, queue)| queue.iter().enumerate().map(move |(i, e)| (*link, i, e)))
+            .filter(|(_, _, envelope)| wanted(envelope))
+            .min_by_key(|(_, _, envelope)| envelope.seq)
+            .map(|(link, index, _)| (link, index));
+        let Some((link, index)) = found else {
+            return false;
+        };
+        let queue = self.links.get_mut(&link).expect("found");
+        let envelope = queue.remove(index).expect("found");
+        if queue.is_empty() {
+            self.links.remove(&link);
+        }
+        self.deliver(envelope);
+        true
+    }
+
+    /// Loses every queued message matching `lost`; returns how many.
+    pub fn drop_where(&mut self, mut lost: impl FnMut(&Envelope) -> bool) -> usize {
+        let mut count = 0;
+        for queue in self.links.values_mut() {
+            let before = queue.len();
+            queue.retain(|envelope| !lost(envelope));
+            count += before - queue.len();
+        }
+        self.links.retain(|_, queue| !queue.is_empty());
+        self.dropped_total += count as u64;
+        count
+    }
+
+    /// Queued messages, oldest first.
+    pub fn pending(&self) -> Vec<&Envelope> {
+        let mut all: Vec<&Envelope> = self.links.values().flatten().collect();
+        all.sort_by_key(|envelope| envelope.seq);
+        all
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.links.values().map(VecDeque::len).sum()
+    }
+
+    // --- checking copies ----------------------------------------------------------
+
+    /// Everything `osd` holds for `pgid`, the PG metadata object included.
+    pub fn dump_pg(&self, osd: OsdId, pgid: PgId) -> PgDump {
+        dump_collection(self.store(osd, pgid), CollectionId::Pg(pgid))
+    }
+
+    /// Panics unless every acting member of `pgid` holds the same objects, byte for
+    /// byte (data, mtime, xattrs, omap), the PG metadata object included.
+    pub fn assert_replicas_identical(&self, pgid: PgId) {
+        let acting = self.acting(pgid);
+        let first = self.dump_pg(acting[0], pgid);
+        for &osd in &acting[1..] {
+            let other = self.dump_pg(osd, pgid);
+            assert_pg_dumps_equal(&first, &other, acting[0], osd, pgid);
+        }
+    }
+
+    /// [`Cluster::assert_replicas_identical`] for every PG of the pool.
+    pub fn assert_all_replicas_identical(&self) {
+        let pgs: Vec<PgId> = self.map.all_pgs().collect();
+        for pgid in pgs {
+            self.assert_replicas_identical(pgid);
+        }
+    }
+}
+
+/// One object as a store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectDump {
+    pub size_bytes: u64,
+    pub mtime_ns: u64,
+    pub data: Bytes,
+    pub xattrs: BTreeMap<String, Bytes>,
+    pub omap: Vec<(Bytes, Bytes)>,
+}
+
+/// A PG's objects by name (the metadata object is the empty name).
+pub type PgDump = BTreeMap<String, ObjectDump>;
+
+pub fn dump_collection(store: &MemStore, coll: CollectionId) -> PgDump {
+    let mut dump = PgDump::new();
+    if !store.collection_exists(coll) {
+        return dump;
+    }
+    let mut after: Option<ObjectId> = None;
+    loop {
+        let page = store
+            .list_objects(coll, after.as_ref(), 256)
+            .expect("collection exists");
+        let Some(last) = page.last().cloned() else {
+            return dump;
+        };
+        for oid in page {
+            let stat = store.stat(coll, &oid).expect("listed");
+            let object = ObjectDump {
+                size_bytes: stat.size_bytes,
+                mtime_ns: stat.mtime_ns,
+                data: store.read(coll, &oid, 0, stat.size_bytes).expect("listed"),
+                xattrs: store.getxattrs(coll, &oid).expect("listed"),
+                omap: store
+                    .omap_list(coll, &oid, None, usize::MAX)
+                    .expect("listed"),
+            };
+            dump.insert(oid.name.clone(), object);
+        }
+        after = Some(last);
+    }
+}
+
+pub fn assert_pg_dumps_equal(a: &PgDump, b: &PgDump, osd_a: OsdId, osd_b: OsdId, pgid: PgId) {
+    let names_a: Vec<&String> = a.keys().collect();
+    let names_b: Vec<&String> = b.keys().collect();
+    assert_eq!(names_a, names_b, "{pgid}: objects on {osd_a} vs {osd_b}");
+    for (name, object) in a {
+        assert_eq!(
+            Some(object),
+            b.get(name),
+            "{pgid}: object {name:?} on {osd_a} vs {osd_b}"
+        );
+    }
+}
+
+/// Shorthand for byte payloads.
+pub fn bytes(data: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(data)
+}
+
+/// Finds an object name (with `prefix`) whose PG's acting set satisfies `accept`.
+pub fn name_where(cluster: &Cluster, prefix: &str, accept: impl Fn(PgId) -> bool) -> String {
+    (0..10_000)
+        .map(|i| format!("{prefix}{i}"))
+        .find(|name| accept(cluster.pg_of(name)))
+        .expect("some name maps as wanted")
+}
+
+/// `count` distinct object names that all hash to `pgid`.
+pub fn names_in_pg(cluster: &Cluster, pgid: PgId, prefix: &str, count: usize) -> Vec<String> {
+    let names: Vec<String> = (0..100_000)
+        .map(|i| format!("{prefix}{i}"))
+        .filter(|name| cluster.pg_of(name) == pgid)
+        .take(count)
+        .collect();
+    assert_eq!(names.len(), count, "not enough names in {pgid}");
+    names
+}

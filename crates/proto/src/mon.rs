@@ -1,0 +1,571 @@
+//! Messages to and from the monitor: map subscription, OSD boot and stats, and the
+//! operator's commands.
+
+use carmine_clustermap::{OsdMap, PoolSpec};
+use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
+use carmine_types::limits::POOL_NAME_BYTES_MAX;
+use carmine_types::{EVersion, Epoch, OsdId, PgId};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Asks for the map if the monitor has one newer than `have`; with `subscribe`, every
+/// later epoch is pushed too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonGetMap {
+    pub have: Epoch,
+    pub subscribe: bool,
+}
+
+/// A full map. (Incrementals come with the monitor work; full maps are small here.)
+#[derive(Debug, Clone, PartialEq)]
+pub struct OsdMapMsg {
+    pub map: Arc<OsdMap>,
+}
+
+/// An OSD announcing itself: its id, one address per shard, and its host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OsdBoot {
+    pub osd: OsdId,
+    pub shard_addrs: Vec<SocketAddr>,
+    pub host: String,
+    pub fsid: u128,
+}
+
+/// PG states, as bits that combine like Ceph's (`active+clean`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord, Hash)]
+pub struct PgState(pub u32);
+
+impl PgState {
+    pub const CREATING: u32 = 1 << 0;
+    pub const ACTIVE: u32 = 1 << 1;
+    pub const CLEAN: u32 = 1 << 2;
+    pub const DEGRADED: u32 = 1 << 3;
+    pub const UNDERSIZED: u32 = 1 << 4;
+    pub const PEERING: u32 = 1 << 5;
+    pub const INACTIVE: u32 = 1 << 6;
+    pub const STALE: u32 = 1 << 7;
+    pub const DOWN: u32 = 1 << 8;
+
+    const NAMES: [(u32, &'static str); 9] = [
+        (Self::CREATING, "creating"),
+        (Self::ACTIVE, "active"),
+        (Self::CLEAN, "clean"),
+        (Self::DEGRADED, "degraded"),
+        (Self::UNDERSIZED, "undersized"),
+        (Self::PEERING, "peering"),
+        (Self::INACTIVE, "inactive"),
+        (Self::STALE, "stale"),
+        (Self::DOWN, "down"),
+    ];
+
+    pub fn contains(self, bit: u32) -> bool {
+        self.0 & bit != 0
+    }
+
+    /// `active+clean`, `active+undersized+degraded`, ... (`unknown` when empty).
+    pub fn name(self) -> String {
+        let names: Vec<&str> = Self::NAMES
+            .iter()
+            .filter(|(bit, _)| self.contains(*bit))
+            .map(|(_, name)| *name)
+            .collect();
+        if names.is_empty() {
+            "unknown".into()
+        } else {
+            names.join("+")
+        }
+    }
+}
+
+/// A primary's report on one PG.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgStat {
+    pub pgid: PgId,
+    pub state: PgState,
+    pub object_count: u64,
+    pub data_bytes: u64,
+    pub last_update: EVersion,
+    pub acting: Vec<OsdId>,
+}
+
+/// An OSD's periodic report: its primary PGs, its store usage, its op counters.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OsdStats {
+    pub osd: OsdId,
+    pub map_epoch: Epoch,
+    pub pgs: Vec<PgStat>,
+    pub object_count: u64,
+    pub data_bytes: u64,
+    pub capacity_bytes: u64,
+    /// Client ops completed since the OSD started (for rates).
+    pub ops_total: u64,
+    pub write_bytes_total: u64,
+    pub read_bytes_total: u64,
+}
+
+/// An operator command for the monitor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    PoolCreate(PoolSpec),
+    /// Deleting needs `confirm`, as Ceph's `--yes-i-really-really-mean-it`.
+    PoolDelete {
+        name: String,
+        confirm: bool,
+    },
+    OsdDown(OsdId),
+    OsdOut(OsdId),
+    OsdIn(OsdId),
+    Status,
+}
+
+/// What a successful command returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandOutput {
+    Done { epoch: Epoch, message: String },
+    Status(ClusterStatus),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonCommand {
+    pub tid: u64,
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonCommandReply {
+    pub tid: u64,
+    pub result: Result<CommandOutput, String>,
+}
+
+/// Usage and object counts of one pool.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PoolStatus {
+    pub name: String,
+    pub id: u64,
+    pub size: u8,
+    pub min_size: u8,
+    pub pg_num: u32,
+    pub object_count: u64,
+    pub data_bytes: u64,
+}
+
+/// Usage of one OSD.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OsdUsage {
+    pub osd: OsdId,
+    pub up: bool,
+    pub weight: u32,
+    pub object_count: u64,
+    pub data_bytes: u64,
+    pub capacity_bytes: u64,
+    pub pg_count: u32,
+}
+
+/// The cluster at a glance (`carmine status`, like `ceph -s`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusterStatus {
+    pub fsid: u128,
+    pub epoch: Epoch,
+    /// `HEALTH_OK`, `HEALTH_WARN` or `HEALTH_ERR`.
+    pub health: String,
+    /// One line per problem.
+    pub health_checks: Vec<String>,
+    pub mon_count: u32,
+    pub osd_count: u32,
+    pub osds_up: u32,
+    pub osds_in: u32,
+    pub pools: Vec<PoolStatus>,
+    pub pg_count: u32,
+    /// PG count by state name (`active+clean` → 64).
+    pub pg_states: BTreeMap<String, u32>,
+    pub object_count: u64,
+    /// Logical bytes stored (one copy).
+    pub data_bytes: u64,
+    /// Bytes stored over all replicas.
+    pub raw_used_bytes: u64,
+    pub osds: Vec<OsdUsage>,
+    pub client_ops_per_second: u64,
+    pub client_write_bytes_per_second: u64,
+    pub client_read_bytes_per_second: u64,
+}
+
+// --- encoding -------------------------------------------------------------------
+
+impl Encode for MonGetMap {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.have.encode(e);
+            self.subscribe.encode(e);
+        });
+    }
+}
+
+impl Decode for MonGetMap {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("MonGetMap", 1, |d, _| {
+            Ok(MonGetMap {
+                have: Epoch::decode(d)?,
+                subscribe: bool::decode(d)?,
+            })
+        })
+    }
+}
+
+impl Encode for OsdMapMsg {
+    fn encode(&self, e: &mut Encoder) {
+        self.map.encode(e);
+    }
+}
+
+impl Decode for OsdMapMsg {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        Ok(OsdMapMsg {
+            map: Arc::new(OsdMap::decode(d)?),
+        })
+    }
+}
+
+impl Encode for OsdBoot {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.osd.encode(e);
+            self.shard_addrs.encode(e);
+            self.host.encode(e);
+            e.put_u64(self.fsid as u64);
+            e.put_u64((self.fsid >> 64) as u64);
+        });
+    }
+}
+
+impl Decode for OsdBoot {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("OsdBoot", 1, |d, _| {
+            Ok(OsdBoot {
+                osd: OsdId::decode(d)?,
+                shard_addrs: Vec::decode(d)?,
+                host: d.get_string("host", 256)?,
+                fsid: u128::from(d.get_u64()?) | (u128::from(d.get_u64()?) << 64),
+            })
+        })
+    }
+}
+
+impl Encode for PgStat {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.pgid.encode(e);
+            e.put_u32(self.state.0);
+            e.put_u64(self.object_count);
+            e.put_u64(self.data_bytes);
+            self.last_update.encode(e);
+            self.acting.encode(e);
+        });
+    }
+}
+
+impl Decode for PgStat {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgStat", 1, |d, _| {
+            Ok(PgStat {
+                pgid: PgId::decode(d)?,
+                state: PgState(d.get_u32()?),
+                object_count: d.get_u64()?,
+                data_bytes: d.get_u64()?,
+                last_update: EVersion::decode(d)?,
+                acting: Vec::decode(d)?,
+            })
+        })
+    }
+}
+
+impl Encode for OsdStats {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.osd.encode(e);
+            self.map_epoch.encode(e);
+            self.pgs.encode(e);
+            for value in [
+                self.object_count,
+                self.data_bytes,
+                self.capacity_bytes,
+                self.ops_total,
+                self.write_bytes_total,
+                self.read_bytes_total,
+            ] {
+                e.put_u64(value);
+            }
+        });
+    }
+}
+
+impl Decode for OsdStats {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("OsdStats", 1, |d, _| {
+            Ok(OsdStats {
+                osd: OsdId::decode(d)?,
+                map_epoch: Epoch::decode(d)?,
+                pgs: Vec::decode(d)?,
+                object_count: d.get_u64()?,
+                data_bytes: d.get_u64()?,
+                capacity_bytes: d.get_u64()?,
+                ops_total: d.get_u64()?,
+                write_bytes_total: d.get_u64()?,
+                read_bytes_total: d.get_u64()?,
+            })
+        })
+    }
+}
+
+fn encode_pool_spec(e: &mut Encoder, spec: &PoolSpec) {
+    spec.name.encode(e);
+    e.put_u8(spec.size);
+    spec.min_size.map(u32::from).encode(e);
+    e.put_u32(spec.pg_num);
+    e.put_u32(spec.crush_rule);
+}
+
+fn decode_pool_spec(d: &mut Decoder) -> Result<PoolSpec, DecodeError> {
+    let name = d.get_string("pool name", POOL_NAME_BYTES_MAX)?;
+    let size = d.get_u8()?;
+    let min_size = Option::<u32>::decode(d)?.map(|v| v.min(255) as u8);
+    Ok(PoolSpec {
+        name,
+        size,
+        min_size,
+        pg_num: d.get_u32()?,
+        crush_rule: d.get_u32()?,
+    })
+}
+
+impl Encode for Command {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| match self {
+            Command::PoolCreate(spec) => {
+                e.put_u8(1);
+                encode_pool_spec(e, spec);
+            }
+            Command::PoolDelete { name, confirm } => {
+                e.put_u8(2);
+                name.encode(e);
+                confirm.encode(e);
+            }
+            Command::OsdDown(osd) => {
+                e.put_u8(3);
+                osd.encode(e);
+            }
+            Command::OsdOut(osd) => {
+                e.put_u8(4);
+                osd.encode(e);
+            }
+            Command::OsdIn(osd) => {
+                e.put_u8(5);
+                osd.encode(e);
+            }
+            Command::Status => e.put_u8(6),
+        });
+    }
+}
+
+impl Decode for Command {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("Command", 1, |d, _| {
+            Ok(match d.get_u8()? {
+                1 => Command::PoolCreate(decode_pool_spec(d)?),
+                2 => Command::PoolDelete {
+                    name: d.get_string("pool name", POOL_NAME_BYTES_MAX)?,
+                    confirm: bool::decode(d)?,
+                },
+                3 => Command::OsdDown(OsdId::decode(d)?),
+                4 => Command::OsdOut(OsdId::decode(d)?),
+                5 => Command::OsdIn(OsdId::decode(d)?),
+                6 => Command::Status,
+                other => {
+                    return Err(DecodeError::Invalid {
+                        what: "command",
+                        value: u64::from(other),
+                    })
+                }
+            })
+        })
+    }
+}
+
+impl Encode for MonCommand {
+    fn encode(&self, e: &mut Encoder) {
+        e.put_u64(self.tid);
+        self.command.encode(e);
+    }
+}
+
+impl Decode for MonCommand {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        Ok(MonCommand {
+            tid: d.get_u64()?,
+            command: Command::decode(d)?,
+        })
+    }
+}
+
+impl Encode for MonCommandReply {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            e.put_u64(self.tid);
+            match &self.result {
+                Ok(CommandOutput::Done { epoch, message }) => {
+                    e.put_u8(0);
+                    epoch.encode(e);
+                    message.encode(e);
+                }
+                Ok(CommandOutput::Status(status)) => {
+                    e.put_u8(1);
+                    status.encode(e);
+                }
+                Err(message) => {
+                    e.put_u8(2);
+                    message.encode(e);
+                }
+            }
+        });
+    }
+}
+
+impl Decode for MonCommandReply {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("MonCommandReply", 1, |d, _| {
+            let tid = d.get_u64()?;
+            let result = match d.get_u8()? {
+                0 => Ok(CommandOutput::Done {
+                    epoch: Epoch::decode(d)?,
+                    message: String::decode(d)?,
+                }),
+                1 => Ok(CommandOutput::Status(ClusterStatus::decode(d)?)),
+                2 => Err(String::decode(d)?),
+                other => {
+                    return Err(DecodeError::Invalid {
+                        what: "command result",
+                        value: u64::from(other),
+                    })
+                }
+            };
+            Ok(MonCommandReply { tid, result })
+        })
+    }
+}
+
+impl Encode for PoolStatus {
+    fn encode(&self, e: &mut Encoder) {
+        self.name.encode(e);
+        e.put_u64(self.id);
+        e.put_u8(self.size);
+        e.put_u8(self.min_size);
+        e.put_u32(self.pg_num);
+        e.put_u64(self.object_count);
+        e.put_u64(self.data_bytes);
+    }
+}
+
+impl Decode for PoolStatus {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        Ok(PoolStatus {
+            name: d.get_string("pool name", POOL_NAME_BYTES_MAX)?,
+            id: d.get_u64()?,
+            size: d.get_u8()?,
+            min_size: d.get_u8()?,
+            pg_num: d.get_u32()?,
+            object_count: d.get_u64()?,
+            data_bytes: d.get_u64()?,
+        })
+    }
+}
+
+impl Encode for OsdUsage {
+    fn encode(&self, e: &mut Encoder) {
+        self.osd.encode(e);
+        self.up.encode(e);
+        e.put_u32(self.weight);
+        e.put_u64(self.object_count);
+        e.put_u64(self.data_bytes);
+        e.put_u64(self.capacity_bytes);
+        e.put_u32(self.pg_count);
+    }
+}
+
+impl Decode for OsdUsage {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        Ok(OsdUsage {
+            osd: OsdId::decode(d)?,
+            up: bool::decode(d)?,
+            weight: d.get_u32()?,
+            object_count: d.get_u64()?,
+            data_bytes: d.get_u64()?,
+            capacity_bytes: d.get_u64()?,
+            pg_count: d.get_u32()?,
+        })
+    }
+}
+
+impl Encode for ClusterStatus {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            e.put_u64(self.fsid as u64);
+            e.put_u64((self.fsid >> 64) as u64);
+            self.epoch.encode(e);
+            self.health.encode(e);
+            self.health_checks.encode(e);
+            for value in [
+                self.mon_count,
+                self.osd_count,
+                self.osds_up,
+                self.osds_in,
+            ] {
+                e.put_u32(value);
+            }
+            self.pools.encode(e);
+            e.put_u32(self.pg_count);
+            self.pg_states.encode(e);
+            for value in [
+                self.object_count,
+                self.data_bytes,
+                self.raw_used_bytes,
+            ] {
+                e.put_u64(value);
+            }
+            self.osds.encode(e);
+            for value in [
+                self.client_ops_per_second,
+                self.client_write_bytes_per_second,
+                self.client_read_bytes_per_second,
+            ] {
+                e.put_u64(value);
+            }
+        });
+    }
+}
+
+impl Decode for ClusterStatus {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("ClusterStatus", 1, |d, _| {
+            Ok(ClusterStatus {
+                fsid: u128::from(d.get_u64()?) | (u128::from(d.get_u64()?) << 64),
+                epoch: Epoch::decode(d)?,
+                health: String::decode(d)?,
+                health_checks: Vec::decode(d)?,
+                mon_count: d.get_u32()?,
+                osd_count: d.get_u32()?,
+                osds_up: d.get_u32()?,
+                osds_in: d.get_u32()?,
+                pools: Vec::decode(d)?,
+                pg_count: d.get_u32()?,
+                pg_states: BTreeMap::decode(d)?,
+                object_count: d.get_u64()?,
+                data_bytes: d.get_u64()?,
+                raw_used_bytes: d.get_u64()?,
+                osds: Vec::decode(d)?,
+                client_ops_per_second: d.get_u64()?,
+                client_write_bytes_per_second: d.get_u64()?,
+                client_read_bytes_per_second: d.get_u64()?,
+            })
+        })
+    }
+}

@@ -1,0 +1,108 @@
+//! [`Msg`]: the one enum of every message, with its wire type number.
+
+use crate::mon::{MonCommand, MonCommandReply, MonGetMap, OsdBoot, OsdMapMsg, OsdStats};
+use crate::osd::{OsdOp, OsdOpReply, RepOp, RepOpReply};
+use bytes::Bytes;
+use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
+
+/// Every message Carmine sends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Msg {
+    MonGetMap(MonGetMap),
+    OsdMap(OsdMapMsg),
+    OsdBoot(OsdBoot),
+    OsdStats(OsdStats),
+    MonCommand(MonCommand),
+    MonCommandReply(MonCommandReply),
+    OsdOp(OsdOp),
+    OsdOpReply(OsdOpReply),
+    RepOp(RepOp),
+    RepOpReply(RepOpReply),
+}
+
+/// Wire type numbers. Never reuse a number.
+pub mod msg_type {
+    pub const MON_GET_MAP: u16 = 1;
+    pub const OSD_MAP: u16 = 2;
+    pub const OSD_BOOT: u16 = 3;
+    pub const OSD_STATS: u16 = 4;
+    pub const MON_COMMAND: u16 = 5;
+    pub const MON_COMMAND_REPLY: u16 = 6;
+    pub const OSD_OP: u16 = 20;
+    pub const OSD_OP_REPLY: u16 = 21;
+    pub const REP_OP: u16 = 30;
+    pub const REP_OP_REPLY: u16 = 31;
+}
+
+/// A message could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MsgError {
+    #[error("unknown message type {0}")]
+    UnknownType(u16),
+    #[error("malformed message of type {msg_type}: {source}")]
+    Malformed {
+        msg_type: u16,
+        source: DecodeError,
+    },
+}
+
+impl Msg {
+    pub fn msg_type(&self) -> u16 {
+        use msg_type::*;
+        match self {
+            Msg::MonGetMap(_) => MON_GET_MAP,
+            Msg::OsdMap(_) => OSD_MAP,
+            Msg::OsdBoot(_) => OSD_BOOT,
+            Msg::OsdStats(_) => OSD_STATS,
+            Msg::MonCommand(_) => MON_COMMAND,
+            Msg::MonCommandReply(_) => MON_COMMAND_REPLY,
+            Msg::OsdOp(_) => OSD_OP,
+            Msg::OsdOpReply(_) => OSD_OP_REPLY,
+            Msg::RepOp(_) => REP_OP,
+            Msg::RepOpReply(_) => REP_OP_REPLY,
+        }
+    }
+
+    /// Encodes the body (the messenger's front segment).
+    pub fn encode_front(&self) -> Bytes {
+        let mut e = Encoder::new();
+        match self {
+            Msg::MonGetMap(m) => m.encode(&mut e),
+            Msg::OsdMap(m) => m.encode(&mut e),
+            Msg::OsdBoot(m) => m.encode(&mut e),
+            Msg::OsdStats(m) => m.encode(&mut e),
+            Msg::MonCommand(m) => m.encode(&mut e),
+            Msg::MonCommandReply(m) => m.encode(&mut e),
+            Msg::OsdOp(m) => m.encode(&mut e),
+            Msg::OsdOpReply(m) => m.encode(&mut e),
+            Msg::RepOp(m) => m.encode(&mut e),
+            Msg::RepOpReply(m) => m.encode(&mut e),
+        }
+        e.into_bytes()
+    }
+
+    /// Decodes a body received with wire type `msg_type`. Byte payloads are slices of
+    /// `front`, not copies.
+    pub fn decode(msg_type: u16, front: Bytes) -> Result<Msg, MsgError> {
+        use msg_type::*;
+        let mut d = Decoder::new(front);
+        let malformed = |source| MsgError::Malformed { msg_type, source };
+        let msg = match msg_type {
+            MON_GET_MAP => Msg::MonGetMap(MonGetMap::decode(&mut d).map_err(malformed)?),
+            OSD_MAP => Msg::OsdMap(OsdMapMsg::decode(&mut d).map_err(malformed)?),
+            OSD_BOOT => Msg::OsdBoot(OsdBoot::decode(&mut d).map_err(malformed)?),
+            OSD_STATS => Msg::OsdStats(OsdStats::decode(&mut d).map_err(malformed)?),
+            MON_COMMAND => Msg::MonCommand(MonCommand::decode(&mut d).map_err(malformed)?),
+            MON_COMMAND_REPLY => {
+                Msg::MonCommandReply(MonCommandReply::decode(&mut d).map_err(malformed)?)
+            }
+            OSD_OP => Msg::OsdOp(OsdOp::decode(&mut d).map_err(malformed)?),
+            OSD_OP_REPLY => Msg::OsdOpReply(OsdOpReply::decode(&mut d).map_err(malformed)?),
+            REP_OP => Msg::RepOp(RepOp::decode(&mut d).map_err(malformed)?),
+            REP_OP_REPLY => Msg::RepOpReply(RepOpReply::decode(&mut d).map_err(malformed)?),
+            other => return Err(MsgError::UnknownType(other)),
+        };
+        d.finish().map_err(malformed)?;
+        Ok(msg)
+    }
+}

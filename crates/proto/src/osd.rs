@@ -1,0 +1,313 @@
+//! Messages of the data path: client ↔ primary OSD requests and replies, and primary
+//! ↔ replica replication.
+
+use crate::op::{OpCode, OpError, OpOutput};
+use carmine_store::Transaction;
+use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
+use carmine_types::limits::{OBJECT_NAME_BYTES_MAX, OPS_PER_REQUEST_MAX};
+use carmine_types::{EVersion, Epoch, PgId, ReqId};
+
+/// A client request: a compound op on one object of one PG.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OsdOp {
+    pub reqid: ReqId,
+    pub pgid: PgId,
+    /// The object name; empty for PG-level ops such as listing.
+    pub oid: String,
+    /// The epoch of the map the client used to pick the target.
+    pub map_epoch: Epoch,
+    pub flags: u32,
+    /// Modification time the client stamps on writes (ns since the Unix epoch).
+    pub mtime_ns: u64,
+    pub ops: Vec<OpCode>,
+}
+
+impl OsdOp {
+    /// Serve a read from this OSD's local copy whatever its role (a debug read used to
+    /// compare replicas).
+    pub const FLAG_LOCAL_READ: u32 = 1 << 0;
+
+    pub fn is_write(&self) -> bool {
+        self.ops.iter().any(OpCode::is_write)
+    }
+}
+
+/// The answer to an [`OsdOp`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OsdOpReply {
+    pub reqid: ReqId,
+    pub pgid: PgId,
+    pub result: Result<(), OpError>,
+    /// One output per sub-op on success.
+    pub outputs: Vec<OpOutput>,
+    /// The object's user version after the request.
+    pub user_version: u64,
+    /// The PG version that a write got.
+    pub version: EVersion,
+    /// The OSD's map epoch, so a client with an older map can catch up.
+    pub map_epoch: Epoch,
+}
+
+/// What a PG log entry records about an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogOp {
+    Modify,
+    Delete,
+}
+
+/// One entry of a PG log: a write ordered by the primary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEntry {
+    pub version: EVersion,
+    pub prior_version: EVersion,
+    pub reqid: ReqId,
+    pub oid: String,
+    pub op: LogOp,
+    pub user_version: u64,
+}
+
+/// Primary → replica: apply this transaction, which carries the write and the PG log
+/// entry, and answer when it is durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepOp {
+    pub pgid: PgId,
+    pub map_epoch: Epoch,
+    pub rep_tid: u64,
+    pub entry: LogEntry,
+    /// The PG's info after this write, so a replica's counters match the primary's.
+    pub info: PgInfo,
+    pub tx: Transaction,
+}
+
+/// What a PG member knows about its PG: how far its log goes and what it holds.
+/// Persisted with every write in the PG's metadata object.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PgInfo {
+    pub pgid: PgId,
+    /// The newest write this member has applied.
+    pub last_update: EVersion,
+    /// The oldest version still in the log (older entries were trimmed).
+    pub log_tail: EVersion,
+    pub object_count: u64,
+    pub data_bytes: u64,
+}
+
+impl Encode for PgInfo {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.pgid.encode(e);
+            self.last_update.encode(e);
+            self.log_tail.encode(e);
+            e.put_u64(self.object_count);
+            e.put_u64(self.data_bytes);
+        });
+    }
+}
+
+impl Decode for PgInfo {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgInfo", 1, |d, _| {
+            Ok(PgInfo {
+                pgid: PgId::decode(d)?,
+                last_update: EVersion::decode(d)?,
+                log_tail: EVersion::decode(d)?,
+                object_count: d.get_u64()?,
+                data_bytes: d.get_u64()?,
+            })
+        })
+    }
+}
+
+/// Replica → primary: the transaction of `rep_tid` is durable (or failed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepOpReply {
+    pub pgid: PgId,
+    pub map_epoch: Epoch,
+    pub rep_tid: u64,
+    pub version: EVersion,
+    pub result: Result<(), OpError>,
+}
+
+fn encode_result(e: &mut Encoder, result: &Result<(), OpError>) {
+    match result {
+        Ok(()) => e.put_u8(0),
+        Err(error) => {
+            e.put_u8(1);
+            error.encode(e);
+        }
+    }
+}
+
+fn decode_result(d: &mut Decoder) -> Result<Result<(), OpError>, DecodeError> {
+    match d.get_u8()? {
+        0 => Ok(Ok(())),
+        1 => Ok(Err(OpError::decode(d)?)),
+        other => Err(DecodeError::Invalid {
+            what: "result tag",
+            value: u64::from(other),
+        }),
+    }
+}
+
+impl Encode for OsdOp {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.reqid.encode(e);
+            self.pgid.encode(e);
+            self.oid.encode(e);
+            self.map_epoch.encode(e);
+            e.put_u32(self.flags);
+            e.put_u64(self.mtime_ns);
+            self.ops.encode(e);
+        });
+    }
+}
+
+impl Decode for OsdOp {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("OsdOp", 1, |d, _| {
+            let op = OsdOp {
+                reqid: ReqId::decode(d)?,
+                pgid: PgId::decode(d)?,
+                oid: d.get_string("object name", OBJECT_NAME_BYTES_MAX)?,
+                map_epoch: Epoch::decode(d)?,
+                flags: d.get_u32()?,
+                mtime_ns: d.get_u64()?,
+                ops: Vec::decode(d)?,
+            };
+            if op.ops.len() > OPS_PER_REQUEST_MAX {
+                return Err(DecodeError::TooLong {
+                    what: "ops in one request",
+                    length: op.ops.len(),
+                    limit: OPS_PER_REQUEST_MAX,
+                });
+            }
+            Ok(op)
+        })
+    }
+}
+
+impl Encode for OsdOpReply {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.reqid.encode(e);
+            self.pgid.encode(e);
+            encode_result(e, &self.result);
+            self.outputs.encode(e);
+            e.put_u64(self.user_version);
+            self.version.encode(e);
+            self.map_epoch.encode(e);
+        });
+    }
+}
+
+impl Decode for OsdOpReply {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("OsdOpReply", 1, |d, _| {
+            Ok(OsdOpReply {
+                reqid: ReqId::decode(d)?,
+                pgid: PgId::decode(d)?,
+                result: decode_result(d)?,
+                outputs: Vec::decode(d)?,
+                user_version: d.get_u64()?,
+                version: EVersion::decode(d)?,
+                map_epoch: Epoch::decode(d)?,
+            })
+        })
+    }
+}
+
+impl Encode for LogEntry {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.version.encode(e);
+            self.prior_version.encode(e);
+            self.reqid.encode(e);
+            self.oid.encode(e);
+            e.put_u8(match self.op {
+                LogOp::Modify => 1,
+                LogOp::Delete => 2,
+            });
+            e.put_u64(self.user_version);
+        });
+    }
+}
+
+impl Decode for LogEntry {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("LogEntry", 1, |d, _| {
+            Ok(LogEntry {
+                version: EVersion::decode(d)?,
+                prior_version: EVersion::decode(d)?,
+                reqid: ReqId::decode(d)?,
+                oid: d.get_string("object name", OBJECT_NAME_BYTES_MAX)?,
+                op: match d.get_u8()? {
+                    1 => LogOp::Modify,
+                    2 => LogOp::Delete,
+                    other => {
+                        return Err(DecodeError::Invalid {
+                            what: "log op",
+                            value: u64::from(other),
+                        })
+                    }
+                },
+                user_version: d.get_u64()?,
+            })
+        })
+    }
+}
+
+impl Encode for RepOp {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.pgid.encode(e);
+            self.map_epoch.encode(e);
+            e.put_u64(self.rep_tid);
+            self.entry.encode(e);
+            self.info.encode(e);
+            self.tx.encode(e);
+        });
+    }
+}
+
+impl Decode for RepOp {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("RepOp", 1, |d, _| {
+            Ok(RepOp {
+                pgid: PgId::decode(d)?,
+                map_epoch: Epoch::decode(d)?,
+                rep_tid: d.get_u64()?,
+                entry: LogEntry::decode(d)?,
+                info: PgInfo::decode(d)?,
+                tx: Transaction::decode(d)?,
+            })
+        })
+    }
+}
+
+impl Encode for RepOpReply {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.pgid.encode(e);
+            self.map_epoch.encode(e);
+            e.put_u64(self.rep_tid);
+            self.version.encode(e);
+            encode_result(e, &self.result);
+        });
+    }
+}
+
+impl Decode for RepOpReply {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("RepOpReply", 1, |d, _| {
+            Ok(RepOpReply {
+                pgid: PgId::decode(d)?,
+                map_epoch: Epoch::decode(d)?,
+                rep_tid: d.get_u64()?,
+                version: EVersion::decode(d)?,
+                result: decode_result(d)?,
+            })
+        })
+    }
+}
+

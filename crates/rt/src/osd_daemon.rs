@@ -1,0 +1,305 @@
+//! `carmine osd`: an OSD process of `S` shards.
+//!
+//! Each shard is one OS thread (pinned to a CPU when there are enough) running a
+//! current-thread runtime with its own listener, store and PGs ([`ShardLoop`]). Shard 0
+//! also runs the OSD-global task: the monitor session (boot, map subscription, stats)
+//! and the distribution of each map epoch to every shard as an `Arc<OsdMap>`.
+
+use crate::shard_loop::{ShardLoop, ShardReport, SHARD_REPORT_INTERVAL};
+use crate::{from_message, to_message, DaemonError};
+use carmine_clustermap::OsdMap;
+use carmine_msgr::tcp::{connect, ConnectionHandle, NetEvent};
+use carmine_msgr::{Policy, SessionConfig};
+use carmine_osd::OsdShard;
+use carmine_proto::{MonGetMap, Msg, OsdBoot, OsdStats};
+use carmine_store::MemStore;
+use carmine_types::{EntityName, Epoch, OsdId, ShardIndex};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// Which object store backs the OSD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In memory: fast, and lost when the process stops.
+    Mem,
+}
+
+/// How to run an OSD.
+#[derive(Debug, Clone)]
+pub struct OsdDaemonConfig {
+    pub id: OsdId,
+    pub fsid: u128,
+    pub mon_addrs: Vec<SocketAddr>,
+    pub bind_ip: IpAddr,
+    /// Shard `i` listens on `base_port + i`; 0 picks free ports.
+    pub base_port: u16,
+    pub shard_count: u16,
+    pub data_dir: PathBuf,
+    pub store: StoreKind,
+    /// The CRUSH host this OSD sits in.
+    pub host: String,
+    pub pin_threads: bool,
+}
+
+/// Reports queued from the shards to shard 0.
+const SHARD_REPORTS_QUEUED_MAX: usize = 64;
+
+fn bind_listeners(config: &OsdDaemonConfig) -> Result<Vec<std::net::TcpListener>, DaemonError> {
+    (0..config.shard_count)
+        .map(|index| {
+            let port = if config.base_port == 0 {
+                0
+            } else {
+                config.base_port.checked_add(index).ok_or_else(|| {
+                    DaemonError::Config(format!("port {} + {index} overflows", config.base_port))
+                })?
+            };
+            let addr = SocketAddr::new(config.bind_ip, port);
+            let listener = std::net::TcpListener::bind(addr)
+                .map_err(|source| DaemonError::Bind { addr, source })?;
+            listener.set_nonblocking(true)?;
+            Ok(listener)
+        })
+        .collect()
+}
+
+/// Runs the OSD until the process is stopped.
+pub fn run_osd(config: OsdDaemonConfig) -> Result<(), DaemonError> {
+    if config.shard_count == 0 {
+        return Err(DaemonError::Config("an OSD needs at least one shard".into()));
+    }
+    if config.mon_addrs.is_empty() {
+        return Err(DaemonError::Config("no monitor addresses configured".into()));
+    }
+    std::fs::create_dir_all(&config.data_dir)?;
+    let listeners = bind_listeners(&config)?;
+    let shard_addrs: Vec<SocketAddr> = listeners
+        .iter()
+        .map(|l| l.local_addr())
+        .collect::<Result<_, _>>()?;
+    tracing::info!("{} shards listening on {shard_addrs:?}", config.id);
+    let (map_tx, map_rx) = watch::channel(None::<Arc<OsdMap>>);
+    let (report_tx, report_rx) = mpsc::channel(SHARD_REPORTS_QUEUED_MAX);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut threads = Vec::new();
+    let mut listeners = listeners.into_iter();
+    let shard0_listener = listeners.next().expect("at least one shard");
+    for (offset, listener) in listeners.enumerate() {
+        let index = ShardIndex(offset as u16 + 1);
+        let map_rx = map_rx.clone();
+        let report_tx = report_tx.clone();
+        let config = config.clone();
+        let pin = config.pin_threads && usize::from(config.shard_count) <= cpus;
+        let thread = std::thread::Builder::new()
+            .name(format!("{}-shard{}", config.id, index.0))
+            .spawn(move || {
+                if pin {
+                    pin_to_cpu(usize::from(index.0));
+                }
+                run_shard(&config, index, listener, map_rx, report_tx, None)
+            })?;
+        threads.push(thread);
+    }
+    if config.pin_threads && usize::from(config.shard_count) <= cpus {
+        pin_to_cpu(0);
+    }
+    let global = Some((shard_addrs, map_tx, report_rx));
+    let result = run_shard(&config, ShardIndex(0), shard0_listener, map_rx, report_tx, global);
+    for thread in threads {
+        let _ = thread.join();
+    }
+    result
+}
+
+type Global = (
+    Vec<SocketAddr>,
+    watch::Sender<Option<Arc<OsdMap>>>,
+    mpsc::Receiver<ShardReport>,
+);
+
+fn run_shard(
+    config: &OsdDaemonConfig,
+    index: ShardIndex,
+    listener: std::net::TcpListener,
+    map_rx: watch::Receiver<Option<Arc<OsdMap>>>,
+    report_tx: mpsc::Sender<ShardReport>,
+    global: Option<Global>,
+) -> Result<(), DaemonError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let store = match config.store {
+            StoreKind::Mem => MemStore::new(),
+        };
+        let shard = OsdShard::new(config.id, index, config.shard_count, store);
+        if let Some((addrs, map_tx, report_rx)) = global {
+            let global = GlobalTask::new(config.clone(), addrs, map_tx, report_rx);
+            tokio::spawn(global.run());
+        }
+        ShardLoop::new(shard, map_rx, report_tx).run(listener).await;
+        Ok(())
+    })
+}
+
+/// Pins the calling thread to one CPU, so a shard keeps its caches and never migrates.
+#[allow(unsafe_code)]
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it, and
+    // sched_setaffinity(0, ..) reads it for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            tracing::warn!("could not pin shard thread to CPU {cpu}");
+        }
+    }
+}
+
+/// Shard 0's OSD-global work: the monitor session, boot, maps and stats.
+struct GlobalTask {
+    config: OsdDaemonConfig,
+    shard_addrs: Vec<SocketAddr>,
+    map_tx: watch::Sender<Option<Arc<OsdMap>>>,
+    report_rx: mpsc::Receiver<ShardReport>,
+    reports: BTreeMap<ShardIndex, ShardReport>,
+    mon_index: usize,
+    booted_epoch: Epoch,
+}
+
+impl GlobalTask {
+    fn new(
+        config: OsdDaemonConfig,
+        shard_addrs: Vec<SocketAddr>,
+        map_tx: watch::Sender<Option<Arc<OsdMap>>>,
+        report_rx: mpsc::Receiver<ShardReport>,
+    ) -> Self {
+        Self {
+            config,
+            shard_addrs,
+            map_tx,
+            report_rx,
+            reports: BTreeMap::new(),
+            mon_index: 0,
+            booted_epoch: Epoch(0),
+        }
+    }
+
+    fn epoch(&self) -> Epoch {
+        self.map_tx
+            .borrow()
+            .as_ref()
+            .map(|m| m.epoch)
+            .unwrap_or(Epoch(0))
+    }
+
+    async fn run(mut self) {
+        loop {
+            let (events_tx, events_rx) = mpsc::unbounded_channel();
+            let addr = self.config.mon_addrs[self.mon_index % self.config.mon_addrs.len()];
+            self.mon_index += 1;
+            let session = SessionConfig::new(EntityName::osd(self.config.id), Policy::Lossy);
+            match connect(addr, session, ShardIndex(0), events_tx).await {
+                Ok(mon) => {
+                    tracing::info!("{}: connected to the monitor at {addr}", self.config.id);
+                    self.serve_mon(mon, events_rx).await;
+                }
+                Err(error) => {
+                    tracing::warn!("{}: monitor {addr}: {error}", self.config.id);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    fn boot(&mut self, mon: &ConnectionHandle) {
+        let boot = Msg::OsdBoot(OsdBoot {
+            osd: self.config.id,
+            shard_addrs: self.shard_addrs.clone(),
+            host: self.config.host.clone(),
+            fsid: self.config.fsid,
+        });
+        let epoch = self.epoch();
+        self.booted_epoch = epoch;
+        let _ = mon.send(to_message(&boot, epoch));
+        let subscribe = Msg::MonGetMap(MonGetMap {
+            have: epoch,
+            subscribe: true,
+        });
+        let _ = mon.send(to_message(&subscribe, epoch));
+    }
+
+    async fn serve_mon(
+        &mut self,
+        mon: ConnectionHandle,
+        mut events: mpsc::UnboundedReceiver<NetEvent>,
+    ) {
+        self.boot(&mon);
+        let mut stats_tick = tokio::time::interval(SHARD_REPORT_INTERVAL);
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Some(NetEvent::Message { message, peer, .. }) => {
+                        if let Some(Msg::OsdMap(update)) = from_message(message, &peer) {
+                            self.handle_map(&mon, update.map);
+                        }
+                    }
+                    Some(NetEvent::Closed { reason, .. }) => {
+                        tracing::warn!("{}: monitor session closed: {reason}", self.config.id);
+                        return;
+                    }
+                    Some(_) => {}
+                    None => return,
+                },
+                Some(report) = self.report_rx.recv() => {
+                    self.reports.insert(report.shard, report);
+                }
+                _ = stats_tick.tick() => self.send_stats(&mon),
+            }
+        }
+    }
+
+    fn handle_map(&mut self, mon: &ConnectionHandle, map: Arc<OsdMap>) {
+        if map.fsid != self.config.fsid {
+            tracing::error!("{}: ignoring a map of another cluster", self.config.id);
+            return;
+        }
+        if map.epoch <= self.epoch() {
+            return;
+        }
+        let marked_down = map.osd(self.config.id).is_some_and(|info| !info.up)
+            || map
+                .osd(self.config.id)
+                .is_some_and(|info| info.shard_addrs != self.shard_addrs);
+        self.map_tx.send_replace(Some(map.clone()));
+        if marked_down && map.epoch > self.booted_epoch {
+            // The map says we are down (or elsewhere) while we run: assert ourselves.
+            tracing::warn!("{}: map e{} marks us down; booting again", self.config.id, map.epoch.0);
+            self.boot(mon);
+        }
+    }
+
+    fn send_stats(&mut self, mon: &ConnectionHandle) {
+        let mut stats = OsdStats {
+            osd: self.config.id,
+            map_epoch: self.epoch(),
+            ..OsdStats::default()
+        };
+        for report in self.reports.values() {
+            stats.pgs.extend(report.pgs.iter().cloned());
+            stats.object_count += report.usage.object_count;
+            stats.data_bytes += report.usage.data_bytes;
+            stats.capacity_bytes = stats.capacity_bytes.saturating_add(report.usage.capacity_bytes);
+            stats.ops_total += report.counters.ops_total;
+            stats.write_bytes_total += report.counters.write_bytes_total;
+            stats.read_bytes_total += report.counters.read_bytes_total;
+        }
+        let _ = mon.send(to_message(&Msg::OsdStats(stats), self.epoch()));
+    }
+}

@@ -1,0 +1,172 @@
+//! One OSD shard's event loop: its listener, its sessions, its [`OsdShard`]. Runs on
+//! the shard's own thread and current-thread runtime; shares nothing mutable with other
+//! shards (maps arrive as immutable snapshots, stats leave through a bounded queue).
+
+use crate::peers::{PeerConnected, Peers};
+use crate::{from_message, to_message};
+use carmine_clustermap::OsdMap;
+use carmine_msgr::tcp::{serve, ConnId, ConnectionHandle, NetEvent};
+use carmine_msgr::{Policy, SessionConfig};
+use carmine_osd::{OsdShard, Output, ShardCounters};
+use carmine_proto::{Msg, PgStat};
+use carmine_store::{ObjectStore, StoreUsage};
+use carmine_types::{EntityKind, EntityName, OsdId, ShardIndex};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// How often a shard reports its stats to shard 0.
+pub const SHARD_REPORT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A shard's periodic report to shard 0.
+#[derive(Debug, Clone)]
+pub struct ShardReport {
+    pub shard: ShardIndex,
+    pub pgs: Vec<PgStat>,
+    pub usage: StoreUsage,
+    pub counters: ShardCounters,
+}
+
+pub struct ShardLoop<S: ObjectStore> {
+    shard: OsdShard<S>,
+    inbound: HashMap<ConnId, (ConnectionHandle, EntityName)>,
+    peers: Peers,
+    events_rx: mpsc::UnboundedReceiver<NetEvent>,
+    events_tx: mpsc::UnboundedSender<NetEvent>,
+    connected_rx: mpsc::UnboundedReceiver<PeerConnected>,
+    map_rx: watch::Receiver<Option<Arc<OsdMap>>>,
+    report_tx: mpsc::Sender<ShardReport>,
+    outputs: Vec<Output>,
+}
+
+impl<S: ObjectStore> ShardLoop<S> {
+    pub fn new(
+        shard: OsdShard<S>,
+        map_rx: watch::Receiver<Option<Arc<OsdMap>>>,
+        report_tx: mpsc::Sender<ShardReport>,
+    ) -> Self {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (connected_tx, connected_rx) = mpsc::unbounded_channel();
+        let name = EntityName::osd(shard.whoami());
+        let peer_session = SessionConfig::new(name, Policy::Lossless);
+        Self {
+            shard,
+            inbound: HashMap::new(),
+            peers: Peers::new(peer_session, events_tx.clone(), connected_tx),
+            events_rx,
+            events_tx,
+            connected_rx,
+            map_rx,
+            report_tx,
+            outputs: Vec::new(),
+        }
+    }
+
+    /// Serves `listener` until the map channel closes (the OSD is stopping).
+    pub async fn run(mut self, listener: tokio::net::TcpListener) {
+        let name = EntityName::osd(self.shard.whoami());
+        let session = SessionConfig::new(name, Policy::Lossy);
+        tokio::spawn(serve(listener, session, self.events_tx.clone()));
+        let mut report = tokio::time::interval(SHARD_REPORT_INTERVAL);
+        loop {
+            tokio::select! {
+                Some(event) = self.events_rx.recv() => self.handle_event(event),
+                Some(connected) = self.connected_rx.recv() => self.peers.handle_connected(connected),
+                changed = self.map_rx.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let map = self.map_rx.borrow_and_update().clone();
+                    if let Some(map) = map {
+                        self.shard.handle_map(map, &mut self.outputs);
+                    }
+                }
+                _ = report.tick() => self.report(),
+            }
+            self.carry_out();
+        }
+    }
+
+    fn report(&mut self) {
+        let report = ShardReport {
+            shard: self.shard.index(),
+            pgs: self.shard.pg_stats(),
+            usage: self.shard.usage(),
+            counters: self.shard.counters(),
+        };
+        // A full queue means shard 0 is behind; the next report supersedes this one.
+        let _ = self.report_tx.try_send(report);
+    }
+
+    fn handle_event(&mut self, event: NetEvent) {
+        match event {
+            NetEvent::Established { conn, peer, .. } => {
+                self.inbound.insert(conn.id(), (conn, peer));
+            }
+            NetEvent::Message {
+                conn_id,
+                peer,
+                message,
+            } => {
+                let Some(msg) = from_message(message, &peer) else {
+                    return;
+                };
+                self.handle_msg(conn_id, peer, msg);
+            }
+            NetEvent::Closed { conn_id, .. } => {
+                if self.peers.owns(conn_id) {
+                    self.peers.handle_closed(conn_id);
+                } else {
+                    self.inbound.remove(&conn_id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn handle_msg(&mut self, conn_id: ConnId, peer: EntityName, msg: Msg) {
+        match (peer.kind, msg) {
+            (EntityKind::Client, Msg::OsdOp(op)) => {
+                self.shard.handle_client_op(conn_id, op, &mut self.outputs)
+            }
+            (EntityKind::Osd, msg @ (Msg::RepOp(_) | Msg::RepOpReply(_))) => {
+                let from = OsdId(peer.id as u32);
+                self.shard.handle_peer_message(from, msg, &mut self.outputs)
+            }
+            (_, msg) => tracing::warn!(
+                "osd: unexpected message type {} from {peer}",
+                msg.msg_type()
+            ),
+        }
+    }
+
+    fn carry_out(&mut self) {
+        if self.outputs.is_empty() {
+            return;
+        }
+        let epoch = self.shard.epoch();
+        let map = self.shard.map().cloned();
+        for output in std::mem::take(&mut self.outputs) {
+            match output {
+                Output::Client(conn_id, msg) => {
+                    if let Some((conn, peer)) = self.inbound.get(&conn_id) {
+                        if let Err(error) = conn.send(to_message(&msg, epoch)) {
+                            tracing::debug!("reply to {peer} not sent: {error}");
+                        }
+                    }
+                }
+                Output::Peer(osd, shard, msg) => {
+                    let addr = map.as_ref().and_then(|map| {
+                        let info = map.osd(osd).filter(|info| info.up)?;
+                        info.shard_addrs.get(usize::from(shard.0)).copied()
+                    });
+                    match addr {
+                        Some(addr) => self.peers.send((osd, shard), addr, to_message(&msg, epoch)),
+                        None => tracing::debug!("{osd} is down or unknown; message dropped"),
+                    }
+                }
+            }
+        }
+    }
+}

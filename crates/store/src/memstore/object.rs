@@ -1,0 +1,261 @@
+//! One object's state inside a [`MemStore`](super::MemStore).
+//!
+//! Data is kept as non-overlapping extents of shared [`Bytes`] keyed by offset, with the
+//! gaps between them as holes. A 4 KiB overwrite in a 4 MiB object therefore slices
+//! the old extent (no copy) and inserts the new buffer, and a sparse write far past the
+//! end allocates nothing for the hole. Every change returns what it replaced, so the
+//! store can undo a failed transaction at a cost proportional to the transaction, not
+//! to the objects it touched (see `apply.rs`).
+
+use bytes::{Bytes, BytesMut};
+use std::collections::BTreeMap;
+
+/// An object's byte data: extents plus a logical size. Invariants: extents do not
+/// overlap, none is empty, and none reaches past `size_bytes`.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ObjectData {
+    extents: BTreeMap<u64, Bytes>,
+    size_bytes: u64,
+}
+
+/// What a data change replaced: the old size and the original extents that overlapped
+/// the changed range, plus the span `start..end` that covers them and the range.
+#[derive(Debug)]
+pub(super) struct DataUndo {
+    size_bytes: u64,
+    start: u64,
+    end: u64,
+    extents: Vec<(u64, Bytes)>,
+}
+
+fn extent_end(offset: u64, data: &Bytes) -> u64 {
+    offset + data.len() as u64
+}
+
+impl ObjectData {
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    /// Removes every stored byte in `start..end`, keeping (as zero-copy slices) the parts
+    /// of straddling extents that lie outside the range.
+    fn punch(&mut self, start: u64, end: u64) -> DataUndo {
+        let mut undo = DataUndo {
+            size_bytes: self.size_bytes,
+            start,
+            end,
+            extents: Vec::new(),
+        };
+        if start >= end {
+            return undo;
+        }
+        let mut offsets: Vec<u64> = Vec::new();
+        if let Some((&offset, data)) = self.extents.range(..start).next_back() {
+            if extent_end(offset, data) > start {
+                offsets.push(offset);
+            }
+        }
+        offsets.extend(self.extents.range(start..end).map(|(&offset, _)| offset));
+        for offset in offsets {
+            let data = self.extents.remove(&offset).expect("extent listed above");
+            let data_end = extent_end(offset, &data);
+            if offset < start {
+                let keep = usize::try_from(start - offset).expect("extent fits in memory");
+                self.extents.insert(offset, data.slice(..keep));
+            }
+            if data_end > end {
+                let skip = usize::try_from(end - offset).expect("extent fits in memory");
+                self.extents.insert(end, data.slice(skip..));
+            }
+            undo.start = undo.start.min(offset);
+            undo.end = undo.end.max(data_end);
+            undo.extents.push((offset, data));
+        }
+        undo
+    }
+
+    /// Writes `data` at `offset`; the caller has checked that the end does not overflow.
+    pub fn write(&mut self, offset: u64, data: Bytes) -> DataUndo {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .expect("checked by caller");
+        let undo = self.punch(offset, end);
+        if !data.is_empty() {
+            self.extents.insert(offset, data);
+            self.size_bytes = self.size_bytes.max(end);
+        }
+        undo
+    }
+
+    /// Zeroes `offset..offset+length` by punching a hole, extending the size to its end.
+    pub fn zero(&mut self, offset: u64, length: u64) -> DataUndo {
+        let end = offset.checked_add(length).expect("checked by caller");
+        let undo = self.punch(offset, end);
+        if length > 0 {
+            self.size_bytes = self.size_bytes.max(end);
+        }
+        undo
+    }
+
+    pub fn truncate(&mut self, size_bytes: u64) -> DataUndo {
+        let undo = self.punch(size_bytes, u64::MAX);
+        self.size_bytes = size_bytes;
+        undo
+    }
+
+    /// Reverts the change that returned `undo`; changes must be undone newest first.
+    pub fn undo(&mut self, undo: DataUndo) {
+        self.punch(undo.start, undo.end);
+        for (offset, data) in undo.extents {
+            let previous = self.extents.insert(offset, data);
+            assert!(previous.is_none(), "undo restored an overlapping extent");
+        }
+        self.size_bytes = undo.size_bytes;
+    }
+
+    /// Reads up to `length` bytes at `offset`, short at the end; holes read as zeros.
+    /// A range inside one extent comes back as a zero-copy slice of it.
+    pub fn read(&self, offset: u64, length: u64) -> Bytes {
+        let end = offset.saturating_add(length).min(self.size_bytes);
+        if offset >= end {
+            return Bytes::new();
+        }
+        let before = self.extents.range(..=offset).next_back();
+        if let Some((&extent_offset, data)) = before {
+            if extent_end(extent_offset, data) >= end {
+                let from = usize::try_from(offset - extent_offset).expect("in extent");
+                let to = usize::try_from(end - extent_offset).expect("in extent");
+                return data.slice(from..to);
+            }
+        }
+        let length = usize::try_from(end - offset).expect("object size fits in memory");
+        let mut out = BytesMut::zeroed(length);
+        let first = before.map_or(offset, |(&extent_offset, _)| extent_offset);
+        for (&extent_offset, data) in self.extents.range(first..end) {
+            let low = extent_offset.max(offset);
+            let high = extent_end(extent_offset, data).min(end);
+            if low >= high {
+                continue;
+            }
+            let out_range = (low - offset) as usize..(high - offset) as usize;
+            let data_range = (low - extent_offset) as usize..(high - extent_offset) as usize;
+            out[out_range].copy_from_slice(&data[data_range]);
+        }
+        out.freeze()
+    }
+
+    /// Checks the invariants; costly, so only for `debug_assert!`.
+    pub fn invariants_hold(&self) -> bool {
+        let mut previous_end = 0;
+        self.extents.iter().all(|(&offset, data)| {
+            let ok = !data.is_empty() && offset >= previous_end;
+            previous_end = extent_end(offset, data);
+            ok && previous_end <= self.size_bytes
+        })
+    }
+}
+
+/// An object: data, modification time, xattrs and omap. Byte counts of xattrs and
+/// omap are kept up to date so accounting is O(1) per change.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Object {
+    pub data: ObjectData,
+    pub mtime_ns: u64,
+    xattrs: BTreeMap<String, Bytes>,
+    omap: BTreeMap<Bytes, Bytes>,
+    xattr_bytes: u64,
+    omap_bytes: u64,
+}
+
+fn entry_bytes(key: &[u8], value: &[u8]) -> u64 {
+    (key.len() + value.len()) as u64
+}
+
+impl Object {
+    /// Bytes of xattr and omap names, keys and values.
+    pub fn attribute_bytes(&self) -> u64 {
+        self.xattr_bytes + self.omap_bytes
+    }
+
+    pub fn xattrs(&self) -> &BTreeMap<String, Bytes> {
+        &self.xattrs
+    }
+
+    pub fn omap(&self) -> &BTreeMap<Bytes, Bytes> {
+        &self.omap
+    }
+
+    /// Sets (`Some`) or removes (`None`) an xattr and returns the previous value.
+    pub fn put_xattr(&mut self, name: String, value: Option<Bytes>) -> Option<Bytes> {
+        let name_bytes = name.len() as u64;
+        let previous = match value {
+            Some(value) => {
+                self.xattr_bytes += name_bytes + value.len() as u64;
+                self.xattrs.insert(name, value)
+            }
+            None => self.xattrs.remove(&name),
+        };
+        if let Some(previous) = &previous {
+            self.xattr_bytes -= name_bytes + previous.len() as u64;
+        }
+        previous
+    }
+
+    /// Sets (`Some`) or removes (`None`) an omap entry and returns the previous value.
+    pub fn put_omap(&mut self, key: Bytes, value: Option<Bytes>) -> Option<Bytes> {
+        let key_bytes = key.len() as u64;
+        let previous = match value {
+            Some(value) => {
+                self.omap_bytes += key_bytes + value.len() as u64;
+                self.omap.insert(key, value)
+            }
+            None => self.omap.remove(&key),
+        };
+        if let Some(previous) = &previous {
+            self.omap_bytes -= key_bytes + previous.len() as u64;
+        }
+        previous
+    }
+
+    /// Replaces the whole omap (O(1)) and returns the previous one.
+    pub fn replace_omap(&mut self, omap: BTreeMap<Bytes, Bytes>) -> BTreeMap<Bytes, Bytes> {
+        self.omap_bytes = omap.iter().map(|(k, v)| entry_bytes(k, v)).sum();
+        std::mem::replace(&mut self.omap, omap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overwrite_in_large_object_slices_instead_of_copying() {
+        let mut data = ObjectData::default();
+        let big = Bytes::from(vec![7u8; 4 << 20]);
+        data.write(0, big.clone());
+        let undo = data.write(4096, Bytes::from(vec![1u8; 4096]));
+        assert_eq!(data.extents.len(), 3);
+        // The untouched parts are slices of the original buffer.
+        assert_eq!(data.extents[&0].as_ptr(), big.as_ptr());
+        assert_eq!(data.read(8192, 10).as_ptr(), big[8192..].as_ptr());
+        assert_eq!(
+            &data.read(4090, 12)[..],
+            &[7, 7, 7, 7, 7, 7, 1, 1, 1, 1, 1, 1]
+        );
+        data.undo(undo);
+        assert_eq!(data.extents.len(), 1);
+        assert!(data.invariants_hold());
+    }
+
+    #[test]
+    fn sparse_write_allocates_only_the_data() {
+        let mut data = ObjectData::default();
+        data.write(100 << 20, Bytes::from_static(b"end"));
+        assert_eq!(data.size_bytes(), (100 << 20) + 3);
+        assert_eq!(data.extents.len(), 1);
+        assert_eq!(&data.read(0, 4)[..], &[0, 0, 0, 0]);
+        data.truncate(10);
+        assert!(data.extents.is_empty());
+        assert!(data.invariants_hold());
+    }
+}
