@@ -439,7 +439,6 @@ impl IndexSource {
 enum OpFailure {
     Client(ClientError),
     WrongLength {
-        oid: String,
         length_bytes: usize,
         expected_bytes: usize,
     },
@@ -448,6 +447,7 @@ enum OpFailure {
 /// One finished op, as its task reports it.
 #[derive(Debug)]
 struct OpOutcome {
+    oid: String,
     latency: Duration,
     result: Result<u64, OpFailure>,
 }
@@ -468,7 +468,6 @@ async fn perform_op(client: Client, pool: String, oid: String, kind: OpKind) -> 
         } => match client.read(&pool, &oid, 0, 0).await {
             Ok(data) if data.len() == expected_bytes => Ok(data.len() as u64),
             Ok(data) => Err(OpFailure::WrongLength {
-                oid,
                 length_bytes: data.len(),
                 expected_bytes,
             }),
@@ -476,6 +475,7 @@ async fn perform_op(client: Client, pool: String, oid: String, kind: OpKind) -> 
         },
     };
     OpOutcome {
+        oid,
         latency: started.elapsed(),
         result,
     }
@@ -643,16 +643,19 @@ impl Progress {
                 Ok(())
             }
             Err(OpFailure::WrongLength {
-                oid,
                 length_bytes,
                 expected_bytes,
-            }) => {
-                bail!("object {oid} is {length_bytes} bytes; the write run wrote {expected_bytes}")
-            }
+            }) => bail!(
+                "benchmark object {} is {length_bytes} bytes; the write run wrote {expected_bytes}",
+                outcome.oid
+            ),
             Err(OpFailure::Client(error))
                 if error.is_not_found() && matches!(kind, OpKind::Read { .. }) =>
             {
-                bail!("a benchmark object is missing ({error}); run `write --no-cleanup` again")
+                bail!(
+                    "benchmark object {} is missing ({error}); run `write --no-cleanup` again",
+                    outcome.oid
+                )
             }
             Err(OpFailure::Client(_)) => {
                 self.errors += 1;
@@ -826,6 +829,7 @@ mod tests {
         for &latency_us in latencies_us {
             progress.started += 1;
             let outcome = OpOutcome {
+                oid: "o".into(),
                 latency: Duration::from_micros(latency_us),
                 result: Ok(bytes_each),
             };
@@ -856,6 +860,7 @@ mod tests {
         let mut progress = progress_with_latencies(&latencies, 1 << 20);
         progress.started += 1;
         let failed = OpOutcome {
+            oid: "o".into(),
             latency: Duration::from_millis(1),
             result: Err(OpFailure::Client(ClientError::Disconnected)),
         };
@@ -895,16 +900,22 @@ mod tests {
         let mut progress = Progress::new(Instant::now());
         progress.started = 2;
         let missing = OpOutcome {
+            oid: "gone".into(),
             latency: Duration::ZERO,
             result: Err(OpFailure::Client(ClientError::Op(
                 carmine_proto::OpError::NotFound,
             ))),
         };
-        assert!(progress.record(missing, &read).is_err());
+        let error = progress
+            .record(missing, &read)
+            .expect_err("missing is fatal");
+        assert!(error
+            .to_string()
+            .contains("benchmark object gone is missing"));
         let short = OpOutcome {
+            oid: "x".into(),
             latency: Duration::ZERO,
             result: Err(OpFailure::WrongLength {
-                oid: "x".into(),
                 length_bytes: 3,
                 expected_bytes: 4,
             }),

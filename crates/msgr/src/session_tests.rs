@@ -587,3 +587,40 @@ fn lossless_survives_thousands_of_injected_drops() {
     assert!(world.resets > 1000, "{}", world.resets);
     assert!(world.osd_got.len() > 1000);
 }
+
+#[test]
+fn lossless_connector_restarts_numbering_when_the_acceptor_lost_the_session() {
+    let now = Instant::now();
+    let (mut client, mut osd) = established_pair(Policy::Lossless, now);
+    for tid in 0..3 {
+        client.send(now, message(tid)).unwrap();
+    }
+    pump(now, &mut client, &mut osd);
+    assert_eq!(delivered(&mut osd).len(), 3);
+    client.send(now, message(3)).unwrap();
+    // The acceptor restarts (new cookie, no memory); the connector reconnects.
+    client.handle_transport_closed(now);
+    assert!(client.is_disconnected());
+    client.reconnect(now);
+    let mut restarted = Session::accept(osd_config(Policy::Lossless), now);
+    restarted.set_cookie(999);
+    transfer(now, &mut client, &mut restarted).unwrap();
+    assert!(matches!(
+        restarted.poll_event(),
+        Some(SessionEvent::ResumeRequested {
+            server_cookie: 1,
+            ..
+        })
+    ));
+    restarted.accept_new_session(now).unwrap();
+    pump(now, &mut client, &mut restarted);
+    let mut events = Vec::new();
+    while let Some(event) = client.poll_event() {
+        events.push(event);
+    }
+    assert!(events.contains(&SessionEvent::PeerReset), "{events:?}");
+    // Unacknowledged messages were renumbered from 1 and delivered to the new session.
+    let got = delivered(&mut restarted);
+    let tids: Vec<(u64, u64)> = got.iter().map(|m| (m.header.seq, m.header.tid)).collect();
+    assert_eq!(tids, [(1, 0), (2, 1), (3, 2), (4, 3)]);
+}

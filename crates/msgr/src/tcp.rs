@@ -327,26 +327,50 @@ pub async fn connect(
     target_shard: ShardIndex,
     events: mpsc::UnboundedSender<NetEvent>,
 ) -> Result<ConnectionHandle, ConnectError> {
-    let after = config.handshake_timeout;
-    let deadline = tokio::time::Instant::now() + after;
     let mut session = Session::connect(config, target_shard, Instant::now());
     session.set_cookie(new_cookie());
-    let attempt = open_connection(addr, &mut session);
-    let conn = match tokio::time::timeout_at(deadline, attempt).await {
-        Err(_) => return Err(ConnectError::TimedOut { after }),
-        Ok(Err(Fault::Io(error))) => return Err(ConnectError::Io(error)),
-        Ok(Err(Fault::Session(error))) => return Err(ConnectError::Session(error)),
-        Ok(Err(other)) => return Err(ConnectError::Io(io::Error::other(other.to_string()))),
-        Ok(Ok(conn)) => conn,
-    };
+    let conn = establish(addr, &mut session).await?;
     let Some(SessionEvent::Established { peer, peer_shard }) = session.poll_event() else {
-        unreachable!("an established connector reports Established first");
+        let error = io::Error::other("session established without an Established event");
+        return Err(ConnectError::Io(error));
     };
     let (driver, handle) = Driver::new(session, peer, peer_shard, events);
     let role = Role::Connector { addr };
     tracing::debug!(conn_id = handle.id, %peer, %addr, "messenger: connected");
     tokio::spawn(driver.run(conn, role));
     Ok(handle)
+}
+
+/// Connects and completes the first handshake before the handshake timeout. A lossless
+/// session retries after recoverable faults (with backoff) until then.
+async fn establish(addr: SocketAddr, session: &mut Session) -> Result<Conn, ConnectError> {
+    let after = session.config().handshake_timeout;
+    let deadline = tokio::time::Instant::now() + after;
+    let mut backoff = RECONNECT_BACKOFF_MIN;
+    loop {
+        let fault = match tokio::time::timeout_at(deadline, open_connection(addr, session)).await {
+            Err(_) => return Err(ConnectError::TimedOut { after }),
+            Ok(Ok(conn)) => return Ok(conn),
+            Ok(Err(fault)) => fault,
+        };
+        if session.policy() != Policy::Lossless || !fault.recoverable() {
+            return Err(match fault {
+                Fault::Io(error) => ConnectError::Io(error),
+                Fault::Session(error) => ConnectError::Session(error),
+                other => ConnectError::Io(io::Error::other(other.to_string())),
+            });
+        }
+        tracing::debug!(%addr, %fault, "messenger: connect attempt failed, retrying");
+        session.handle_transport_closed(Instant::now());
+        if tokio::time::timeout_at(deadline, tokio::time::sleep(backoff))
+            .await
+            .is_err()
+        {
+            return Err(ConnectError::TimedOut { after });
+        }
+        backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+        session.reconnect(Instant::now());
+    }
 }
 
 async fn open_connection(addr: SocketAddr, session: &mut Session) -> Result<Conn, Fault> {
@@ -537,6 +561,8 @@ struct Driver {
     commands: mpsc::Receiver<Message>,
     /// A message taken from `commands` that the session had no room for yet.
     stash: Option<Message>,
+    /// Every handle is gone: nothing more will come from `commands`.
+    commands_closed: bool,
     shared: Arc<Shared>,
     events: mpsc::UnboundedSender<NetEvent>,
 }
@@ -570,6 +596,7 @@ impl Driver {
             session,
             commands,
             stash: None,
+            commands_closed: false,
             shared,
             events,
         };

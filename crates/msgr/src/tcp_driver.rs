@@ -11,12 +11,44 @@ use crate::session::SessionEvent;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{Interest, Ready};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 /// A deadline far enough away to mean "none".
 const FAR_FUTURE: Duration = Duration::from_secs(86_400);
+
+/// Which directions of a socket are ready.
+struct IoReady {
+    readable: bool,
+    writable: bool,
+}
+
+/// Polls read readiness, and write readiness when there is something to write. Uses
+/// the socket's per-direction waker slots rather than a `ready()` future per turn.
+fn poll_ready(
+    stream: &TcpStream,
+    cx: &mut Context<'_>,
+    want_write: bool,
+) -> Poll<io::Result<IoReady>> {
+    let readable = match stream.poll_read_ready(cx) {
+        Poll::Ready(Ok(())) => true,
+        Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+        Poll::Pending => false,
+    };
+    let writable = want_write
+        && match stream.poll_write_ready(cx) {
+            Poll::Ready(Ok(())) => true,
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            Poll::Pending => false,
+        };
+    if readable || writable {
+        Poll::Ready(Ok(IoReady { readable, writable }))
+    } else {
+        Poll::Pending
+    }
+}
 
 async fn next_resume(role: &mut Role) -> Resume {
     match role {
@@ -33,41 +65,50 @@ impl Driver {
     pub(super) async fn run_connected(&mut self, conn: &mut Conn, role: &mut Role) -> Fault {
         let sleep = tokio::time::sleep(FAR_FUTURE);
         tokio::pin!(sleep);
+        let shared = self.shared.clone();
+        let close = shared.close_requested.notified();
+        tokio::pin!(close);
         let mut armed: Option<Instant> = None;
         let write_delay = self.session.config().faults.write_delay;
-        let pending_bytes_max = self.shared.queued_bytes_max;
         loop {
             if let Err(fault) = self.turn(conn, write_delay).await {
                 return self.fail(conn, fault).await;
             }
-            // The timer only moves earlier: firing early is harmless (handle_timeout
-            // checks), and most turns move the deadline later.
-            let deadline = self.session.poll_timeout();
-            if let Some(at) = deadline {
-                if armed.map_or(true, |armed| at < armed) {
+            // Timeouts are checked here, not only when the timer fires, so a busy
+            // socket cannot starve them; the timer just wakes an idle task. It only
+            // moves earlier: firing early is harmless and most turns move the
+            // deadline later.
+            let now = Instant::now();
+            match self.session.poll_timeout() {
+                Some(at) if at <= now => {
+                    if let Err(error) = self.session.handle_timeout(now) {
+                        return self.fail(conn, Fault::Session(error)).await;
+                    }
+                    continue;
+                }
+                Some(at) if armed.is_none() || armed.is_some_and(|armed| at < armed) => {
                     sleep.as_mut().reset(at.into());
                     armed = Some(at);
                 }
+                _ => {}
             }
-            let interest = match conn.pending.is_empty() {
-                true => Interest::READABLE,
-                false => Interest::READABLE | Interest::WRITABLE,
-            };
-            let can_take = self.stash.is_none()
-                && self.session.has_send_room()
-                && conn.pending_bytes < pending_bytes_max;
+            let want_write = !conn.pending.is_empty();
+            let can_take = self.can_take() && conn.pending_bytes < shared.queued_bytes_max;
+            let stream = &conn.stream;
+            // Unbiased: tokio polls the branches in random order, so neither a flood
+            // of outgoing messages nor a flood of incoming bytes starves the other.
             let result = tokio::select! {
-                ready = conn.stream.ready(interest) => self.on_ready(conn, ready),
                 command = self.commands.recv(), if can_take => {
                     self.take_commands(command);
                     Ok(())
                 }
-                _ = self.shared.close_requested.notified() => {
-                    return self.close_gracefully(conn).await;
+                _ = &mut close => return self.close_gracefully(conn).await,
+                ready = std::future::poll_fn(|cx| poll_ready(stream, cx, want_write)) => {
+                    self.on_ready(conn, ready)
                 }
                 _ = &mut sleep, if armed.is_some() => {
                     armed = None;
-                    self.session.handle_timeout(Instant::now()).map_err(Fault::Session)
+                    Ok(())
                 }
                 resume = next_resume(role) => self.resume_while_connected(conn, resume),
             };
@@ -100,24 +141,29 @@ impl Driver {
         fault
     }
 
-    fn on_ready(&mut self, conn: &mut Conn, ready: io::Result<Ready>) -> Result<(), Fault> {
+    fn on_ready(&mut self, conn: &mut Conn, ready: io::Result<IoReady>) -> Result<(), Fault> {
         let ready = ready.map_err(Fault::Io)?;
-        let readable = ready.is_readable() || ready.is_read_closed();
-        if readable && conn.try_read(&mut self.session).map_err(Fault::Io)? {
+        if ready.readable && conn.try_read(&mut self.session).map_err(Fault::Io)? {
             self.session
                 .handle_buffered(Instant::now())
                 .map_err(Fault::Session)?;
         }
-        if ready.is_writable() {
+        if ready.writable {
             conn.try_flush().map_err(Fault::Io)?;
         }
         Ok(())
     }
 
+    fn can_take(&self) -> bool {
+        !self.commands_closed && self.stash.is_none() && self.session.has_send_room()
+    }
+
     /// Moves messages from the handles' queue into the session while it has room.
     fn take_commands(&mut self, first: Option<Message>) {
         let Some(first) = first else {
-            return; // every handle is gone; the peer may still talk to us
+            // Every handle is gone; the peer may still talk to us.
+            self.commands_closed = true;
+            return;
         };
         self.queue_message(first);
         for _ in 1..COMMANDS_PER_TURN_MAX {
@@ -213,7 +259,7 @@ impl Driver {
                 .session
                 .poll_timeout()
                 .unwrap_or_else(|| Instant::now() + FAR_FUTURE);
-            let can_take = self.stash.is_none() && self.session.has_send_room();
+            let can_take = self.can_take();
             tokio::select! {
                 resume = resumes.recv() => match resume {
                     Some(resume) => match self.adopt(resume) {

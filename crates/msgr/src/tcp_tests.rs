@@ -229,3 +229,55 @@ async fn lossless_reconnects_and_replays_exactly_once() {
     assert_eq!(established, 1);
     conn.close();
 }
+
+#[tokio::test]
+async fn injected_handshake_failure_fails_connect() {
+    let (addr, _server_events) = echo_server(osd_config()).await;
+    let (events, _client_events) = mpsc::unbounded_channel();
+    let config = SessionConfig {
+        faults: FaultPlan {
+            fail_at: Some(crate::fault::HandshakeStep::HelloReply),
+            ..FaultPlan::none()
+        },
+        ..client_config(Policy::Lossy)
+    };
+    let error = connect(addr, config, ShardIndex(0), events)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("HelloReply"), "{error}");
+}
+
+#[tokio::test]
+async fn lossless_survives_faults_in_the_middle_of_reconnect_handshakes() {
+    // The connector fails on receiving SessionReady six times: after the acceptor has
+    // already resumed the session, so both sides must agree again on the next try.
+    let (addr, mut server_events) = echo_server(osd_config()).await;
+    let (events, mut client_events) = mpsc::unbounded_channel();
+    let client = SessionConfig {
+        faults: FaultPlan {
+            drop_every_messages: 31,
+            fail_at: Some(crate::fault::HandshakeStep::SessionReady),
+            fail_at_times: 6,
+            ..FaultPlan::none()
+        },
+        ..client_config(Policy::Lossless)
+    };
+    let conn = connect(addr, client, ShardIndex(0), events).await.unwrap();
+    let total = 400u64;
+    for tid in 0..total {
+        conn.send(Message::new(20, tid, 1, Bytes::from_static(b"x")))
+            .unwrap();
+    }
+    for tid in 0..total {
+        assert_eq!(next_message(&mut client_events).await.header.tid, tid);
+    }
+    let mut server_tids = Vec::new();
+    while server_tids.len() < total as usize {
+        match server_events.recv().await.unwrap() {
+            NetEvent::Message { message, .. } => server_tids.push(message.header.tid),
+            NetEvent::Closed { reason, .. } => panic!("server closed: {reason}"),
+            _ => {}
+        }
+    }
+    assert_eq!(server_tids, (0..total).collect::<Vec<_>>());
+}

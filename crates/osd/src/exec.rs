@@ -253,8 +253,13 @@ fn execute_write(
         }
         OpCode::Write { offset, data } => {
             let end = check_extent(*offset, data.len() as u64)?;
-            tx.write(coll, o(), *offset, data.clone());
-            run.size_after = run.size_after.max(end);
+            if data.is_empty() {
+                // Like Ceph, an empty write creates the object but never extends it.
+                tx.touch(coll, o());
+            } else {
+                tx.write(coll, o(), *offset, data.clone());
+                run.size_after = run.size_after.max(end);
+            }
         }
         OpCode::Append { data } => {
             let end = check_extent(run.size_after, data.len() as u64)?;
@@ -268,12 +273,14 @@ fn execute_write(
         }
         OpCode::Zero { offset, length } => {
             check_extent(*offset, *length)?;
-            // Like Ceph, zeroing never extends the object.
-            if run.exists_after && *offset < run.size_after {
+            // Like Ceph, zeroing never extends the object, and on a missing object it
+            // does nothing at all.
+            if !run.exists_after {
+                return Ok(());
+            }
+            if *offset < run.size_after {
                 let length = (*length).min(run.size_after - offset);
                 tx.zero(coll, o(), *offset, length);
-            } else {
-                tx.touch(coll, o());
             }
         }
         OpCode::Remove => {

@@ -28,6 +28,9 @@ pub const IN_FLIGHT_WRITES_MAX: usize = 4096;
 struct InFlightWrite {
     version: EVersion,
     rep_tid: u64,
+    /// The replication message, kept to resend in a new interval; `None` for a failed
+    /// write whose error reply waits behind earlier writes to the same object.
+    rep: Option<carmine_proto::RepOp>,
     oid: String,
     clients: Vec<ClientRef>,
     reply: OsdOpReply,
@@ -198,9 +201,10 @@ impl Pg {
     }
 
     /// Applies a new map. On an interval change (acting set or primary changed), a
-    /// primary that stays primary stops waiting for departed members; one that is no
-    /// longer primary drops its queued and in-flight ops (clients resend to the new
-    /// primary, which answers duplicates from its log).
+    /// primary that stays primary resends every in-flight write to the members of the
+    /// new interval (they acknowledge what they already applied); one that is no longer
+    /// primary drops its queued and in-flight ops (clients resend to the new primary).
+    /// Writes complete only while the PG is active (at least `min_size` members).
     pub fn handle_map(&mut self, map: &OsdMap, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
         let Some(pool) = map.pools.get(&self.pgid.pool) else {
             return;
@@ -217,28 +221,50 @@ impl Pg {
                 Some((osd, pg_shard(self.pgid, shards)))
             })
             .collect();
-        if !changed {
-            return;
-        }
-        let was_primary = self.is_primary();
-        self.acting = mapping.acting;
-        self.primary = mapping.primary;
-        self.interval_start = map.epoch;
-        if was_primary && !self.is_primary() {
-            self.drop_primary_work();
-            return;
+        if changed {
+            let was_primary = self.is_primary();
+            self.acting = mapping.acting;
+            self.primary = mapping.primary;
+            self.interval_start = map.epoch;
+            if was_primary && !self.is_primary() {
+                self.drop_primary_work();
+                return;
+            }
+            if self.is_primary() {
+                self.resend_in_flight(out);
+            }
         }
         if self.is_primary() {
-            let acting = self.acting.clone();
-            for write in &mut self.in_flight {
-                write.waiting_on.retain(|osd| acting.contains(osd));
-            }
             self.complete_writes(store, out);
-            if self.is_active() {
+            if self.is_active() && !self.waiting_for_active.is_empty() {
                 let waiting = std::mem::take(&mut self.waiting_for_active);
                 for (client, op) in waiting {
                     self.handle_client_op(store, client, op, out);
                 }
+            }
+        }
+    }
+
+    fn replicas(&self) -> Vec<OsdId> {
+        self.acting
+            .iter()
+            .copied()
+            .filter(|&osd| osd != self.whoami)
+            .collect()
+    }
+
+    /// A new interval: every in-flight write must be committed by the new interval's
+    /// members, so send it to each of them again, stamped with the new epoch.
+    fn resend_in_flight(&mut self, out: &mut Vec<Output>) {
+        let replicas = self.replicas();
+        let epoch = self.map_epoch;
+        for write in &mut self.in_flight {
+            let Some(rep) = &mut write.rep else { continue };
+            rep.map_epoch = epoch;
+            write.waiting_on = replicas.iter().copied().collect();
+            for &osd in &replicas {
+                let shard = self.peer_shards.get(&osd).copied().unwrap_or_default();
+                out.push(Output::Peer(osd, shard, Msg::RepOp(rep.clone())));
             }
         }
     }
@@ -381,7 +407,8 @@ impl Pg {
     }
 }
 
-fn validate(op: &OsdOp) -> Result<(), OpError> {
+/// Checks a request's shape before it is routed or executed.
+pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
     if op.ops.is_empty() {
         return Err(OpError::Invalid("request has no ops".into()));
     }

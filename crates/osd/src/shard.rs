@@ -226,7 +226,12 @@ impl<S: ObjectStore> OsdShard<S> {
             return;
         };
         if local_read {
-            out.push(Output::Client(client, pg.read(&self.store, &op)));
+            let reply = match crate::pg::validate(&op) {
+                Ok(()) if !op.oid.is_empty() => pg.read(&self.store, &op),
+                Ok(()) => return out.push(error_reply(client, &op, local_list_error(), map.epoch)),
+                Err(error) => return out.push(error_reply(client, &op, error, map.epoch)),
+            };
+            out.push(Output::Client(client, reply));
         } else {
             pg.handle_client_op(&mut self.store, client, op, out);
         }
@@ -304,6 +309,10 @@ impl<S: ObjectStore> OsdShard<S> {
             }
         }
     }
+}
+
+fn local_list_error() -> OpError {
+    OpError::Invalid("a read from a named OSD needs an object name".into())
 }
 
 fn error_reply(client: ClientRef, op: &OsdOp, error: OpError, epoch: Epoch) -> Output {

@@ -26,10 +26,39 @@ impl Pg {
             out.push(self.reply(client, &op, Err(OpError::Busy)));
             return;
         }
-        match self.start_write(store, client, &op, out) {
-            Ok(()) => {}
-            Err(error) => out.push(self.reply(client, &op, Err(error))),
+        if let Err(error) = self.start_write(store, client, &op, out) {
+            self.answer_failed_write(client, &op, error, out);
         }
+    }
+
+    /// A write that failed was judged against state that may include writes still in
+    /// flight; its answer must not overtake theirs, so it queues behind them.
+    fn answer_failed_write(
+        &mut self,
+        client: ClientRef,
+        op: &OsdOp,
+        error: OpError,
+        out: &mut Vec<Output>,
+    ) {
+        if !self.writes_per_object.contains_key(&op.oid) {
+            out.push(self.reply(client, op, Err(error)));
+            return;
+        }
+        *self.writes_per_object.entry(op.oid.clone()).or_default() += 1;
+        let Output::Client(_, Msg::OsdOpReply(reply)) = self.reply(client, op, Err(error)) else {
+            unreachable!("reply builds a client reply");
+        };
+        self.in_flight.push_back(InFlightWrite {
+            version: EVersion::ZERO,
+            rep_tid: 0,
+            rep: None,
+            oid: op.oid.clone(),
+            clients: vec![client],
+            reply,
+            local_seq: 0,
+            local_committed: true,
+            waiting_on: Default::default(),
+        });
     }
 
     /// A resent write that the log already holds: answer it once it is complete.
@@ -98,12 +127,7 @@ impl Pg {
         self.log.push(entry.clone());
         let rep_tid = self.next_rep_tid;
         self.next_rep_tid += 1;
-        let replicas: Vec<OsdId> = self
-            .acting
-            .iter()
-            .copied()
-            .filter(|&osd| osd != self.whoami)
-            .collect();
+        let replicas = self.replicas();
         let rep = RepOp {
             pgid: self.pgid,
             map_epoch: self.map_epoch,
@@ -120,6 +144,7 @@ impl Pg {
         self.in_flight.push_back(InFlightWrite {
             version,
             rep_tid,
+            rep: Some(rep),
             oid: op.oid.clone(),
             clients: vec![client],
             reply: OsdOpReply {
@@ -163,8 +188,12 @@ impl Pg {
         self.complete_writes(store, out);
     }
 
-    /// Answers, in version order, every write that all members have committed.
+    /// Answers, in version order, every write that all members have committed. Nothing
+    /// completes while the PG is inactive: fewer than `min_size` copies is not enough.
     pub(super) fn complete_writes(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+        if !self.is_active() {
+            return;
+        }
         while self
             .in_flight
             .front()

