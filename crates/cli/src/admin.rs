@@ -120,26 +120,43 @@ pub async fn status(client: &Client, json: bool) -> Result<()> {
     }
     println!();
     println!("  services:");
-    println!("    mon: {} daemons, map epoch {}", status.mon_count, status.epoch.0);
+    println!(
+        "    mon: {} daemons, map epoch {}",
+        status.mon_count, status.epoch.0
+    );
     println!(
         "    osd: {} osds: {} up, {} in",
         status.osd_count, status.osds_up, status.osds_in
     );
     println!();
     println!("  data:");
-    println!("    pools:   {} pools, {} pgs", status.pools.len(), status.pg_count);
+    println!(
+        "    pools:   {} pools, {} pgs",
+        status.pools.len(),
+        status.pg_count
+    );
     println!(
         "    objects: {} objects, {}",
         count(status.object_count),
         bytes(status.data_bytes)
     );
-    println!("    usage:   {} used over all replicas", bytes(status.raw_used_bytes));
+    println!(
+        "    usage:   {} used over all replicas",
+        bytes(status.raw_used_bytes)
+    );
     let states: Vec<String> = status
         .pg_states
         .iter()
         .map(|(state, n)| format!("{n} {state}"))
         .collect();
-    println!("    pgs:     {}", if states.is_empty() { "none".into() } else { states.join(", ") });
+    println!(
+        "    pgs:     {}",
+        if states.is_empty() {
+            "none".into()
+        } else {
+            states.join(", ")
+        }
+    );
     println!();
     println!("  io:");
     println!(
@@ -154,7 +171,10 @@ pub async fn status(client: &Client, json: bool) -> Result<()> {
 pub async fn health(client: &Client, detail: bool, json: bool) -> Result<()> {
     let status = fetch_status(client).await?;
     if json {
-        println!("{}", json!({"status": status.health, "checks": status.health_checks}));
+        println!(
+            "{}",
+            json!({"status": status.health, "checks": status.health_checks})
+        );
     } else if detail || status.health_checks.is_empty() {
         println!("{}", status.health);
         for check in &status.health_checks {
@@ -175,7 +195,10 @@ pub async fn mon_stat(client: &Client, json: bool) -> Result<()> {
     let status = fetch_status(client).await?;
     let conf_mons = status.mon_count;
     if json {
-        println!("{}", json!({"epoch": status.epoch.0, "num_mons": conf_mons}));
+        println!(
+            "{}",
+            json!({"epoch": status.epoch.0, "num_mons": conf_mons})
+        );
     } else {
         println!("e{}: {conf_mons} mons", status.epoch.0);
     }
@@ -259,7 +282,10 @@ fn osd_tree(client: &Client, json: bool) {
         println!("{}", json!({"nodes": nodes}));
         return;
     }
-    println!("{:>4}  {:>8}  {:<30}  {:>6}  {:>8}", "ID", "WEIGHT", "TYPE NAME", "STATUS", "REWEIGHT");
+    println!(
+        "{:>4}  {:>8}  {:<30}  {:>6}  {:>8}",
+        "ID", "WEIGHT", "TYPE NAME", "STATUS", "REWEIGHT"
+    );
     for row in rows {
         let label = format!("{}{} {}", "    ".repeat(row.depth), row.type_name, row.name);
         if row.id >= 0 {
@@ -270,7 +296,10 @@ fn osd_tree(client: &Client, json: bool) {
                 None => "dne",
             };
             let reweight = osd.map_or(0.0, |o| f64::from(o.weight) / f64::from(WEIGHT_IN));
-            println!("{:>4}  {:>8.5}  {label:<30}  {status:>6}  {reweight:>8.5}", row.id, row.weight);
+            println!(
+                "{:>4}  {:>8.5}  {label:<30}  {status:>6}  {reweight:>8.5}",
+                row.id, row.weight
+            );
         } else {
             println!("{:>4}  {:>8.5}  {label:<30}", row.id, row.weight);
         }
@@ -285,7 +314,10 @@ fn osd_dump(client: &Client, json: bool) {
             .values()
             .map(|o| json!({"osd": o.id.0, "up": o.up, "in": o.is_in(), "weight": f64::from(o.weight) / f64::from(WEIGHT_IN), "up_from": o.up_from.0, "down_at": o.down_at.0, "host": o.host, "addrs": o.shard_addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>()}))
             .collect();
-        println!("{}", json!({"epoch": map.epoch.0, "fsid": format!("{:032x}", map.fsid), "osds": osds}));
+        println!(
+            "{}",
+            json!({"epoch": map.epoch.0, "fsid": format!("{:032x}", map.fsid), "osds": osds})
+        );
         return;
     }
     println!("epoch {}", map.epoch.0);
@@ -293,7 +325,13 @@ fn osd_dump(client: &Client, json: bool) {
     for pool in map.pools.values() {
         println!(
             "pool {} '{}' replicated size {} min_size {} crush_rule {} pg_num {} pgp_num {}",
-            pool.id.0, pool.name, pool.size, pool.min_size, pool.crush_rule, pool.pg_num, pool.pgp_num
+            pool.id.0,
+            pool.name,
+            pool.size,
+            pool.min_size,
+            pool.crush_rule,
+            pool.pg_num,
+            pool.pgp_num
         );
     }
     for osd in map.osds.values() {
@@ -323,7 +361,10 @@ async fn osd_df(client: &Client, json: bool) -> Result<()> {
         println!("{}", json!({"nodes": nodes}));
         return Ok(());
     }
-    println!("{:>4}  {:>8}  {:>10}  {:>10}  {:>5}  {:>6}", "ID", "REWEIGHT", "OBJECTS", "DATA", "PGS", "STATUS");
+    println!(
+        "{:>4}  {:>8}  {:>10}  {:>10}  {:>5}  {:>6}",
+        "ID", "REWEIGHT", "OBJECTS", "DATA", "PGS", "STATUS"
+    );
     for osd in &status.osds {
         println!(
             "{:>4}  {:>8.5}  {:>10}  {:>10}  {:>5}  {:>6}",
@@ -346,7 +387,10 @@ fn osd_map(client: &Client, pool: &str, object: &str, json: bool) -> Result<()> 
     let ids = |osds: &[OsdId]| osds.iter().map(|o| o.0).collect::<Vec<_>>();
     let primary = mapping.primary.map_or(-1, |p| i64::from(p.0));
     if json {
-        println!("{}", json!({"epoch": map.epoch.0, "pool": pool, "pool_id": pool_id.0, "objname": object, "pgid": pg.to_string(), "up": ids(&mapping.up), "up_primary": primary, "acting": ids(&mapping.acting), "acting_primary": primary}));
+        println!(
+            "{}",
+            json!({"epoch": map.epoch.0, "pool": pool, "pool_id": pool_id.0, "objname": object, "pgid": pg.to_string(), "up": ids(&mapping.up), "up_primary": primary, "acting": ids(&mapping.acting), "acting_primary": primary})
+        );
     } else {
         println!(
             "osdmap e{} pool '{pool}' ({}) object '{object}' -> pg {pg} -> up ({:?}, p{primary}) acting ({:?}, p{primary})",

@@ -1,7 +1,7 @@
 //! The command line: clap definitions and dispatch.
 
 use crate::bench::BenchMode;
-use crate::{admin, bench, conf, daemons, objects, vstart};
+use crate::{admin, bench, conf, crush, daemons, objects, vstart};
 use anyhow::Result;
 use carmine_client::{Client, ClientConfig};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -10,7 +10,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
-#[command(name = "carmine", version, about = "Carmine: a shared-nothing distributed object and block store")]
+#[command(
+    name = "carmine",
+    version,
+    about = "Carmine: a shared-nothing distributed object and block store"
+)]
 pub struct Cli {
     /// Cluster configuration file (default: $CARMINE_CONF, ./dev-cluster/carmine.toml, /etc/carmine/carmine.toml).
     #[arg(long, global = true)]
@@ -54,6 +58,9 @@ pub enum Command {
     Obj(objects::ObjCommand),
     /// Benchmark a pool, as `rados bench`.
     Bench(BenchCli),
+    /// CRUSH maps offline, as `crushtool`: compile, decompile, test.
+    #[command(subcommand)]
+    Crush(crush::CrushCommand),
 }
 
 #[derive(Args, Debug)]
@@ -108,12 +115,18 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         }),
         Command::Mon(args) => daemons::mon(args, conf, json),
         Command::Osd(args) => daemons::osd(args, conf, json),
-        Command::Pool(command) => with_client(conf, |c| async move {
-            admin::pool(&c, command, json).await
-        }),
-        Command::Obj(command) => with_client(conf, |c| async move {
-            objects::run(&c, command, json).await
-        }),
+        Command::Pool(command) => {
+            with_client(
+                conf,
+                |c| async move { admin::pool(&c, command, json).await },
+            )
+        }
+        Command::Obj(command) => {
+            with_client(
+                conf,
+                |c| async move { objects::run(&c, command, json).await },
+            )
+        }
         Command::Bench(args) => with_client(conf, |c| async move {
             let args = bench::BenchArgs {
                 pool: args.pool,
@@ -127,5 +140,6 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             };
             bench::run(&c, args).await.map(|_| ())
         }),
+        Command::Crush(command) => crush::run(command),
     }
 }

@@ -135,7 +135,10 @@ pub fn mon(args: MonArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
 
 pub fn osd(args: OsdArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
     if let Some(command) = args.command {
-        return with_client(cli_conf, |c| async move { admin::osd(&c, command, json).await });
+        return with_client(
+            cli_conf,
+            |c| async move { admin::osd(&c, command, json).await },
+        );
     }
     let daemon = args.daemon;
     let (Some(id), Some(data)) = (daemon.id, daemon.data) else {

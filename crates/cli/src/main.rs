@@ -7,6 +7,7 @@ mod admin;
 mod bench;
 mod cli;
 mod conf;
+mod crush;
 mod daemons;
 mod objects;
 mod output;

@@ -14,7 +14,11 @@ use std::io::{Read, Write};
 #[derive(Subcommand, Debug)]
 pub enum ObjCommand {
     /// Store FILE (or - for stdin) as object NAME, replacing it.
-    Put { pool: String, name: String, file: String },
+    Put {
+        pool: String,
+        name: String,
+        file: String,
+    },
     /// Write object NAME to FILE (or - for stdout).
     Get {
         pool: String,
@@ -30,9 +34,14 @@ pub enum ObjCommand {
         from_osd: Option<u32>,
     },
     /// Size, modification time and version.
-    Stat { pool: String, name: String },
+    Stat {
+        pool: String,
+        name: String,
+    },
     /// List the objects of a pool.
-    Ls { pool: String },
+    Ls {
+        pool: String,
+    },
     /// Remove objects.
     Rm {
         pool: String,
@@ -40,9 +49,17 @@ pub enum ObjCommand {
         names: Vec<String>,
     },
     /// Append FILE to object NAME.
-    Append { pool: String, name: String, file: String },
+    Append {
+        pool: String,
+        name: String,
+        file: String,
+    },
     /// Set the size of object NAME.
-    Truncate { pool: String, name: String, size: u64 },
+    Truncate {
+        pool: String,
+        name: String,
+        size: u64,
+    },
     /// Create an empty object; fails if it exists with --exclusive.
     Create {
         pool: String,
@@ -50,15 +67,50 @@ pub enum ObjCommand {
         #[arg(long)]
         exclusive: bool,
     },
-    Setxattr { pool: String, name: String, key: String, value: String },
-    Getxattr { pool: String, name: String, key: String },
-    Rmxattr { pool: String, name: String, key: String },
-    Listxattr { pool: String, name: String },
-    Setomapval { pool: String, name: String, key: String, value: String },
-    Getomapval { pool: String, name: String, key: String },
-    Rmomapkey { pool: String, name: String, key: String },
-    Listomapkeys { pool: String, name: String },
-    Listomapvals { pool: String, name: String },
+    Setxattr {
+        pool: String,
+        name: String,
+        key: String,
+        value: String,
+    },
+    Getxattr {
+        pool: String,
+        name: String,
+        key: String,
+    },
+    Rmxattr {
+        pool: String,
+        name: String,
+        key: String,
+    },
+    Listxattr {
+        pool: String,
+        name: String,
+    },
+    Setomapval {
+        pool: String,
+        name: String,
+        key: String,
+        value: String,
+    },
+    Getomapval {
+        pool: String,
+        name: String,
+        key: String,
+    },
+    Rmomapkey {
+        pool: String,
+        name: String,
+        key: String,
+    },
+    Listomapkeys {
+        pool: String,
+        name: String,
+    },
+    Listomapvals {
+        pool: String,
+        name: String,
+    },
 }
 
 fn read_input(file: &str) -> Result<Vec<u8>> {
@@ -126,28 +178,48 @@ async fn run_small(client: &Client, command: ObjCommand, json: bool) -> Result<(
     match command {
         ObjCommand::Append { pool, name, file } => {
             let data = Bytes::from(read_input(&file)?);
-            client.operate(&pool, &name, vec![OpCode::Append { data }]).await?;
+            client
+                .operate(&pool, &name, vec![OpCode::Append { data }])
+                .await?;
         }
         ObjCommand::Truncate { pool, name, size } => {
             let op = OpCode::Truncate { size_bytes: size };
             client.operate(&pool, &name, vec![op]).await?;
         }
-        ObjCommand::Create { pool, name, exclusive } => {
-            client.operate(&pool, &name, vec![OpCode::Create { exclusive }]).await?;
+        ObjCommand::Create {
+            pool,
+            name,
+            exclusive,
+        } => {
+            client
+                .operate(&pool, &name, vec![OpCode::Create { exclusive }])
+                .await?;
         }
-        ObjCommand::Setxattr { pool, name, key, value } => {
-            let op = OpCode::SetXattr { name: key, value: text(value) };
+        ObjCommand::Setxattr {
+            pool,
+            name,
+            key,
+            value,
+        } => {
+            let op = OpCode::SetXattr {
+                name: key,
+                value: text(value),
+            };
             client.operate(&pool, &name, vec![op]).await?;
         }
         ObjCommand::Getxattr { pool, name, key } => {
-            let reply = client.operate(&pool, &name, vec![OpCode::GetXattr { name: key }]).await?;
+            let reply = client
+                .operate(&pool, &name, vec![OpCode::GetXattr { name: key }])
+                .await?;
             if let Some(OpOutput::Xattr(value)) = reply.outputs.first() {
                 std::io::stdout().write_all(value)?;
                 println!();
             }
         }
         ObjCommand::Rmxattr { pool, name, key } => {
-            client.operate(&pool, &name, vec![OpCode::RmXattr { name: key }]).await?;
+            client
+                .operate(&pool, &name, vec![OpCode::RmXattr { name: key }])
+                .await?;
         }
         ObjCommand::Listxattr { pool, name } => {
             let xattrs = client.getxattrs(&pool, &name).await?;
@@ -171,12 +243,21 @@ async fn run_small(client: &Client, command: ObjCommand, json: bool) -> Result<(
 async fn run_omap(client: &Client, command: ObjCommand, json: bool) -> Result<()> {
     let text = |s: String| Bytes::from(s.into_bytes());
     match command {
-        ObjCommand::Setomapval { pool, name, key, value } => {
-            let op = OpCode::OmapSet { entries: vec![(text(key), text(value))] };
+        ObjCommand::Setomapval {
+            pool,
+            name,
+            key,
+            value,
+        } => {
+            let op = OpCode::OmapSet {
+                entries: vec![(text(key), text(value))],
+            };
             client.operate(&pool, &name, vec![op]).await?;
         }
         ObjCommand::Getomapval { pool, name, key } => {
-            let op = OpCode::OmapGetValsByKeys { keys: vec![text(key.clone())] };
+            let op = OpCode::OmapGetValsByKeys {
+                keys: vec![text(key.clone())],
+            };
             let reply = client.operate(&pool, &name, vec![op]).await?;
             match reply.outputs.first() {
                 Some(OpOutput::Omap { entries, .. }) if !entries.is_empty() => {
@@ -187,7 +268,9 @@ async fn run_omap(client: &Client, command: ObjCommand, json: bool) -> Result<()
             }
         }
         ObjCommand::Rmomapkey { pool, name, key } => {
-            let op = OpCode::OmapRm { keys: vec![text(key)] };
+            let op = OpCode::OmapRm {
+                keys: vec![text(key)],
+            };
             client.operate(&pool, &name, vec![op]).await?;
         }
         ObjCommand::Listomapkeys { pool, name } | ObjCommand::Listomapvals { pool, name } => {
@@ -196,13 +279,20 @@ async fn run_omap(client: &Client, command: ObjCommand, json: bool) -> Result<()
                 let map: serde_json::Map<String, serde_json::Value> = entries
                     .iter()
                     .map(|(k, v)| {
-                        (String::from_utf8_lossy(k).into_owned(), json!(String::from_utf8_lossy(v)))
+                        (
+                            String::from_utf8_lossy(k).into_owned(),
+                            json!(String::from_utf8_lossy(v)),
+                        )
                     })
                     .collect();
                 println!("{}", serde_json::Value::Object(map));
             } else {
                 for (key, value) in entries {
-                    println!("{}\t{}", String::from_utf8_lossy(&key), String::from_utf8_lossy(&value));
+                    println!(
+                        "{}\t{}",
+                        String::from_utf8_lossy(&key),
+                        String::from_utf8_lossy(&value)
+                    );
                 }
             }
         }
@@ -227,11 +317,20 @@ async fn put(client: &Client, pool: &str, name: &str, file: &str) -> Result<()> 
         let op = if offset == 0 {
             OpCode::WriteFull { data: chunk }
         } else {
-            OpCode::Write { offset: offset as u64, data: chunk }
+            OpCode::Write {
+                offset: offset as u64,
+                data: chunk,
+            }
         };
-        client.operate(pool, name, vec![op]).await.with_context(|| {
-            format!("writing {name} failed after {offset} of {} bytes; the object is partial", data.len())
-        })?;
+        client
+            .operate(pool, name, vec![op])
+            .await
+            .with_context(|| {
+                format!(
+                    "writing {name} failed after {offset} of {} bytes; the object is partial",
+                    data.len()
+                )
+            })?;
         offset = end;
     }
     Ok(())
@@ -267,7 +366,11 @@ async fn get(
     let mut position = offset;
     while position < end {
         let chunk = (end - position).min(WRITE_BYTES_MAX as u64);
-        let reply = operate(vec![OpCode::Read { offset: position, length: chunk }]).await?;
+        let reply = operate(vec![OpCode::Read {
+            offset: position,
+            length: chunk,
+        }])
+        .await?;
         let Some(OpOutput::Data(bytes)) = reply.outputs.first() else {
             bail!("the OSD sent no data for {name}");
         };

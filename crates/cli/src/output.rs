@@ -57,6 +57,9 @@ mod tests {
         assert_eq!(bytes(200 * 1024 * 1024), "200 MiB");
         assert_eq!(count(1234), "1.23k");
         assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(timestamp(1_700_000_000_123_000_000), "2023-11-14T22:13:20.123Z");
+        assert_eq!(
+            timestamp(1_700_000_000_123_000_000),
+            "2023-11-14T22:13:20.123Z"
+        );
     }
 }

@@ -105,7 +105,10 @@ fn signal(pid: i32, signal: i32) -> Result<()> {
     // SAFETY: kill(2) takes plain integers and touches no memory of ours.
     let result = unsafe { libc::kill(pid, signal) };
     if result != 0 {
-        bail!("cannot signal pid {pid}: {}", std::io::Error::last_os_error());
+        bail!(
+            "cannot signal pid {pid}: {}",
+            std::io::Error::last_os_error()
+        );
     }
     Ok(())
 }
@@ -223,7 +226,11 @@ pub fn vstart(args: VstartArgs) -> Result<()> {
         fs::create_dir_all(dir.join(sub))?;
     }
     let fsid = format!("{:032x}", rand::random::<u128>());
-    let port = if args.mon_port == 0 { free_port()? } else { args.mon_port };
+    let port = if args.mon_port == 0 {
+        free_port()?
+    } else {
+        args.mon_port
+    };
     let mon_addr: SocketAddr = ([127, 0, 0, 1], port).into();
     if args.mon_port != 0 && TcpListener::bind(mon_addr).is_err() {
         bail!("port {port} is in use; pick another --mon-port or 0 for a free one");
@@ -261,19 +268,32 @@ fn print_started(dir: &Path, conf: &Conf, args: &VstartArgs) {
         args.mons, args.osds, args.shards, args.store, conf.mon_addrs[0]
     );
     println!("configuration: {}", conf_path.display());
-    println!("logs: {}/log, pid files: {}/run", dir.display(), dir.display());
+    println!(
+        "logs: {}/log, pid files: {}/run",
+        dir.display(),
+        dir.display()
+    );
     println!();
     println!("use it with:  {exe} status");
     println!("              {exe} pool create rbd --size 3 --pg-num 64");
-    if !conf_path.starts_with(std::env::current_dir().unwrap_or_default().join(DEFAULT_DEV_DIR)) {
-        println!("(from another directory: export CARMINE_CONF={})", conf_path.display());
+    if !conf_path.starts_with(
+        std::env::current_dir()
+            .unwrap_or_default()
+            .join(DEFAULT_DEV_DIR),
+    ) {
+        println!(
+            "(from another directory: export CARMINE_CONF={})",
+            conf_path.display()
+        );
     }
     println!("stop it with: {exe} vstop");
 }
 
 fn wait_healthy(dir: &Path, conf: &Conf, daemons: &[DaemonSpec], osds: u32) -> Result<()> {
     let deadline = Instant::now() + HEALTHY_TIMEOUT;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         let mut config = ClientConfig::new(conf.mon_addrs.clone());
         config.connect_timeout = Duration::from_secs(2);
@@ -308,21 +328,30 @@ fn wait_healthy(dir: &Path, conf: &Conf, daemons: &[DaemonSpec], osds: u32) -> R
 fn restart_one(dir: &Path, name: &str) -> Result<()> {
     let conf = Conf::load(&dir.join(CONF_FILE))
         .with_context(|| format!("no dev cluster in {} to restart {name} in", dir.display()))?;
-    let dev = conf.dev.clone().context("the configuration describes no dev cluster")?;
+    let dev = conf
+        .dev
+        .clone()
+        .context("the configuration describes no dev cluster")?;
     let spec = dev
         .daemons
         .iter()
         .find(|s| s.name == name)
         .with_context(|| {
             let names: Vec<&str> = dev.daemons.iter().map(|s| s.name.as_str()).collect();
-            format!("no daemon {name} in this dev cluster (it has {})", names.join(", "))
+            format!(
+                "no daemon {name} in this dev cluster (it has {})",
+                names.join(", ")
+            )
         })?;
     if let Some(pid) = running_pid(dir, name) {
         bail!("{name} is already running (pid {pid})");
     }
     let pid = spawn_daemon(dir, spec)?;
     wait_healthy(dir, &conf, std::slice::from_ref(spec), 0)?;
-    if let Some(id) = name.strip_prefix("osd.").and_then(|id| id.parse::<u32>().ok()) {
+    if let Some(id) = name
+        .strip_prefix("osd.")
+        .and_then(|id| id.parse::<u32>().ok())
+    {
         wait_osd_up(&conf, id)?;
     }
     println!("started {name} (pid {pid})");
@@ -330,15 +359,15 @@ fn restart_one(dir: &Path, name: &str) -> Result<()> {
 }
 
 fn wait_osd_up(conf: &Conf, id: u32) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         let client = Client::connect(ClientConfig::new(conf.mon_addrs.clone())).await?;
         let deadline = Instant::now() + HEALTHY_TIMEOUT;
         loop {
             let map = client.map();
-            let up_recently = map
-                .osd(carmine_types::OsdId(id))
-                .is_some_and(|o| o.up);
+            let up_recently = map.osd(carmine_types::OsdId(id)).is_some_and(|o| o.up);
             if up_recently {
                 return Ok(());
             }
@@ -362,7 +391,9 @@ pub fn vstop(args: VstopArgs, cli_conf: Option<&Path>) -> Result<()> {
         }
     };
     let conf = Conf::load(&dir.join(CONF_FILE))?;
-    let dev = conf.dev.context("the configuration describes no dev cluster")?;
+    let dev = conf
+        .dev
+        .context("the configuration describes no dev cluster")?;
     let names: Vec<String> = match &args.only {
         Some(name) if dev.daemons.iter().any(|s| &s.name == name) => vec![name.clone()],
         Some(name) => bail!("no daemon {name} in the dev cluster in {}", dir.display()),
@@ -378,7 +409,10 @@ pub fn vstop(args: VstopArgs, cli_conf: Option<&Path>) -> Result<()> {
             continue;
         };
         stop(&dir, &name, pid, args.kill)?;
-        println!("stopped {name} (pid {pid}{})", if args.kill { ", SIGKILL" } else { "" });
+        println!(
+            "stopped {name} (pid {pid}{})",
+            if args.kill { ", SIGKILL" } else { "" }
+        );
         stopped += 1;
     }
     if stopped == 0 {

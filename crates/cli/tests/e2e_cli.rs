@@ -17,13 +17,22 @@ fn quick_start_verbs_work_as_documented() {
     cluster.ok(&["obj", "get", "rbd", "greeting", out]);
     assert_eq!(std::fs::read(out).unwrap(), b"hello, carmine\n");
     let stat = cluster.ok(&["obj", "stat", "rbd", "greeting"]);
-    assert!(stat.contains("size 15") && stat.contains("version"), "{stat}");
+    assert!(
+        stat.contains("size 15") && stat.contains("version"),
+        "{stat}"
+    );
     assert_eq!(cluster.ok(&["obj", "ls", "rbd"]), "greeting\n");
 
     cluster.ok(&["obj", "setxattr", "rbd", "greeting", "lang", "en"]);
-    assert_eq!(cluster.ok(&["obj", "getxattr", "rbd", "greeting", "lang"]), "en\n");
+    assert_eq!(
+        cluster.ok(&["obj", "getxattr", "rbd", "greeting", "lang"]),
+        "en\n"
+    );
     cluster.ok(&["obj", "setomapval", "rbd", "greeting", "k1", "v1"]);
-    assert_eq!(cluster.ok(&["obj", "listomapvals", "rbd", "greeting"]), "k1\tv1\n");
+    assert_eq!(
+        cluster.ok(&["obj", "listomapvals", "rbd", "greeting"]),
+        "k1\tv1\n"
+    );
     cluster.ok(&["obj", "rmomapkey", "rbd", "greeting", "k1"]);
     cluster.ok(&["obj", "rmxattr", "rbd", "greeting", "lang"]);
     assert_eq!(cluster.ok(&["obj", "listxattr", "rbd", "greeting"]), "");
@@ -45,8 +54,15 @@ fn quick_start_verbs_work_as_documented() {
         .unwrap();
     assert!(stopped.status.success());
     let text = String::from_utf8_lossy(&stopped.stdout);
-    assert_eq!(text.lines().filter(|l| l.starts_with("stopped")).count(), 4, "{text}");
-    assert!(std::fs::read_dir(cluster.dir.join("run")).unwrap().next().is_none());
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("stopped")).count(),
+        4,
+        "{text}"
+    );
+    assert!(std::fs::read_dir(cluster.dir.join("run"))
+        .unwrap()
+        .next()
+        .is_none());
 }
 
 #[test]
@@ -59,14 +75,64 @@ fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
     cluster.ok(&["obj", "put", "rbd", "small", file]);
 
     let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec!["obj".into(), "stat".into(), "nopool".into(), "x".into()], "pool 'nopool' does not exist"),
-        (vec!["obj".into(), "stat".into(), "rbd".into(), "missing".into()], "no such object"),
-        (vec!["obj".into(), "put".into(), "rbd".into(), "n".repeat(3000), file.into()], "limit is 2048"),
-        (vec!["obj".into(), "get".into(), "rbd".into(), "small".into(), "/dev/null".into(), "--offset".into(), "9".into()], "past the end"),
-        (vec!["pool".into(), "create".into(), "big".into(), "--size".into(), "5".into()], "exceeds the 3 OSDs"),
-        (vec!["pool".into(), "create".into(), "rbd".into()], "already exists"),
-        (vec!["pool".into(), "rm".into(), "rbd".into()], "yes-i-really-really-mean-it"),
-        (vec!["obj".into(), "create".into(), "rbd".into(), "small".into(), "--exclusive".into()], "already exists"),
+        (
+            vec!["obj".into(), "stat".into(), "nopool".into(), "x".into()],
+            "pool 'nopool' does not exist",
+        ),
+        (
+            vec!["obj".into(), "stat".into(), "rbd".into(), "missing".into()],
+            "no such object",
+        ),
+        (
+            vec![
+                "obj".into(),
+                "put".into(),
+                "rbd".into(),
+                "n".repeat(3000),
+                file.into(),
+            ],
+            "limit is 2048",
+        ),
+        (
+            vec![
+                "obj".into(),
+                "get".into(),
+                "rbd".into(),
+                "small".into(),
+                "/dev/null".into(),
+                "--offset".into(),
+                "9".into(),
+            ],
+            "past the end",
+        ),
+        (
+            vec![
+                "pool".into(),
+                "create".into(),
+                "big".into(),
+                "--size".into(),
+                "5".into(),
+            ],
+            "exceeds the 3 OSDs",
+        ),
+        (
+            vec!["pool".into(), "create".into(), "rbd".into()],
+            "already exists",
+        ),
+        (
+            vec!["pool".into(), "rm".into(), "rbd".into()],
+            "yes-i-really-really-mean-it",
+        ),
+        (
+            vec![
+                "obj".into(),
+                "create".into(),
+                "rbd".into(),
+                "small".into(),
+                "--exclusive".into(),
+            ],
+            "already exists",
+        ),
     ];
     for (args, expected) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -74,7 +140,11 @@ fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
     // A second vstart on a running cluster is refused.
-    let second = carmine().args(["vstart", "--dir"]).arg(&cluster.dir).output().unwrap();
+    let second = carmine()
+        .args(["vstart", "--dir"])
+        .arg(&cluster.dir)
+        .output()
+        .unwrap();
     assert!(!second.status.success());
     assert!(String::from_utf8_lossy(&second.stderr).contains("already running"));
     // A daemon port in use is named.

@@ -43,21 +43,38 @@ fn make_objects(seed: u64) -> BTreeMap<String, Expected> {
             }
             if i % 4 == 0 {
                 for k in 0..(i % 7 + 1) {
-                    omap.push((Bytes::from(format!("key-{k:03}")), Bytes::from(format!("v{i}.{k}"))));
+                    omap.push((
+                        Bytes::from(format!("key-{k:03}")),
+                        Bytes::from(format!("v{i}.{k}")),
+                    ));
                 }
             }
-            (format!("obj-{i:04}"), Expected { data: Bytes::from(data), xattrs, omap })
+            (
+                format!("obj-{i:04}"),
+                Expected {
+                    data: Bytes::from(data),
+                    xattrs,
+                    omap,
+                },
+            )
         })
         .collect()
 }
 
 fn write_ops(expected: &Expected) -> Vec<OpCode> {
-    let mut ops = vec![OpCode::WriteFull { data: expected.data.clone() }];
+    let mut ops = vec![OpCode::WriteFull {
+        data: expected.data.clone(),
+    }];
     for (name, value) in &expected.xattrs {
-        ops.push(OpCode::SetXattr { name: name.clone(), value: value.clone() });
+        ops.push(OpCode::SetXattr {
+            name: name.clone(),
+            value: value.clone(),
+        });
     }
     if !expected.omap.is_empty() {
-        ops.push(OpCode::OmapSet { entries: expected.omap.clone() });
+        ops.push(OpCode::OmapSet {
+            entries: expected.omap.clone(),
+        });
     }
     ops
 }
@@ -80,8 +97,17 @@ async fn check_replicas(client: &Client, name: &str, expected: &Expected) {
     let acting = map.pg_mapping(pg).unwrap().acting;
     assert_eq!(acting.len(), 3, "{name} has 3 replicas");
     for osd in acting {
-        let ops = vec![OpCode::Read { offset: 0, length: 0 }, OpCode::GetXattrs];
-        let reply = client.operate_on_osd("data", name, ops, osd).await.expect("debug read");
+        let ops = vec![
+            OpCode::Read {
+                offset: 0,
+                length: 0,
+            },
+            OpCode::GetXattrs,
+        ];
+        let reply = client
+            .operate_on_osd("data", name, ops, osd)
+            .await
+            .expect("debug read");
         match &reply.outputs[..] {
             [OpOutput::Data(data), OpOutput::Xattrs(xattrs)] => {
                 assert!(*data == expected.data, "{name}: copy on {osd} differs");
@@ -120,7 +146,9 @@ fn thousand_objects_round_trip_replicate_list_and_remove() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let client = Client::connect(ClientConfig::new(cluster.mon_addrs())).await.unwrap();
+        let client = Client::connect(ClientConfig::new(cluster.mon_addrs()))
+            .await
+            .unwrap();
         client.wait_for_epoch(client.map().epoch).await.unwrap();
         let names: Vec<String> = objects.keys().cloned().collect();
 
@@ -128,7 +156,9 @@ fn thousand_objects_round_trip_replicate_list_and_remove() {
         for_each_concurrently(names.clone(), move |name| {
             let (c, o) = (c.clone(), o.clone());
             async move {
-                c.operate("data", &name, write_ops(&o[&name])).await.expect("write");
+                c.operate("data", &name, write_ops(&o[&name]))
+                    .await
+                    .expect("write");
             }
         })
         .await;
@@ -147,8 +177,11 @@ fn thousand_objects_round_trip_replicate_list_and_remove() {
         let listed: BTreeSet<String> = client.list("data").await.unwrap().into_iter().collect();
         assert_eq!(listed, names.iter().cloned().collect::<BTreeSet<_>>());
 
-        let (removed, kept): (Vec<_>, Vec<_>) =
-            names.iter().cloned().enumerate().partition(|(i, _)| i % 2 == 0);
+        let (removed, kept): (Vec<_>, Vec<_>) = names
+            .iter()
+            .cloned()
+            .enumerate()
+            .partition(|(i, _)| i % 2 == 0);
         let removed: Vec<String> = removed.into_iter().map(|(_, n)| n).collect();
         let kept: BTreeSet<String> = kept.into_iter().map(|(_, n)| n).collect();
         let c = client.clone();

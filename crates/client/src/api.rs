@@ -32,10 +32,9 @@ fn validate_name(oid: &str) -> Result<(), ClientError> {
 }
 
 fn output(reply: &OsdOpReply, index: usize) -> Result<&OpOutput, ClientError> {
-    reply
-        .outputs
-        .get(index)
-        .ok_or_else(|| ClientError::Other("the OSD sent a reply without the expected output".into()))
+    reply.outputs.get(index).ok_or_else(|| {
+        ClientError::Other("the OSD sent a reply without the expected output".into())
+    })
 }
 
 fn unexpected() -> ClientError {
@@ -164,7 +163,11 @@ impl Client {
     }
 
     /// Every omap entry of the object, fetched page by page.
-    pub async fn omap_list(&self, pool: &str, oid: &str) -> Result<Vec<(Bytes, Bytes)>, ClientError> {
+    pub async fn omap_list(
+        &self,
+        pool: &str,
+        oid: &str,
+    ) -> Result<Vec<(Bytes, Bytes)>, ClientError> {
         let mut all = Vec::new();
         let mut after = None;
         loop {
@@ -224,7 +227,10 @@ impl Client {
             .ok_or_else(|| ClientError::NoSuchPool(pool.to_string()))?;
         let mut names = Vec::new();
         for seed in 0..pg_num {
-            let pg = PgId { pool: pool_id, seed };
+            let pg = PgId {
+                pool: pool_id,
+                seed,
+            };
             let mut cursor = None;
             loop {
                 let (page, next) = self.list_pg(pg, cursor, 1000).await?;

@@ -6,7 +6,9 @@ use crate::ClientError;
 use carmine_clustermap::OsdMap;
 use carmine_msgr::tcp::{connect, ConnId, ConnectionHandle, NetEvent};
 use carmine_msgr::{Message, Policy, SessionConfig};
-use carmine_proto::{Command, CommandOutput, MonCommand, MonGetMap, Msg, OpCode, OsdOp, OsdOpReply};
+use carmine_proto::{
+    Command, CommandOutput, MonCommand, MonGetMap, Msg, OpCode, OsdOp, OsdOpReply,
+};
 use carmine_types::{EntityName, Epoch, OsdId, PgId, PoolId, ShardIndex};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -89,7 +91,9 @@ impl Client {
     /// tokio runtime; the driver runs as a task of it.
     pub async fn connect(config: ClientConfig) -> Result<Client, ClientError> {
         if config.mon_addrs.is_empty() {
-            return Err(ClientError::Config("no monitor addresses configured".into()));
+            return Err(ClientError::Config(
+                "no monitor addresses configured".into(),
+            ));
         }
         let client_id = random_client_id();
         let (requests, requests_rx) = mpsc::unbounded_channel();
@@ -185,7 +189,11 @@ struct Driver {
 const RETRY_INTERVAL: Duration = Duration::from_millis(100);
 
 impl Driver {
-    fn new(client_id: u64, config: ClientConfig, map_tx: watch::Sender<Option<Arc<OsdMap>>>) -> Self {
+    fn new(
+        client_id: u64,
+        config: ClientConfig,
+        map_tx: watch::Sender<Option<Arc<OsdMap>>>,
+    ) -> Self {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let objecter = Objecter::new(client_id, config.op_timeout);
@@ -355,7 +363,9 @@ impl Driver {
 
     fn handle_event(&mut self, event: NetEvent, out: &mut Vec<ObjecterOutput>) {
         match event {
-            NetEvent::Message { conn_id, message, .. } => {
+            NetEvent::Message {
+                conn_id, message, ..
+            } => {
                 let msg = match Msg::decode(message.header.msg_type, message.front) {
                     Ok(msg) => msg,
                     Err(error) => {
@@ -365,7 +375,9 @@ impl Driver {
                 };
                 self.handle_msg(conn_id, msg, out);
             }
-            NetEvent::Closed { conn_id, reason, .. } => {
+            NetEvent::Closed {
+                conn_id, reason, ..
+            } => {
                 if self.mon.as_ref().is_some_and(|m| m.id() == conn_id) {
                     tracing::debug!("client: monitor session closed: {reason}");
                     self.mon = None;

@@ -105,7 +105,10 @@ impl Objecter {
         let tid = self.next_tid;
         self.next_tid += 1;
         if self.ops.len() >= OPS_IN_FLIGHT_MAX {
-            out.push(ObjecterOutput::Complete(tid, Err(ObjecterError::TooManyOps)));
+            out.push(ObjecterOutput::Complete(
+                tid,
+                Err(ObjecterError::TooManyOps),
+            ));
             return tid;
         }
         let op = OsdOp {

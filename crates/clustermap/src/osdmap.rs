@@ -49,9 +49,19 @@ pub struct OsdInfo {
     pub down_at: Epoch,
     /// The host it runs on (the CRUSH host bucket name).
     pub host: String,
+    /// How willing the OSD is to be a PG's primary, 16.16 from 0 to
+    /// [`OsdInfo::PRIMARY_AFFINITY_MAX`] (Ceph's `ceph osd primary-affinity`): a PG whose
+    /// CRUSH-chosen primary has affinity `a` keeps it with probability `a / 1.0`,
+    /// otherwise the next OSD in the up set that accepts becomes primary.
+    pub primary_affinity: u32,
 }
 
 impl OsdInfo {
+    /// Ceph's `CEPH_OSD_DEFAULT_PRIMARY_AFFINITY`: 1.0, always willing.
+    pub const PRIMARY_AFFINITY_DEFAULT: u32 = 0x10000;
+    /// Ceph's `CEPH_OSD_MAX_PRIMARY_AFFINITY`.
+    pub const PRIMARY_AFFINITY_MAX: u32 = 0x10000;
+
     pub fn is_in(&self) -> bool {
         self.weight > 0
     }
@@ -75,6 +85,8 @@ pub enum OsdMapError {
     NoSuchOsd(OsdId),
     #[error("invalid OSD boot: {0}")]
     InvalidBoot(String),
+    #[error("primary affinity {0:#x} is above 1.0 (0x10000)")]
+    InvalidPrimaryAffinity(u32),
 }
 
 /// The cluster map at one epoch.
@@ -235,6 +247,7 @@ impl OsdMap {
             up_from: next,
             down_at: Epoch(0),
             host: host.clone(),
+            primary_affinity: OsdInfo::PRIMARY_AFFINITY_DEFAULT,
         });
         entry.up = true;
         entry.up_from = next;
@@ -256,11 +269,33 @@ impl OsdMap {
         osd.weight = weight.min(WEIGHT_IN);
         Ok(())
     }
+
+    /// Sets an OSD's primary affinity (16.16, 0..=1.0), as `ceph osd primary-affinity`.
+    pub fn set_primary_affinity(&mut self, id: OsdId, affinity: u32) -> Result<(), OsdMapError> {
+        if affinity > OsdInfo::PRIMARY_AFFINITY_MAX {
+            return Err(OsdMapError::InvalidPrimaryAffinity(affinity));
+        }
+        let osd = self.osds.get_mut(&id).ok_or(OsdMapError::NoSuchOsd(id))?;
+        osd.primary_affinity = affinity;
+        Ok(())
+    }
+
+    /// Whether any OSD has a primary affinity below 1.0 (Ceph keeps no affinity vector
+    /// at all until one is set, and placement skips the affinity step without one).
+    pub fn has_primary_affinity(&self) -> bool {
+        self.osds
+            .values()
+            .any(|osd| osd.primary_affinity != OsdInfo::PRIMARY_AFFINITY_DEFAULT)
+    }
 }
+
+/// Version 2 appended `primary_affinity`; version 1 decodes with the default (1.0).
+const OSD_INFO_VERSION: u8 = 2;
 
 impl Encode for OsdInfo {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        assert!(self.primary_affinity <= OsdInfo::PRIMARY_AFFINITY_MAX);
+        e.versioned(OSD_INFO_VERSION, 1, |e| {
             self.id.encode(e);
             self.up.encode(e);
             e.put_u32(self.weight);
@@ -268,13 +303,14 @@ impl Encode for OsdInfo {
             self.up_from.encode(e);
             self.down_at.encode(e);
             self.host.encode(e);
+            e.put_u32(self.primary_affinity);
         });
     }
 }
 
 impl Decode for OsdInfo {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("OsdInfo", 1, |d, _| {
+        d.versioned("OsdInfo", OSD_INFO_VERSION, |d, version| {
             let info = OsdInfo {
                 id: OsdId::decode(d)?,
                 up: bool::decode(d)?,
@@ -283,7 +319,18 @@ impl Decode for OsdInfo {
                 up_from: Epoch::decode(d)?,
                 down_at: Epoch::decode(d)?,
                 host: d.get_string("host", 256)?,
+                primary_affinity: if version >= 2 {
+                    d.get_u32()?
+                } else {
+                    OsdInfo::PRIMARY_AFFINITY_DEFAULT
+                },
             };
+            if info.primary_affinity > OsdInfo::PRIMARY_AFFINITY_MAX {
+                return Err(DecodeError::Invalid {
+                    what: "OSD primary affinity",
+                    value: u64::from(info.primary_affinity),
+                });
+            }
             if info.shard_addrs.len() > usize::from(OSD_SHARDS_MAX) {
                 return Err(DecodeError::TooLong {
                     what: "OSD shard addresses",

@@ -68,9 +68,12 @@ impl OsdMap {
 
     /// Every PG of every pool, in order.
     pub fn all_pgs(&self) -> impl Iterator<Item = PgId> + '_ {
-        self.pools
-            .values()
-            .flat_map(|pool| (0..pool.pg_num).map(move |seed| PgId { pool: pool.id, seed }))
+        self.pools.values().flat_map(|pool| {
+            (0..pool.pg_num).map(move |seed| PgId {
+                pool: pool.id,
+                seed,
+            })
+        })
     }
 }
 

@@ -56,6 +56,8 @@ impl Default for MonConfig {
 }
 
 /// What the driver must do, in order.
+// Outputs live only until the driver carries them out; boxing would cost more than it saves.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum MonOutput {
     /// Make this map durable before sending anything that follows.
@@ -150,7 +152,9 @@ impl Monitor {
         let mut to_down = Vec::new();
         let mut to_out = Vec::new();
         for (&id, tracking) in &self.osds {
-            let Some(info) = self.map.osd(id) else { continue };
+            let Some(info) = self.map.osd(id) else {
+                continue;
+            };
             if info.up {
                 let silent = tracking
                     .disconnected_at
@@ -159,9 +163,9 @@ impl Monitor {
                     to_down.push(id);
                 }
             } else if info.is_in() {
-                let long_down = tracking.down_since.is_some_and(|at| {
-                    now.duration_since(at) >= self.config.osd_down_out_interval
-                });
+                let long_down = tracking
+                    .down_since
+                    .is_some_and(|at| now.duration_since(at) >= self.config.osd_down_out_interval);
                 if long_down && !self.map.flags.contains(carmine_clustermap::OsdFlags::NOOUT) {
                     to_out.push(id);
                 }
@@ -179,7 +183,8 @@ impl Monitor {
         }
         for &id in &to_out {
             tracing::info!("mon: marking {id} out: down for the down-out interval");
-            next.set_weight(id, 0).expect("tracked OSDs exist in the map");
+            next.set_weight(id, 0)
+                .expect("tracked OSDs exist in the map");
         }
         self.publish(next, &mut out);
         out

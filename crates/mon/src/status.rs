@@ -96,9 +96,10 @@ impl Monitor {
                 usage.capacity_bytes = stats.capacity_bytes;
                 usage.pg_count = stats.pgs.len() as u32;
                 let fresh = now.duration_since(*at).as_secs_f64() < 10.0;
-                if let (true, Some((before_at, before))) =
-                    (fresh && osd.up, tracking.and_then(|t| t.previous_stats.as_ref()))
-                {
+                if let (true, Some((before_at, before))) = (
+                    fresh && osd.up,
+                    tracking.and_then(|t| t.previous_stats.as_ref()),
+                ) {
                     let seconds = at.duration_since(*before_at).as_secs_f64();
                     if seconds > 0.0 {
                         let rate = |a: u64, b: u64| (a.saturating_sub(b) as f64 / seconds) as u64;
@@ -125,10 +126,7 @@ impl Monitor {
                 .filter(|osd| !osd.up)
                 .map(|osd| osd.id.to_string())
                 .collect();
-            checks.push(format!(
-                "OSD_DOWN: {down} osds down ({})",
-                names.join(", ")
-            ));
+            checks.push(format!("OSD_DOWN: {down} osds down ({})", names.join(", ")));
         }
         if status.osd_count == 0 {
             checks.push("OSD_COUNT: no OSDs have booted".into());

@@ -61,7 +61,12 @@ fn pool_create_rejects_size_above_osd_count_and_duplicates() {
     )
     .unwrap_err();
     assert!(error.contains("exceeds the 3 OSDs"), "{error}");
-    command(&mut mon, now, Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8))).unwrap();
+    command(
+        &mut mon,
+        now,
+        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8)),
+    )
+    .unwrap();
     let error = command(
         &mut mon,
         now,
@@ -74,7 +79,12 @@ fn pool_create_rejects_size_above_osd_count_and_duplicates() {
 #[test]
 fn pool_delete_needs_confirmation() {
     let (mut mon, now) = cluster(3);
-    command(&mut mon, now, Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8))).unwrap();
+    command(
+        &mut mon,
+        now,
+        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8)),
+    )
+    .unwrap();
     let delete = |confirm| Command::PoolDelete {
         name: "rbd".into(),
         confirm,
@@ -114,7 +124,12 @@ fn a_quick_reboot_keeps_the_osd_up() {
 #[test]
 fn status_counts_unknown_pgs_until_primaries_report() {
     let (mut mon, now) = cluster(3);
-    command(&mut mon, now, Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8))).unwrap();
+    command(
+        &mut mon,
+        now,
+        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8)),
+    )
+    .unwrap();
     let status = mon.status(now);
     assert_eq!(status.pg_count, 8);
     assert_eq!(status.pg_states.get("unknown"), Some(&8));

@@ -269,6 +269,43 @@ fn parse_preamble(raw: &[u8], max_frame_bytes: usize) -> Result<Preamble, FrameE
     })
 }
 
+/// A frame whose preamble has been read but whose body is still arriving. Segment
+/// crcs are computed over the body as it arrives, so a large frame is not checksummed
+/// all at once after its last byte (that would add to its latency).
+#[derive(Debug, Clone, Copy)]
+struct PendingFrame {
+    preamble: Preamble,
+    /// Running crc of each segment over the bytes checked so far.
+    crcs: [u32; SEGMENTS_MAX],
+    /// Body bytes covered by `crcs`.
+    checked_bytes: usize,
+}
+
+impl PendingFrame {
+    fn new(preamble: Preamble) -> Self {
+        Self {
+            preamble,
+            crcs: [0; SEGMENTS_MAX],
+            checked_bytes: 0,
+        }
+    }
+
+    /// Extends the running crcs over `body`, the body bytes received so far.
+    fn check(&mut self, body: &[u8]) {
+        let mut segment_start = 0;
+        for index in 0..self.preamble.count {
+            let segment_end = segment_start + self.preamble.lengths[index] as usize;
+            let end = segment_end.min(body.len());
+            if self.checked_bytes < end {
+                let bytes = &body[self.checked_bytes..end];
+                self.crcs[index] = crc32c::crc32c_append(self.crcs[index], bytes);
+                self.checked_bytes = end;
+            }
+            segment_start = segment_end;
+        }
+    }
+}
+
 /// Incremental frame decoder: push received bytes (or read straight into
 /// [`FrameDecoder::buffer`]), then pop every complete frame. Once it has returned an
 /// error it keeps returning that error: the stream cannot be resynchronised.
@@ -276,7 +313,7 @@ fn parse_preamble(raw: &[u8], max_frame_bytes: usize) -> Result<Preamble, FrameE
 pub struct FrameDecoder {
     buffer: BytesMut,
     max_frame_bytes: usize,
-    pending: Option<Preamble>,
+    pending: Option<PendingFrame>,
     failed: Option<FrameError>,
 }
 
@@ -327,30 +364,32 @@ impl FrameDecoder {
     }
 
     fn decode_one(&mut self) -> Result<Option<Frame>, FrameError> {
-        let preamble = match self.pending {
-            Some(preamble) => preamble,
+        let mut pending = match self.pending {
+            Some(pending) => pending,
             None => {
                 if self.buffer.len() < PREAMBLE_BYTES {
                     return Ok(None);
                 }
                 let preamble =
                     parse_preamble(&self.buffer[..PREAMBLE_BYTES], self.max_frame_bytes)?;
-                self.pending = Some(preamble);
-                preamble
+                PendingFrame::new(preamble)
             }
         };
+        let preamble = pending.preamble;
+        let body_bytes =
+            preamble.total_bytes - PREAMBLE_BYTES - preamble.count * EPILOGUE_BYTES_PER_SEGMENT;
+        let body_end = (PREAMBLE_BYTES + body_bytes).min(self.buffer.len());
+        pending.check(&self.buffer[PREAMBLE_BYTES..body_end]);
         if self.buffer.len() < preamble.total_bytes {
+            self.pending = Some(pending);
             self.buffer
                 .reserve(preamble.total_bytes - self.buffer.len());
             return Ok(None);
         }
         self.pending = None;
+        assert_eq!(pending.checked_bytes, body_bytes);
         let mut raw = self.buffer.split_to(preamble.total_bytes).freeze();
         raw.advance(PREAMBLE_BYTES);
-        let body_bytes: usize = preamble.lengths[..preamble.count]
-            .iter()
-            .map(|&length| length as usize)
-            .sum();
         let body = raw.split_to(body_bytes);
         let mut segments = Vec::with_capacity(preamble.count);
         let mut offset = 0;
@@ -359,7 +398,7 @@ impl FrameDecoder {
             let segment = body.slice(offset..offset + length);
             offset += length;
             let expected = raw.get_u32_le();
-            let actual = crc32c::crc32c(&segment);
+            let actual = pending.crcs[index];
             if expected != actual {
                 return Err(FrameError::BadSegmentCrc {
                     index,

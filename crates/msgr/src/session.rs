@@ -122,6 +122,8 @@ pub struct Session {
     client_cookie: u64,
     server_cookie: u64,
     was_established: bool,
+    /// How many times the handshake completed (first establishment and resumes).
+    established_count: u64,
     out: OutQueue,
     in_seq: u64,
     ack_sent: u64,
@@ -162,6 +164,7 @@ impl Session {
             client_cookie: 1,
             server_cookie: 1,
             was_established: false,
+            established_count: 0,
             out: OutQueue::new(config.send_queue_messages_max, config.send_queue_bytes_max),
             in_seq: 0,
             ack_sent: 0,
@@ -208,6 +211,11 @@ impl Session {
 
     pub fn is_closed(&self) -> bool {
         self.state == State::Closed
+    }
+
+    /// How many times the handshake has completed: 1 after the first, +1 per resume.
+    pub fn established_count(&self) -> u64 {
+        self.established_count
     }
 
     /// The connector's cookie (an acceptor learns it from the session request).
@@ -708,6 +716,7 @@ impl Session {
     fn enter_established(&mut self, now: Instant) {
         self.state = State::Established;
         self.was_established = true;
+        self.established_count += 1;
         self.last_received_at = now;
         self.next_keepalive_at = now + self.config.keepalive_interval;
     }

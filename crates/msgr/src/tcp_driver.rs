@@ -282,18 +282,18 @@ impl Driver {
     /// reconnect window passes.
     pub(super) async fn reconnect(&mut self, addr: SocketAddr) -> Result<Conn, Fault> {
         let config = self.session.config();
-        let window_end = Instant::now() + config.reconnect_window;
+        let window = config.reconnect_window;
+        let mut window_end = Instant::now() + window;
         let attempt_timeout = config.handshake_timeout;
         let mut backoff = RECONNECT_BACKOFF_MIN;
         let mut attempts = 0u64;
         loop {
             if Instant::now() >= window_end {
-                let after = self.session.config().reconnect_window;
-                return Err(Fault::Session(SessionError::ReconnectWindowExpired {
-                    after,
-                }));
+                let error = SessionError::ReconnectWindowExpired { after: window };
+                return Err(Fault::Session(error));
             }
             attempts += 1;
+            let established_before = self.session.established_count();
             self.session.reconnect(Instant::now());
             let attempt =
                 tokio::time::timeout(attempt_timeout, open_connection(addr, &mut self.session));
@@ -311,6 +311,13 @@ impl Driver {
             };
             tracing::debug!(conn_id = self.id, %addr, %failure, attempts, "messenger: reconnect failed");
             self.session.handle_transport_closed(Instant::now());
+            if self.session.established_count() > established_before {
+                // The handshake went through and the fault came after: the peer is
+                // there, so try again at once.
+                backoff = RECONNECT_BACKOFF_MIN;
+                window_end = Instant::now() + window;
+                continue;
+            }
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = self.shared.close_requested.notified() => return Err(Fault::ClosedLocally),

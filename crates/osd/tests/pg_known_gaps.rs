@@ -7,9 +7,9 @@
 
 mod harness;
 
-use carmine_proto::{OpCode, OpError, OpOutput, PgState};
+use carmine_proto::{OpCode, OpError};
 use carmine_types::OsdId;
-use harness::{bytes, name_where, Cluster, Config, Envelope};
+use harness::{bytes, name_where, Cluster, Config};
 use std::collections::BTreeMap;
 
 #[test]

@@ -4,9 +4,8 @@
 mod harness;
 
 use carmine_proto::{OpCode, OpError, OpOutput, PgState};
-use carmine_types::OsdId;
-use harness::{bytes, name_where, Cluster, Config, Envelope};
-use std::collections::BTreeMap;
+
+use harness::{bytes, Cluster, Config};
 
 #[test]
 fn in_flight_write_hangs_when_a_remaining_replica_sees_the_new_map_before_the_rep_op() {

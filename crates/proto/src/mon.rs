@@ -513,22 +513,13 @@ impl Encode for ClusterStatus {
             self.epoch.encode(e);
             self.health.encode(e);
             self.health_checks.encode(e);
-            for value in [
-                self.mon_count,
-                self.osd_count,
-                self.osds_up,
-                self.osds_in,
-            ] {
+            for value in [self.mon_count, self.osd_count, self.osds_up, self.osds_in] {
                 e.put_u32(value);
             }
             self.pools.encode(e);
             e.put_u32(self.pg_count);
             self.pg_states.encode(e);
-            for value in [
-                self.object_count,
-                self.data_bytes,
-                self.raw_used_bytes,
-            ] {
+            for value in [self.object_count, self.data_bytes, self.raw_used_bytes] {
                 e.put_u64(value);
             }
             self.osds.encode(e);

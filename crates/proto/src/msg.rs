@@ -40,10 +40,7 @@ pub enum MsgError {
     #[error("unknown message type {0}")]
     UnknownType(u16),
     #[error("malformed message of type {msg_type}: {source}")]
-    Malformed {
-        msg_type: u16,
-        source: DecodeError,
-    },
+    Malformed { msg_type: u16, source: DecodeError },
 }
 
 impl Msg {

@@ -14,34 +14,75 @@ use std::collections::BTreeMap;
 /// every write applies or none does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpCode {
-    Read { offset: u64, length: u64 },
+    Read {
+        offset: u64,
+        length: u64,
+    },
     Stat,
-    GetXattr { name: String },
+    GetXattr {
+        name: String,
+    },
     GetXattrs,
     /// Omap entries after `after` (all when `None`), at most `max_entries`.
-    OmapGetVals { after: Option<Bytes>, max_entries: u32 },
-    OmapGetValsByKeys { keys: Vec<Bytes> },
+    OmapGetVals {
+        after: Option<Bytes>,
+        max_entries: u32,
+    },
+    OmapGetValsByKeys {
+        keys: Vec<Bytes>,
+    },
     /// Guard: fails the request with `Canceled` unless the xattr equals `value`.
-    CmpXattrEq { name: String, value: Bytes },
+    CmpXattrEq {
+        name: String,
+        value: Bytes,
+    },
     /// Guard: fails with `VersionMismatch` unless the object's version equals `version`.
-    AssertVersion { version: u64 },
+    AssertVersion {
+        version: u64,
+    },
     /// Guard: fails with `NotFound` unless the object exists.
     AssertExists,
     /// Creates the object; with `exclusive`, fails with `Exists` if it exists.
-    Create { exclusive: bool },
-    WriteFull { data: Bytes },
-    Write { offset: u64, data: Bytes },
-    Append { data: Bytes },
-    Truncate { size_bytes: u64 },
-    Zero { offset: u64, length: u64 },
+    Create {
+        exclusive: bool,
+    },
+    WriteFull {
+        data: Bytes,
+    },
+    Write {
+        offset: u64,
+        data: Bytes,
+    },
+    Append {
+        data: Bytes,
+    },
+    Truncate {
+        size_bytes: u64,
+    },
+    Zero {
+        offset: u64,
+        length: u64,
+    },
     Remove,
-    SetXattr { name: String, value: Bytes },
-    RmXattr { name: String },
-    OmapSet { entries: Vec<(Bytes, Bytes)> },
-    OmapRm { keys: Vec<Bytes> },
+    SetXattr {
+        name: String,
+        value: Bytes,
+    },
+    RmXattr {
+        name: String,
+    },
+    OmapSet {
+        entries: Vec<(Bytes, Bytes)>,
+    },
+    OmapRm {
+        keys: Vec<Bytes>,
+    },
     OmapClear,
     /// Lists the PG's objects after `after` (sent with an empty object name).
-    PgList { after: Option<String>, max_entries: u32 },
+    PgList {
+        after: Option<String>,
+        max_entries: u32,
+    },
 }
 
 impl OpCode {

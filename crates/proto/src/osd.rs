@@ -310,4 +310,3 @@ impl Decode for RepOpReply {
         })
     }
 }
-

@@ -46,7 +46,11 @@ fn load_or_create_map(config: &MonDaemonConfig) -> Result<OsdMap, DaemonError> {
                     config.fsid
                 )));
             }
-            tracing::info!("mon: loaded map epoch {} from {}", map.epoch.0, path.display());
+            tracing::info!(
+                "mon: loaded map epoch {} from {}",
+                map.epoch.0,
+                path.display()
+            );
             Ok(map)
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {

@@ -70,10 +70,14 @@ fn bind_listeners(config: &OsdDaemonConfig) -> Result<Vec<std::net::TcpListener>
 /// Runs the OSD until the process is stopped.
 pub fn run_osd(config: OsdDaemonConfig) -> Result<(), DaemonError> {
     if config.shard_count == 0 {
-        return Err(DaemonError::Config("an OSD needs at least one shard".into()));
+        return Err(DaemonError::Config(
+            "an OSD needs at least one shard".into(),
+        ));
     }
     if config.mon_addrs.is_empty() {
-        return Err(DaemonError::Config("no monitor addresses configured".into()));
+        return Err(DaemonError::Config(
+            "no monitor addresses configured".into(),
+        ));
     }
     std::fs::create_dir_all(&config.data_dir)?;
     let listeners = bind_listeners(&config)?;
@@ -108,7 +112,14 @@ pub fn run_osd(config: OsdDaemonConfig) -> Result<(), DaemonError> {
         pin_to_cpu(0);
     }
     let global = Some((shard_addrs, map_tx, report_rx));
-    let result = run_shard(&config, ShardIndex(0), shard0_listener, map_rx, report_tx, global);
+    let result = run_shard(
+        &config,
+        ShardIndex(0),
+        shard0_listener,
+        map_rx,
+        report_tx,
+        global,
+    );
     for thread in threads {
         let _ = thread.join();
     }
@@ -280,7 +291,11 @@ impl GlobalTask {
         self.map_tx.send_replace(Some(map.clone()));
         if marked_down && map.epoch > self.booted_epoch {
             // The map says we are down (or elsewhere) while we run: assert ourselves.
-            tracing::warn!("{}: map e{} marks us down; booting again", self.config.id, map.epoch.0);
+            tracing::warn!(
+                "{}: map e{} marks us down; booting again",
+                self.config.id,
+                map.epoch.0
+            );
             self.boot(mon);
         }
     }
@@ -295,7 +310,9 @@ impl GlobalTask {
             stats.pgs.extend(report.pgs.iter().cloned());
             stats.object_count += report.usage.object_count;
             stats.data_bytes += report.usage.data_bytes;
-            stats.capacity_bytes = stats.capacity_bytes.saturating_add(report.usage.capacity_bytes);
+            stats.capacity_bytes = stats
+                .capacity_bytes
+                .saturating_add(report.usage.capacity_bytes);
             stats.ops_total += report.counters.ops_total;
             stats.write_bytes_total += report.counters.write_bytes_total;
             stats.read_bytes_total += report.counters.read_bytes_total;

@@ -62,13 +62,19 @@ impl Peers {
 
     pub fn send(&mut self, key: PeerKey, addr: SocketAddr, message: Message) {
         match self.conns.get_mut(&key) {
-            Some(PeerConn::Ready { addr: known, handle }) if *known == addr => {
+            Some(PeerConn::Ready {
+                addr: known,
+                handle,
+            }) if *known == addr => {
                 if let Err(error) = handle.send(message) {
                     tracing::warn!("send to {} shard {} failed: {error}", key.0, key.1 .0);
                 }
                 return;
             }
-            Some(PeerConn::Connecting { addr: known, queued }) if *known == addr => {
+            Some(PeerConn::Connecting {
+                addr: known,
+                queued,
+            }) if *known == addr => {
                 if queued.len() < PEER_QUEUE_MESSAGES_MAX {
                     queued.push(message);
                 } else {
@@ -103,7 +109,10 @@ impl Peers {
     pub fn handle_connected(&mut self, connected: PeerConnected) {
         let PeerConnected { key, addr, result } = connected;
         let queued = match self.conns.remove(&key) {
-            Some(PeerConn::Connecting { addr: known, queued }) if known == addr => queued,
+            Some(PeerConn::Connecting {
+                addr: known,
+                queued,
+            }) if known == addr => queued,
             other => {
                 // Superseded by a newer attempt; keep that one.
                 if let Some(other) = other {

@@ -5,7 +5,8 @@ fn map_with(osds: u32) -> OsdMap {
     let mut map = OsdMap::new_dev(osds);
     for id in 0..osds {
         let addr: SocketAddr = format!("127.0.0.1:{}", 6800 + id).parse().unwrap();
-        map.boot_osd(OsdId(id), vec![addr], format!("host{id}")).unwrap();
+        map.boot_osd(OsdId(id), vec![addr], format!("host{id}"))
+            .unwrap();
     }
     map.create_pool(PoolSpec::replicated("rbd", 3, 16)).unwrap();
     map.epoch = Epoch(5);

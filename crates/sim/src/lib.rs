@@ -1,0 +1,1 @@
+//! carmine-sim (being written)
