@@ -148,13 +148,16 @@ fn read_limited(path: &Path) -> Result<Vec<u8>> {
 /// (`(int)(float(W) * 0x10000)`, clamped to 0..=0x10000). A later pair for the same
 /// device wins.
 fn parse_weight_pairs(values: &[String]) -> Result<Vec<(i32, u32)>> {
-    assert!(values.len() % 2 == 0, "clap takes --weight values in pairs");
+    assert!(
+        values.len().is_multiple_of(2),
+        "clap takes --weight values in pairs"
+    );
     values
         .chunks(2)
         .map(|pair| {
-            let device: i32 = pair[0].parse().map_err(|_| {
-                anyhow::anyhow!("--weight: device {:?} is not an integer", pair[0])
-            })?;
+            let device: i32 = pair[0]
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--weight: device {:?} is not an integer", pair[0]))?;
             let weight = weight_from_text(&pair[1]).ok_or_else(|| {
                 anyhow::anyhow!("--weight {device}: weight {:?} is not a number", pair[1])
             })?;
@@ -268,14 +271,19 @@ mod tests {
         assert_eq!(x_range(&args(&[])), (0, 1023));
         assert_eq!(x_range(&args(&["--min-x", "5"])), (0, 1023));
         assert_eq!(x_range(&args(&["--max-x", "3"])), (0, 1023));
-        assert_eq!(x_range(&args(&["--min-x", "-3", "--max-x", "1"])), (0, 1023));
+        assert_eq!(
+            x_range(&args(&["--min-x", "-3", "--max-x", "1"])),
+            (0, 1023)
+        );
         assert_eq!(x_range(&args(&["--min-x", "5", "--max-x", "9"])), (5, 9));
         assert_eq!(x_range(&args(&["--x", "7"])), (7, 7));
     }
 
     #[test]
     fn weights_come_in_pairs_and_negative_devices_parse() {
-        let parsed = args(&["--weight", "3", "0.5", "--weight", "-1", "1", "-w", "4", "0"]);
+        let parsed = args(&[
+            "--weight", "3", "0.5", "--weight", "-1", "1", "-w", "4", "0",
+        ]);
         assert_eq!(
             parse_weight_pairs(&parsed.weight).unwrap(),
             vec![(3, 0x8000), (-1, 0x10000), (4, 0)]

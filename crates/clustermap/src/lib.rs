@@ -16,10 +16,12 @@
 //! assert_eq!(pg.pool, pool);
 //! ```
 
+mod history;
 mod osdmap;
 mod placement;
 mod pool;
 
+pub use history::{HistoryTracker, PastInterval, PAST_INTERVALS_MAX};
 pub use osdmap::{OsdFlags, OsdInfo, OsdMap, OsdMapError, WEIGHT_IN};
 pub use placement::{pg_shard, PgMapping};
 pub use pool::{PoolInfo, PoolSpec};

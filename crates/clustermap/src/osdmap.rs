@@ -100,6 +100,8 @@ pub struct OsdMap {
     pub next_pool_id: u64,
     pub crush: CrushMap,
     pub flags: OsdFlags,
+    /// Closed intervals of every PG not known clean (see `history.rs`).
+    pub pg_history: BTreeMap<carmine_types::PgId, Vec<crate::PastInterval>>,
 }
 
 impl OsdMap {
@@ -118,6 +120,7 @@ impl OsdMap {
             next_pool_id: 1,
             crush,
             flags: OsdFlags::default(),
+            pg_history: BTreeMap::new(),
         }
     }
 
@@ -345,7 +348,8 @@ impl Decode for OsdInfo {
 
 impl Encode for OsdMap {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        // v2 appends the PG histories.
+        e.versioned(2, 1, |e| {
             e.put_u64(self.fsid as u64);
             e.put_u64((self.fsid >> 64) as u64);
             self.epoch.encode(e);
@@ -360,13 +364,14 @@ impl Encode for OsdMap {
             e.put_u64(self.next_pool_id);
             e.put_blob(&self.crush.encode());
             e.put_u32(self.flags.0);
+            self.pg_history.encode(e);
         });
     }
 }
 
 impl Decode for OsdMap {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("OsdMap", 1, |d, _| {
+        d.versioned("OsdMap", 2, |d, version| {
             let fsid_low = u128::from(d.get_u64()?);
             let fsid = fsid_low | (u128::from(d.get_u64()?) << 64);
             let epoch = Epoch::decode(d)?;
@@ -387,6 +392,11 @@ impl Decode for OsdMap {
                 value: crush_bytes.len() as u64,
             })?;
             let flags = OsdFlags(d.get_u32()?);
+            let pg_history = if version >= 2 {
+                BTreeMap::decode(d)?
+            } else {
+                BTreeMap::new()
+            };
             Ok(OsdMap {
                 fsid,
                 epoch,
@@ -395,7 +405,93 @@ impl Decode for OsdMap {
                 next_pool_id,
                 crush,
                 flags,
+                pg_history,
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn booted_info() -> OsdInfo {
+        OsdInfo {
+            id: OsdId(7),
+            up: true,
+            weight: WEIGHT_IN,
+            shard_addrs: vec!["127.0.0.1:6807".parse().unwrap()],
+            up_from: Epoch(3),
+            down_at: Epoch(0),
+            host: "node7".to_string(),
+            primary_affinity: 0x8000,
+        }
+    }
+
+    /// `OsdInfo` as version 1 wrote it (before primary affinity), kept as bytes.
+    const OSD_INFO_V1: &str = concat!(
+        "0101",
+        "25000000", // version 1, compat 1, body length 37
+        "07000000",
+        "01",
+        "00000100", // id 7, up, weight 1.0
+        "01000000",
+        "04",
+        "7f000001",
+        "971a", // one shard address, 127.0.0.1:6807
+        "03000000",
+        "00000000", // up_from 3, down_at 0
+        "05000000",
+        "6e6f646537", // host "node7"
+    );
+
+    #[test]
+    fn osd_info_round_trips_with_primary_affinity() {
+        let info = booted_info();
+        let bytes = info.to_bytes();
+        assert_eq!(bytes[0], 2, "version");
+        assert_eq!(bytes[1], 1, "compat: version 1 readers skip the new field");
+        assert_eq!(OsdInfo::from_bytes(&bytes).unwrap(), info);
+    }
+
+    #[test]
+    fn osd_info_version_1_decodes_with_default_affinity() {
+        let bytes: Vec<u8> = (0..OSD_INFO_V1.len())
+            .step_by(2)
+            .map(|at| u8::from_str_radix(&OSD_INFO_V1[at..at + 2], 16).unwrap())
+            .collect();
+        let info = OsdInfo::from_bytes(&bytes).unwrap();
+        let expected = OsdInfo {
+            primary_affinity: OsdInfo::PRIMARY_AFFINITY_DEFAULT,
+            ..booted_info()
+        };
+        assert_eq!(info, expected);
+    }
+
+    #[test]
+    fn affinity_above_one_is_refused() {
+        let mut map = OsdMap::new_dev(2);
+        map.boot_osd(
+            OsdId(0),
+            vec!["127.0.0.1:6800".parse().unwrap()],
+            "h0".into(),
+        )
+        .unwrap();
+        assert!(!map.has_primary_affinity());
+        assert_eq!(
+            map.set_primary_affinity(OsdId(0), 0x10001),
+            Err(OsdMapError::InvalidPrimaryAffinity(0x10001))
+        );
+        assert_eq!(
+            map.set_primary_affinity(OsdId(1), 0),
+            Err(OsdMapError::NoSuchOsd(OsdId(1)))
+        );
+        map.set_primary_affinity(OsdId(0), 0).unwrap();
+        assert_eq!(map.osd(OsdId(0)).unwrap().primary_affinity, 0);
+        assert!(map.has_primary_affinity());
+        let mut corrupt = map.osd(OsdId(0)).unwrap().to_bytes().to_vec();
+        let at = corrupt.len() - 4;
+        corrupt[at..].copy_from_slice(&0x10001u32.to_le_bytes());
+        assert!(OsdInfo::from_bytes(&corrupt).is_err());
     }
 }

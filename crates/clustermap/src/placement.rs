@@ -1,7 +1,7 @@
 //! Pure placement: object name → PG → up/acting OSDs → owning shard, computed the same
 //! way by clients, peers and the OSD itself.
 
-use crate::osdmap::OsdMap;
+use crate::osdmap::{OsdInfo, OsdMap};
 use carmine_crush::hash::{crush_hash32_rjenkins1_2, stable_mod, str_hash_rjenkins};
 use carmine_crush::CRUSH_ITEM_NONE;
 use carmine_types::{OsdId, PgId, PoolId, ShardIndex};
@@ -15,6 +15,8 @@ pub struct PgMapping {
     pub up: Vec<OsdId>,
     /// The OSDs that serve the PG (equal to `up` until pg_temp exists).
     pub acting: Vec<OsdId>,
+    /// The first OSD of `up`: CRUSH's first up OSD, unless primary affinity moved
+    /// another one to the front.
     pub primary: Option<OsdId>,
 }
 
@@ -43,27 +45,77 @@ impl OsdMap {
         Some(crush_hash32_rjenkins1_2(seed, pg.pool.0 as u32))
     }
 
-    /// Maps a PG to its OSDs. `None` if the pool does not exist.
+    /// Maps a PG to its OSDs (Ceph's `_pg_to_up_acting_osds` without upmap and
+    /// pg_temp): CRUSH, removal of OSDs that do not exist, removal of down OSDs, then
+    /// primary affinity. `None` if the pool does not exist.
     pub fn pg_mapping(&self, pg: PgId) -> Option<PgMapping> {
         let info = self.pools.get(&pg.pool)?;
         let pps = self.pg_placement_seed(pg)?;
         let weights = self.crush_weights();
         let raw: Vec<OsdId> = self
             .crush
-            .do_rule(info.crush_rule, pps, usize::from(info.size), &weights)
+            .do_rule_with_args(
+                info.crush_rule,
+                pps,
+                usize::from(info.size),
+                &weights,
+                Some(pg.pool.0), // the pool's choose_args, else the default set
+            )
             .into_iter()
             .filter(|&item| item != CRUSH_ITEM_NONE && item >= 0)
             .map(|item| OsdId(item as u32))
             .filter(|osd| self.osds.contains_key(osd))
             .collect();
-        let up: Vec<OsdId> = raw.iter().copied().filter(|&osd| self.is_up(osd)).collect();
-        let primary = up.first().copied();
+        let mut up: Vec<OsdId> = raw.iter().copied().filter(|&osd| self.is_up(osd)).collect();
+        let mut primary = up.first().copied();
+        self.apply_primary_affinity(pps, &mut up, &mut primary);
         Some(PgMapping {
             raw,
             acting: up.clone(),
             up,
             primary,
         })
+    }
+
+    /// Ceph's `OSDMap::_apply_primary_affinity` for a replicated pool: walk the up set
+    /// in order and take the first OSD that accepts, where an OSD with affinity `a`
+    /// below 1.0 declines when `crush_hash32_2(pps, osd) >> 16 >= a` (so it keeps a
+    /// share `a` of the PGs it would lead). If every OSD declines, the first one that
+    /// declined stays primary. The new primary moves to the front; the others keep
+    /// their order. Nothing changes unless an OSD of the set has a non-default
+    /// affinity, so maps without affinities place exactly as before.
+    fn apply_primary_affinity(&self, pps: u32, up: &mut Vec<OsdId>, primary: &mut Option<OsdId>) {
+        let affinity = |osd: OsdId| {
+            self.osds
+                .get(&osd)
+                .map_or(OsdInfo::PRIMARY_AFFINITY_DEFAULT, |info| {
+                    info.primary_affinity
+                })
+        };
+        if up
+            .iter()
+            .all(|&osd| affinity(osd) == OsdInfo::PRIMARY_AFFINITY_DEFAULT)
+        {
+            return;
+        }
+        let mut chosen = None;
+        for (index, &osd) in up.iter().enumerate() {
+            let osd_affinity = affinity(osd);
+            let declines = osd_affinity < OsdInfo::PRIMARY_AFFINITY_MAX
+                && (crush_hash32_rjenkins1_2(pps, osd.0) >> 16) >= osd_affinity;
+            if !declines {
+                chosen = Some(index);
+                break;
+            }
+            // Declined, but remembered in case every OSD declines.
+            chosen = chosen.or(Some(index));
+        }
+        let Some(index) = chosen else {
+            return; // empty up set
+        };
+        let new_primary = up.remove(index);
+        up.insert(0, new_primary);
+        *primary = Some(new_primary);
     }
 
     /// Every PG of every pool, in order.
@@ -118,6 +170,72 @@ mod tests {
             assert!(!mapping.up.contains(&OsdId(1)));
             assert_eq!(mapping.up.len(), 2);
         }
+    }
+
+    fn mappings(map: &OsdMap) -> Vec<(PgId, PgMapping)> {
+        let pgs: Vec<PgId> = map.all_pgs().collect();
+        pgs.into_iter()
+            .map(|pg| (pg, map.pg_mapping(pg).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn zero_affinity_osd_hands_its_primaries_to_the_next_osd() {
+        let mut map = booted_map(4);
+        map.create_pool(PoolSpec::replicated("rbd", 3, 128))
+            .unwrap();
+        let before = mappings(&map);
+        map.set_primary_affinity(OsdId(0), 0).unwrap();
+        let mut moved = 0;
+        for (pg, old) in before {
+            let new = map.pg_mapping(pg).unwrap();
+            assert_eq!(new.raw, old.raw, "{pg}: affinity never changes CRUSH");
+            assert_eq!(new.primary, new.up.first().copied());
+            assert_ne!(
+                new.primary,
+                Some(OsdId(0)),
+                "{pg}: the others always accept"
+            );
+            if old.primary == Some(OsdId(0)) {
+                let expected = vec![old.up[1], old.up[0], old.up[2]];
+                assert_eq!(new.up, expected, "{pg}: the next OSD moves to the front");
+                moved += 1;
+            } else {
+                assert_eq!(new, old, "{pg}: untouched when the primary accepts");
+            }
+        }
+        assert!(moved > 0);
+    }
+
+    #[test]
+    fn when_every_osd_declines_crush_order_stands() {
+        let mut map = booted_map(4);
+        map.create_pool(PoolSpec::replicated("rbd", 3, 64)).unwrap();
+        let before = mappings(&map);
+        for id in 0..4 {
+            map.set_primary_affinity(OsdId(id), 0).unwrap();
+        }
+        assert_eq!(mappings(&map), before);
+    }
+
+    #[test]
+    fn half_affinity_keeps_about_half_of_the_primaries() {
+        let mut map = booted_map(4);
+        map.create_pool(PoolSpec::replicated("rbd", 3, 4096))
+            .unwrap();
+        map.set_primary_affinity(OsdId(2), 0x8000).unwrap();
+        let (mut led_by_crush, mut kept) = (0u32, 0u32);
+        for (_, mapping) in mappings(&map) {
+            if mapping.raw[0] == OsdId(2) {
+                led_by_crush += 1;
+                kept += u32::from(mapping.primary == Some(OsdId(2)));
+            }
+        }
+        let share = f64::from(kept) / f64::from(led_by_crush);
+        assert!(
+            (0.42..0.58).contains(&share),
+            "kept {kept} of {led_by_crush}"
+        );
     }
 
     #[test]

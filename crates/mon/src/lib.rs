@@ -21,10 +21,10 @@
 
 mod status;
 
-use carmine_clustermap::{OsdMap, OsdMapError, WEIGHT_IN};
+use carmine_clustermap::{HistoryTracker, OsdMap, OsdMapError, WEIGHT_IN};
 use carmine_proto::{
     Command, CommandOutput, MonCommand, MonCommandReply, MonGetMap, Msg, OsdBoot, OsdMapMsg,
-    OsdStats,
+    OsdStats, PgState,
 };
 use carmine_types::{EntityKind, EntityName, Epoch, OsdId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -83,6 +83,7 @@ pub struct Monitor {
     subscribers: BTreeSet<ConnId>,
     conn_osd: BTreeMap<ConnId, OsdId>,
     osds: BTreeMap<OsdId, OsdTracking>,
+    history: HistoryTracker,
 }
 
 impl Monitor {
@@ -101,6 +102,7 @@ impl Monitor {
         }
         Self {
             config,
+            history: HistoryTracker::new(&map),
             map: Arc::new(map),
             subscribers: BTreeSet::new(),
             conn_osd: BTreeMap::new(),
@@ -226,6 +228,18 @@ impl Monitor {
             tracing::warn!("mon: {} belongs to another cluster; ignored", boot.osd);
             return;
         }
+        if self.map.is_up(boot.osd) {
+            // A new instance while the map says the old one is up (a restart within the
+            // grace period): mark the old instance down first, as Ceph does, so every
+            // PG it served sees a new interval and peers again.
+            let mut down = (*self.map).clone();
+            down.mark_down(boot.osd).expect("the OSD is in the map");
+            tracing::info!(
+                "mon: {} booted again; marking the old instance down",
+                boot.osd
+            );
+            self.publish(down, out);
+        }
         let mut next = (*self.map).clone();
         if let Err(error) = next.boot_osd(boot.osd, boot.shard_addrs, boot.host) {
             tracing::warn!("mon: boot of {} refused: {error}", boot.osd);
@@ -244,6 +258,13 @@ impl Monitor {
     fn handle_stats(&mut self, now: Instant, from: EntityName, stats: OsdStats) {
         if from.kind != EntityKind::Osd || from.id != u64::from(stats.osd.0) {
             return;
+        }
+        for pg in &stats.pgs {
+            let clean = PgState::ACTIVE | PgState::CLEAN;
+            let primary = self.map.pg_mapping(pg.pgid).and_then(|m| m.primary);
+            if pg.state.0 & clean == clean && primary == Some(stats.osd) {
+                self.history.report_clean(pg.pgid, pg.interval_start);
+            }
         }
         let tracking = self.osds.entry(stats.osd).or_default();
         tracking.previous_stats = tracking.stats.take();
@@ -320,6 +341,7 @@ impl Monitor {
     /// Bumps the epoch of `next`, makes it current, persists and pushes it.
     fn publish(&mut self, mut next: OsdMap, out: &mut Vec<MonOutput>) -> Epoch {
         next.epoch = self.map.epoch.next();
+        self.history.advance(&self.map, &mut next);
         self.map = Arc::new(next);
         out.push(MonOutput::PersistMap(self.map.clone()));
         let msg = self.map_msg();

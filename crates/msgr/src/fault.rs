@@ -2,9 +2,9 @@
 //!
 //! A [`FaultPlan`] travels in the session's configuration. The session applies the
 //! parts that are protocol events (drop the connection after every N received
-//! messages or with probability p from an explicit seed; fail on receiving a named
-//! handshake step); the driver applies the timing parts (delay every write). An
-//! injected fault is a recoverable error: a lossless session reconnects and resumes.
+//! messages or with probability p from an explicit seed; fail or stall on receiving a
+//! named handshake step); the driver applies the write delay. An injected fault is a
+//! recoverable error: a lossless session reconnects and resumes.
 
 use std::time::Duration;
 
@@ -35,6 +35,10 @@ pub struct FaultPlan {
     pub fail_at_times: u32,
     /// The driver waits this long before each write (0: no delay).
     pub write_delay: Duration,
+    /// Stop processing input for `stall_for` on reaching this handshake step (once
+    /// per session); a stall past the handshake timeout aims at reconnect races.
+    pub stall_at: Option<HandshakeStep>,
+    pub stall_for: Duration,
 }
 
 impl FaultPlan {
@@ -74,6 +78,7 @@ pub(crate) struct FaultState {
     /// Messages received since the last `drop_every_messages` fault.
     messages_since_drop: u64,
     step_failures: u32,
+    stalled: bool,
 }
 
 impl FaultState {
@@ -85,6 +90,7 @@ impl FaultState {
             messages_received: 0,
             messages_since_drop: 0,
             step_failures: 0,
+            stalled: false,
         }
     }
 
@@ -117,6 +123,15 @@ impl FaultState {
         }
         self.step_failures += 1;
         Err(InjectedFault::FailAtStep(step))
+    }
+
+    /// How long to stall on reaching `step`, the first time only.
+    pub(crate) fn stall(&mut self, step: HandshakeStep) -> Option<Duration> {
+        if self.stalled || self.plan.stall_at != Some(step) {
+            return None;
+        }
+        self.stalled = true;
+        Some(self.plan.stall_for)
     }
 
     /// splitmix64, mapped to [0, 1).

@@ -343,12 +343,6 @@ impl FrameDecoder {
         self.buffer.len()
     }
 
-    /// Takes the undecoded bytes out (used when a session adopts another's transport).
-    pub fn take_buffer(&mut self) -> BytesMut {
-        self.pending = None;
-        self.buffer.split()
-    }
-
     /// Returns the next complete frame, `Ok(None)` if more bytes are needed.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
         if let Some(error) = &self.failed {

@@ -129,6 +129,8 @@ pub struct Session {
     ack_sent: u64,
     /// When a standalone `Ack` is due, if acknowledgements are pending.
     ack_due_at: Option<Instant>,
+    /// An injected stall: input is left unprocessed until then.
+    stalled_until: Option<Instant>,
     started_at: Instant,
     last_received_at: Instant,
     next_keepalive_at: Instant,
@@ -169,6 +171,7 @@ impl Session {
             in_seq: 0,
             ack_sent: 0,
             ack_due_at: None,
+            stalled_until: None,
             started_at: now,
             last_received_at: now,
             next_keepalive_at: now + config.keepalive_interval,
@@ -321,6 +324,9 @@ impl Session {
 
     fn process(&mut self, now: Instant) -> Result<(), SessionError> {
         loop {
+            if self.stalled(now) {
+                return Ok(());
+            }
             match self.state {
                 State::Banner => {
                     if !self.receive_banner()? {
@@ -336,6 +342,28 @@ impl Session {
                     Some(frame) => self.handle_frame(now, frame)?,
                 },
             }
+        }
+    }
+
+    /// Whether an injected stall holds input back now (starting one on reaching its step).
+    fn stalled(&mut self, now: Instant) -> bool {
+        if let Some(until) = self.stalled_until {
+            if now < until {
+                return true;
+            }
+            self.stalled_until = None;
+        }
+        let step = match self.state {
+            State::Banner => HandshakeStep::Banner,
+            State::Expect(step) => step,
+            _ => return false,
+        };
+        match self.faults.stall(step) {
+            Some(duration) => {
+                self.stalled_until = Some(now + duration);
+                true
+            }
+            None => false,
         }
     }
 
@@ -406,11 +434,24 @@ impl Session {
             );
             self.next_keepalive_at = now + self.config.keepalive_interval;
         }
+        if self.stalled_until.is_some_and(|until| now >= until) {
+            if let Err(error) = self.process(now) {
+                return Err(self.fail(now, error));
+            }
+        }
         Ok(())
     }
 
     /// When `handle_timeout` must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let deadline = self.state_deadline()?;
+        Some(
+            self.stalled_until
+                .map_or(deadline, |until| deadline.min(until)),
+        )
+    }
+
+    fn state_deadline(&self) -> Option<Instant> {
         let silence_deadline = self.last_received_at + self.config.keepalive_timeout;
         match self.state {
             State::Closed => None,

@@ -624,3 +624,28 @@ fn lossless_connector_restarts_numbering_when_the_acceptor_lost_the_session() {
     let tids: Vec<(u64, u64)> = got.iter().map(|m| (m.header.seq, m.header.tid)).collect();
     assert_eq!(tids, [(1, 0), (2, 1), (3, 2), (4, 3)]);
 }
+
+#[test]
+fn injected_stall_holds_the_handshake_until_its_time() {
+    let start = Instant::now();
+    let stall_for = Duration::from_secs(2);
+    let stalling = SessionConfig {
+        faults: FaultPlan {
+            stall_at: Some(HandshakeStep::AuthRequest),
+            stall_for,
+            ..FaultPlan::none()
+        },
+        ..osd_config(Policy::Lossy)
+    };
+    let mut client = Session::connect(client_config(Policy::Lossy), ShardIndex(0), start);
+    let mut osd = Session::accept(stalling, start);
+    pump(start, &mut client, &mut osd);
+    assert!(!client.is_established());
+    assert!(osd.peer().is_some(), "hello was processed before the stall");
+    assert_eq!(osd.poll_timeout(), Some(start + stall_for));
+    let later = start + stall_for;
+    osd.handle_timeout(later).unwrap();
+    pump(later, &mut client, &mut osd);
+    assert!(client.is_established());
+    assert!(osd.is_established());
+}

@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 pub type ConnId = u64;
 
 /// Bytes reserved in the receive buffer before each read.
-const READ_BYTES_MIN: usize = 64 * 1024;
+const READ_BYTES_MIN: usize = 128 * 1024;
 /// Most buffers handed to one vectored write.
 const WRITE_SLICES_MAX: usize = 1024;
 /// Most messages moved from a handle's queue into the session per turn.
@@ -46,7 +46,8 @@ const RESUME_QUEUE_MAX: usize = 4;
 
 static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
 
-/// What the driver reports to its owner.
+/// What the driver reports to its owner (over the unbounded channel the owner passes
+/// in, so the owner must keep draining it).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum NetEvent {
@@ -100,7 +101,13 @@ struct Shared {
     queued_bytes_max: usize,
 }
 
-/// A cheap, clonable handle to a connection: send messages, close it.
+/// A cheap, clonable handle to a connection: send messages, close it. A lossless
+/// connector's handle stays the same across reconnects.
+///
+/// Bounds: the handle's queue holds at most `send_queue_messages_max` messages and
+/// `send_queue_bytes_max` payload bytes; behind it the session's queue (unsent, or
+/// unacknowledged when lossless) and the socket's write backlog are bounded by the
+/// same limits, so one connection holds at most about three times those limits.
 #[derive(Debug, Clone)]
 pub struct ConnectionHandle {
     id: ConnId,
@@ -297,11 +304,19 @@ async fn handshake(conn: &mut Conn, session: &mut Session) -> Result<(), Fault> 
         if session.is_closed() {
             return Err(Fault::Session(SessionError::Closed));
         }
-        conn.stream.readable().await.map_err(Fault::Io)?;
-        if conn.try_read(session).map_err(Fault::Io)? {
-            session
-                .handle_buffered(Instant::now())
-                .map_err(Fault::Session)?;
+        let deadline = session.poll_timeout().unwrap_or_else(Instant::now);
+        tokio::select! {
+            readable = conn.stream.readable() => {
+                readable.map_err(Fault::Io)?;
+                if conn.try_read(session).map_err(Fault::Io)? {
+                    session
+                        .handle_buffered(Instant::now())
+                        .map_err(Fault::Session)?;
+                }
+            }
+            _ = tokio::time::sleep_until(deadline.into()) => {
+                session.handle_timeout(Instant::now()).map_err(Fault::Session)?;
+            }
         }
     }
 }

@@ -281,3 +281,24 @@ async fn lossless_survives_faults_in_the_middle_of_reconnect_handshakes() {
     }
     assert_eq!(server_tids, (0..total).collect::<Vec<_>>());
 }
+
+#[tokio::test]
+async fn stalled_acceptor_handshake_completes_after_the_stall() {
+    let stalling = SessionConfig {
+        faults: FaultPlan {
+            stall_at: Some(crate::fault::HandshakeStep::SessionRequest),
+            stall_for: Duration::from_millis(20),
+            ..FaultPlan::none()
+        },
+        ..osd_config()
+    };
+    let (addr, _server_events) = echo_server(stalling).await;
+    let (events, mut client_events) = mpsc::unbounded_channel();
+    let started = Instant::now();
+    let conn = connect(addr, client_config(Policy::Lossy), ShardIndex(0), events)
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(20));
+    conn.send(Message::new(1, 5, 1, Bytes::new())).unwrap();
+    assert_eq!(next_message(&mut client_events).await.header.tid, 5);
+}

@@ -11,10 +11,9 @@ use crate::{ClientRef, Output};
 use carmine_clustermap::{pg_shard, OsdMap, PoolInfo};
 use carmine_proto::{
     LogEntry, Msg, OpCode, OpError, OpOutput, OsdOp, OsdOpReply, PgInfo, PgStat, PgState,
-    RepOpReply,
 };
 use carmine_store::{CollectionId, ObjectStore, Transaction, TxSeq};
-use carmine_types::encoding::Decode;
+use carmine_types::encoding::{Decode, Encode};
 use carmine_types::limits::LIST_ENTRIES_MAX;
 use carmine_types::{EVersion, Epoch, ObjectId, OsdId, PgId, ShardIndex};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -39,11 +38,39 @@ struct InFlightWrite {
     waiting_on: BTreeSet<OsdId>,
 }
 
+/// A message a replica sends once its store has committed through `seq`.
 #[derive(Debug)]
 struct ReplicaAck {
     seq: TxSeq,
     primary: OsdId,
-    reply: RepOpReply,
+    reply: Msg,
+}
+
+/// Where a PG stands in its current interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Not the primary (a replica or a stray): follows the primary.
+    Replica,
+    /// Primary: waiting for the infos of `waiting`.
+    GetInfo {
+        waiting: BTreeSet<OsdId>,
+    },
+    /// Primary: waiting for the authoritative log from `auth`.
+    GetLog {
+        auth: OsdId,
+    },
+    /// Primary: pulling the objects it lacks from `source`.
+    Pull {
+        source: OsdId,
+        all: bool,
+    },
+    /// Primary: waiting for the replicas to acknowledge activation.
+    Activating {
+        waiting: BTreeSet<OsdId>,
+    },
+    Active,
+    /// Primary: cannot prove it would see every acknowledged write; why.
+    Down(String),
 }
 
 /// One PG as one OSD shard holds it.
@@ -69,6 +96,19 @@ pub struct Pg {
     replica_acks: VecDeque<ReplicaAck>,
     last_submitted: TxSeq,
     next_rep_tid: u64,
+    phase: Phase,
+    /// Closed intervals since the PG was last clean, from the map.
+    past_intervals: Vec<carmine_clustermap::PastInterval>,
+    /// Infos gathered while peering.
+    notifies: BTreeMap<OsdId, carmine_proto::PgNotify>,
+    /// Objects this copy knows it lacks (persisted as `missing.NAME` pgmeta keys).
+    missing: BTreeSet<String>,
+    /// Primary: objects each replica lacks, and those pushed and not yet acknowledged.
+    peer_missing: BTreeMap<OsdId, BTreeSet<String>>,
+    pushing: BTreeMap<OsdId, BTreeSet<String>>,
+    backfilling: BTreeSet<OsdId>,
+    /// Primary: objects still to pull from the peering source.
+    pulling: BTreeSet<String>,
 }
 
 impl Pg {
@@ -109,13 +149,27 @@ impl Pg {
             replica_acks: VecDeque::new(),
             last_submitted: 0,
             next_rep_tid: 1,
+            phase: Phase::Replica,
+            past_intervals: Vec::new(),
+            notifies: BTreeMap::new(),
+            missing: BTreeSet::new(),
+            peer_missing: BTreeMap::new(),
+            pushing: BTreeMap::new(),
+            backfilling: BTreeSet::new(),
+            pulling: BTreeSet::new(),
         };
         if store.collection_exists(coll) {
             pg.load(store)?;
         } else {
+            pg.info.created = map.epoch;
             let mut tx = Transaction::new();
             tx.create_collection(coll);
             tx.touch(coll, pgmeta_oid());
+            tx.omap_set(
+                coll,
+                pgmeta_oid(),
+                vec![(bytes::Bytes::from_static(INFO_KEY), pg.info.to_bytes())],
+            );
             pg.last_submitted = store.submit(tx).map_err(store_error)?;
         }
         Ok(pg)
@@ -142,6 +196,9 @@ impl Pg {
                     let entry = LogEntry::from_shared(value)
                         .map_err(|e| corrupt("log entry", e.to_string()))?;
                     self.log.push(entry);
+                } else if let Some(name) = key.strip_prefix(crate::pglog::MISSING_PREFIX) {
+                    self.missing
+                        .insert(String::from_utf8_lossy(name).into_owned());
                 }
             }
         }
@@ -160,9 +217,11 @@ impl Pg {
         self.acting.contains(&self.whoami)
     }
 
-    /// Active: the primary may serve IO (at least `min_size` members are up).
+    /// Active: the primary has peered and may serve IO (at least `min_size` members).
     pub fn is_active(&self) -> bool {
-        self.is_primary() && self.acting.len() >= usize::from(self.pool.min_size)
+        self.is_primary()
+            && self.phase == Phase::Active
+            && self.acting.len() >= usize::from(self.pool.min_size)
     }
 
     pub fn info(&self) -> &PgInfo {
@@ -173,18 +232,35 @@ impl Pg {
         !self.in_flight.is_empty() || !self.replica_acks.is_empty()
     }
 
+    /// Whether every replica has every object (nothing to recover or backfill).
+    fn fully_recovered(&self) -> bool {
+        self.peer_missing.values().all(BTreeSet::is_empty)
+            && self.pushing.values().all(BTreeSet::is_empty)
+    }
+
     /// The state as Ceph would name it.
     pub fn state(&self) -> PgState {
-        let mut bits = 0;
-        if self.is_active() {
-            bits |= PgState::ACTIVE;
-        } else {
-            bits |= PgState::INACTIVE;
-        }
-        if self.acting.len() >= usize::from(self.pool.size) {
-            bits |= PgState::CLEAN;
-        } else {
+        let mut bits = match &self.phase {
+            Phase::Active if self.is_active() => PgState::ACTIVE,
+            Phase::Active => PgState::INACTIVE,
+            Phase::Down(_) => PgState::DOWN,
+            Phase::Replica => PgState::INACTIVE,
+            _ => PgState::PEERING,
+        };
+        let undersized = self.acting.len() < usize::from(self.pool.size);
+        if undersized {
             bits |= PgState::UNDERSIZED | PgState::DEGRADED;
+        }
+        if !self.fully_recovered() {
+            bits |= PgState::DEGRADED;
+            bits |= if self.backfilling.is_empty() {
+                PgState::RECOVERING
+            } else {
+                PgState::BACKFILLING
+            };
+        }
+        if bits & PgState::ACTIVE != 0 && !undersized && self.fully_recovered() {
+            bits |= PgState::CLEAN;
         }
         PgState(bits)
     }
@@ -197,30 +273,26 @@ impl Pg {
             data_bytes: self.info.data_bytes,
             last_update: self.info.last_update,
             acting: self.acting.clone(),
+            interval_start: self.interval_start,
         }
     }
 
-    /// Applies a new map. On an interval change (acting set or primary changed), a
-    /// primary that stays primary resends every in-flight write to the members of the
-    /// new interval (they acknowledge what they already applied); one that is no longer
-    /// primary drops its queued and in-flight ops (clients resend to the new primary).
-    /// Writes complete only while the PG is active (at least `min_size` members).
+    /// Applies a new map. On an interval change (acting set or primary changed), the
+    /// primary starts peering: until it has proven it holds every acknowledged write
+    /// and activated the replicas, it serves nothing. A copy that stops being primary
+    /// drops its queued ops (clients resend to the new primary).
     pub fn handle_map(&mut self, map: &OsdMap, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
         let Some(pool) = map.pools.get(&self.pgid.pool) else {
             return;
         };
         self.pool = pool.clone();
         let mapping = map.pg_mapping(self.pgid).expect("pool exists");
-        let changed = mapping.acting != self.acting || mapping.primary != self.primary;
+        let changed = mapping.acting != self.acting
+            || mapping.primary != self.primary
+            || self.interval_start == Epoch(0);
         self.map_epoch = map.epoch;
-        self.peer_shards = mapping
-            .acting
-            .iter()
-            .filter_map(|&osd| {
-                let shards = map.osd(osd)?.shard_count();
-                Some((osd, pg_shard(self.pgid, shards)))
-            })
-            .collect();
+        self.past_intervals = map.pg_history.get(&self.pgid).cloned().unwrap_or_default();
+        self.peer_shards = self.shards_of(map, &mapping.acting);
         if changed {
             let was_primary = self.is_primary();
             self.acting = mapping.acting;
@@ -228,10 +300,11 @@ impl Pg {
             self.interval_start = map.epoch;
             if was_primary && !self.is_primary() {
                 self.drop_primary_work();
-                return;
             }
             if self.is_primary() {
-                self.resend_in_flight(out);
+                self.start_peering(map, store, out);
+            } else {
+                self.phase = Phase::Replica;
             }
         }
         if self.is_primary() {
@@ -245,6 +318,16 @@ impl Pg {
         }
     }
 
+    /// The shard owning this PG on each of `osds` that is up in `map`.
+    fn shards_of(&self, map: &OsdMap, osds: &[OsdId]) -> BTreeMap<OsdId, ShardIndex> {
+        osds.iter()
+            .filter_map(|&osd| {
+                let info = map.osd(osd).filter(|info| info.up)?;
+                Some((osd, pg_shard(self.pgid, info.shard_count())))
+            })
+            .collect()
+    }
+
     fn replicas(&self) -> Vec<OsdId> {
         self.acting
             .iter()
@@ -253,23 +336,12 @@ impl Pg {
             .collect()
     }
 
-    /// A new interval: every in-flight write must be committed by the new interval's
-    /// members, so send it to each of them again, stamped with the new epoch.
-    fn resend_in_flight(&mut self, out: &mut Vec<Output>) {
-        let replicas = self.replicas();
-        let epoch = self.map_epoch;
-        for write in &mut self.in_flight {
-            let Some(rep) = &mut write.rep else { continue };
-            rep.map_epoch = epoch;
-            write.waiting_on = replicas.iter().copied().collect();
-            for &osd in &replicas {
-                let shard = self.peer_shards.get(&osd).copied().unwrap_or_default();
-                out.push(Output::Peer(osd, shard, Msg::RepOp(rep.clone())));
-            }
-        }
-    }
-
     fn drop_primary_work(&mut self) {
+        self.notifies.clear();
+        self.peer_missing.clear();
+        self.pushing.clear();
+        self.backfilling.clear();
+        self.pulling.clear();
         self.in_flight.clear();
         self.writes_per_object.clear();
         self.blocked_reads.clear();
@@ -421,4 +493,6 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
     Ok(())
 }
 
+mod peering;
+mod recovery;
 mod replication;

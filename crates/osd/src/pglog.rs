@@ -17,6 +17,14 @@ pub const LOG_ENTRIES_MAX: usize = 3000;
 pub const PGMETA_NAME: &str = "";
 /// Omap key of the PG info in the metadata object.
 pub const INFO_KEY: &[u8] = b"info";
+/// Prefix of the omap keys naming objects this copy lacks.
+pub const MISSING_PREFIX: &[u8] = b"missing.";
+
+pub fn missing_key(name: &str) -> Bytes {
+    let mut key = MISSING_PREFIX.to_vec();
+    key.extend_from_slice(name.as_bytes());
+    Bytes::from(key)
+}
 
 pub fn pgmeta_oid() -> ObjectId {
     ObjectId::head(PGMETA_NAME)
@@ -102,6 +110,28 @@ impl PgLog {
         match self.entries.get(excess) {
             Some(oldest) => oldest.prior_version,
             None => self.head(),
+        }
+    }
+
+    /// Every entry, oldest first.
+    pub fn entries(&self) -> impl DoubleEndedIterator<Item = &LogEntry> + '_ {
+        self.entries.iter()
+    }
+
+    /// Whether an entry with exactly `version` is in the log.
+    pub fn contains(&self, version: EVersion) -> bool {
+        self.entries
+            .binary_search_by(|entry| entry.version.cmp(&version))
+            .is_ok()
+    }
+
+    /// Replaces the whole log (a copy adopting the authoritative history).
+    pub fn replace(&mut self, entries: Vec<LogEntry>) {
+        self.entries.clear();
+        self.by_reqid.clear();
+        for entry in entries {
+            self.by_reqid.insert(entry.reqid, entry.version);
+            self.entries.push_back(entry);
         }
     }
 

@@ -76,6 +76,11 @@ impl<S: ObjectStore> OsdShard<S> {
         &mut self.store
     }
 
+    /// Ends this shard, keeping its store (a process restart rebuilds a shard on it).
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
     pub fn map(&self) -> Option<&Arc<OsdMap>> {
         self.map.as_ref()
     }
@@ -261,31 +266,80 @@ impl<S: ObjectStore> OsdShard<S> {
     /// A message from another OSD.
     pub fn handle_peer_message(&mut self, from: OsdId, msg: Msg, out: &mut Vec<Output>) {
         let epoch = self.epoch();
-        let (pgid, sender_epoch) = match &msg {
-            Msg::RepOp(rep) => (rep.pgid, rep.map_epoch),
-            Msg::RepOpReply(reply) => (reply.pgid, reply.map_epoch),
-            other => {
-                tracing::warn!("unexpected message type {} from {from}", other.msg_type());
-                return;
-            }
+        let Some((pgid, sender_epoch)) = peer_message_pg(&msg) else {
+            tracing::warn!("unexpected message type {} from {from}", msg.msg_type());
+            return;
         };
         if sender_epoch > epoch {
             self.hold(sender_epoch, Held::Peer(from, msg), out);
             return;
         }
-        let Some(pg) = self.pgs.get_mut(&pgid) else {
-            tracing::debug!("message for {pgid}, which this shard does not hold, from {from}");
+        if !self.pgs.contains_key(&pgid) && !self.open_stray(pgid, from, &msg, out) {
             return;
-        };
+        }
+        let pg = self.pgs.get_mut(&pgid).expect("opened above");
+        let store = &mut self.store;
         match msg {
-            Msg::RepOp(rep) => pg.handle_rep_op(&mut self.store, from, rep, out),
-            Msg::RepOpReply(reply) => pg.handle_rep_reply(&mut self.store, from, reply, out),
-            _ => unreachable!("filtered above"),
+            Msg::RepOp(rep) => pg.handle_rep_op(store, from, rep, out),
+            Msg::RepOpReply(reply) => pg.handle_rep_reply(store, from, reply, out),
+            Msg::PgQuery(query) => pg.handle_query(from, query, out),
+            Msg::PgNotify(notify) => pg.handle_notify(store, from, notify, out),
+            Msg::PgLogRequest(request) => pg.handle_log_request(from, request, out),
+            Msg::PgLogReply(reply) => pg.handle_log_reply(store, from, reply, out),
+            Msg::PgActivate(activate) => pg.handle_activate(store, from, activate, out),
+            Msg::PgActivated(activated) => pg.handle_activated(store, from, activated, out),
+            Msg::PgPull(pull) => pg.handle_pull(store, from, pull, out),
+            Msg::PgPush(push) => pg.handle_push(store, from, push, out),
+            Msg::PgPushReply(reply) => pg.handle_push_reply(store, from, reply, out),
+            _ => unreachable!("filtered by peer_message_pg"),
         }
         if pg.has_pending_commits() {
             self.pending.insert(pgid);
         }
         self.after_io(out);
+    }
+
+    /// A peer asks about a PG this shard does not serve: open the copy the store still
+    /// holds (a stray), or answer a query with "nothing here". Returns whether the PG
+    /// is now open.
+    fn open_stray(&mut self, pgid: PgId, from: OsdId, msg: &Msg, out: &mut Vec<Output>) -> bool {
+        let Some(map) = self.map.clone() else {
+            return false;
+        };
+        if !map.pools.contains_key(&pgid.pool) || !self.owns(pgid) {
+            return false;
+        }
+        if self.store.collection_exists(CollectionId::Pg(pgid)) {
+            match Pg::open(pgid, self.whoami, &map, &mut self.store) {
+                Ok(mut pg) => {
+                    pg.handle_map(&map, &mut self.store, out);
+                    self.pgs.insert(pgid, pg);
+                    return true;
+                }
+                Err(error) => tracing::error!("cannot open stray {pgid}: {error}"),
+            }
+        }
+        if let Msg::PgQuery(query) = msg {
+            let shard = map
+                .osd(from)
+                .map(|info| pg_shard(pgid, info.shard_count()))
+                .unwrap_or_default();
+            let notify = carmine_proto::PgNotify {
+                pgid,
+                interval: query.interval,
+                map_epoch: map.epoch,
+                info: carmine_proto::PgInfo {
+                    pgid,
+                    ..Default::default()
+                },
+                exists: false,
+                missing: Vec::new(),
+            };
+            out.push(Output::Peer(from, shard, Msg::PgNotify(notify)));
+        } else {
+            tracing::debug!("message for {pgid}, which this shard does not hold, from {from}");
+        }
+        false
     }
 
     /// Tells PGs what the store has made durable; the runtime calls this after the
@@ -309,6 +363,24 @@ impl<S: ObjectStore> OsdShard<S> {
             }
         }
     }
+}
+
+/// The PG and the sender's epoch of an OSD-to-OSD message.
+fn peer_message_pg(msg: &Msg) -> Option<(PgId, Epoch)> {
+    Some(match msg {
+        Msg::RepOp(m) => (m.pgid, m.map_epoch),
+        Msg::RepOpReply(m) => (m.pgid, m.map_epoch),
+        Msg::PgQuery(m) => (m.pgid, m.map_epoch),
+        Msg::PgNotify(m) => (m.pgid, m.map_epoch),
+        Msg::PgLogRequest(m) => (m.pgid, m.map_epoch),
+        Msg::PgLogReply(m) => (m.pgid, m.map_epoch),
+        Msg::PgActivate(m) => (m.pgid, m.map_epoch),
+        Msg::PgActivated(m) => (m.pgid, m.map_epoch),
+        Msg::PgPull(m) => (m.pgid, m.map_epoch),
+        Msg::PgPush(m) => (m.pgid, m.map_epoch),
+        Msg::PgPushReply(m) => (m.pgid, m.map_epoch),
+        _ => return None,
+    })
 }
 
 fn local_list_error() -> OpError {

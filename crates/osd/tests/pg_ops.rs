@@ -930,6 +930,8 @@ fn pg_state_is_clean_with_the_full_acting_set_and_degraded_with_two_of_three() {
     assert_eq!(cluster.pg_stat(pgid).acting.len(), 3);
     let victim = cluster.acting(pgid)[2];
     cluster.crash(victim);
+    assert!(cluster.pg_stat(pgid).state.contains(PgState::PEERING));
+    cluster.run();
     let stat = cluster.pg_stat(pgid);
     assert_eq!(stat.state.name(), "active+degraded+undersized");
     assert!(stat.state.contains(PgState::ACTIVE));

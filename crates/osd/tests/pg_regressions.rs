@@ -5,6 +5,7 @@ mod harness;
 
 use carmine_proto::{OpCode, OpError, OpOutput, PgState};
 
+use carmine_types::OsdId;
 use harness::{bytes, Cluster, Config};
 
 #[test]
@@ -186,5 +187,41 @@ fn zero_length_write_past_the_end_breaks_pg_stats() {
     assert_eq!(
         pg.data_bytes, size_bytes,
         "PG data_bytes disagrees with the only object's size"
+    );
+}
+
+#[test]
+fn new_primary_acks_a_resent_write_that_a_remaining_replica_never_received() {
+    let mut cluster = Cluster::new(Config::default());
+    let op = cluster.op(
+        "lost",
+        vec![OpCode::WriteFull {
+            data: bytes(b"data"),
+        }],
+    );
+    let pgid = op.pgid;
+    let [old_primary, new_primary, other] = cluster.acting(pgid)[..] else {
+        panic!("size 3")
+    };
+    cluster.send(op.clone());
+    cluster.deliver_where(|e| e.is_rep_op() && e.to.0 == new_primary);
+    cluster.drop_where(|e| e.is_rep_op() && e.to.0 == other);
+    cluster.crash(old_primary);
+    cluster.run();
+    assert_eq!(cluster.primary_of(pgid), new_primary);
+
+    let mut resend = op;
+    resend.map_epoch = cluster.map.epoch;
+    let reply = cluster.call_op(resend);
+    assert_eq!(reply.result, Ok(()));
+    let holders: Vec<OsdId> = cluster
+        .acting(pgid)
+        .into_iter()
+        .filter(|&osd| cluster.dump_pg(osd, pgid).contains_key("lost"))
+        .collect();
+    assert_eq!(
+        holders,
+        vec![new_primary, other],
+        "acknowledged, but only {holders:?} hold the object"
     );
 }

@@ -17,8 +17,10 @@ mod mon;
 mod msg;
 mod op;
 mod osd;
+mod peering;
 
 pub use mon::*;
 pub use msg::*;
 pub use op::*;
 pub use osd::*;
+pub use peering::*;

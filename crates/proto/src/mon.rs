@@ -46,8 +46,11 @@ impl PgState {
     pub const INACTIVE: u32 = 1 << 6;
     pub const STALE: u32 = 1 << 7;
     pub const DOWN: u32 = 1 << 8;
+    pub const RECOVERING: u32 = 1 << 9;
+    pub const BACKFILLING: u32 = 1 << 10;
+    pub const INCOMPLETE: u32 = 1 << 11;
 
-    const NAMES: [(u32, &'static str); 9] = [
+    const NAMES: [(u32, &'static str); 12] = [
         (Self::CREATING, "creating"),
         (Self::ACTIVE, "active"),
         (Self::CLEAN, "clean"),
@@ -57,6 +60,9 @@ impl PgState {
         (Self::INACTIVE, "inactive"),
         (Self::STALE, "stale"),
         (Self::DOWN, "down"),
+        (Self::RECOVERING, "recovering"),
+        (Self::BACKFILLING, "backfilling"),
+        (Self::INCOMPLETE, "incomplete"),
     ];
 
     pub fn contains(self, bit: u32) -> bool {
@@ -87,6 +93,8 @@ pub struct PgStat {
     pub data_bytes: u64,
     pub last_update: EVersion,
     pub acting: Vec<OsdId>,
+    /// The epoch the reporting primary's current interval started.
+    pub interval_start: Epoch,
 }
 
 /// An OSD's periodic report: its primary PGs, its store usage, its op counters.
@@ -253,20 +261,21 @@ impl Decode for OsdBoot {
 
 impl Encode for PgStat {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             self.pgid.encode(e);
             e.put_u32(self.state.0);
             e.put_u64(self.object_count);
             e.put_u64(self.data_bytes);
             self.last_update.encode(e);
             self.acting.encode(e);
+            self.interval_start.encode(e);
         });
     }
 }
 
 impl Decode for PgStat {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgStat", 1, |d, _| {
+        d.versioned("PgStat", 2, |d, version| {
             Ok(PgStat {
                 pgid: PgId::decode(d)?,
                 state: PgState(d.get_u32()?),
@@ -274,6 +283,11 @@ impl Decode for PgStat {
                 data_bytes: d.get_u64()?,
                 last_update: EVersion::decode(d)?,
                 acting: Vec::decode(d)?,
+                interval_start: if version >= 2 {
+                    Epoch::decode(d)?
+                } else {
+                    Epoch(0)
+                },
             })
         })
     }

@@ -2,6 +2,10 @@
 
 use crate::mon::{MonCommand, MonCommandReply, MonGetMap, OsdBoot, OsdMapMsg, OsdStats};
 use crate::osd::{OsdOp, OsdOpReply, RepOp, RepOpReply};
+use crate::peering::{
+    PgActivate, PgActivated, PgLogReply, PgLogRequest, PgNotify, PgPull, PgPush, PgPushReply,
+    PgQuery,
+};
 use bytes::Bytes;
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 
@@ -18,6 +22,15 @@ pub enum Msg {
     OsdOpReply(OsdOpReply),
     RepOp(RepOp),
     RepOpReply(RepOpReply),
+    PgQuery(PgQuery),
+    PgNotify(PgNotify),
+    PgLogRequest(PgLogRequest),
+    PgLogReply(PgLogReply),
+    PgActivate(PgActivate),
+    PgActivated(PgActivated),
+    PgPull(PgPull),
+    PgPush(PgPush),
+    PgPushReply(PgPushReply),
 }
 
 /// Wire type numbers. Never reuse a number.
@@ -32,6 +45,15 @@ pub mod msg_type {
     pub const OSD_OP_REPLY: u16 = 21;
     pub const REP_OP: u16 = 30;
     pub const REP_OP_REPLY: u16 = 31;
+    pub const PG_QUERY: u16 = 40;
+    pub const PG_NOTIFY: u16 = 41;
+    pub const PG_LOG_REQUEST: u16 = 42;
+    pub const PG_LOG_REPLY: u16 = 43;
+    pub const PG_ACTIVATE: u16 = 44;
+    pub const PG_ACTIVATED: u16 = 45;
+    pub const PG_PULL: u16 = 46;
+    pub const PG_PUSH: u16 = 47;
+    pub const PG_PUSH_REPLY: u16 = 48;
 }
 
 /// A message could not be decoded.
@@ -57,6 +79,15 @@ impl Msg {
             Msg::OsdOpReply(_) => OSD_OP_REPLY,
             Msg::RepOp(_) => REP_OP,
             Msg::RepOpReply(_) => REP_OP_REPLY,
+            Msg::PgQuery(_) => PG_QUERY,
+            Msg::PgNotify(_) => PG_NOTIFY,
+            Msg::PgLogRequest(_) => PG_LOG_REQUEST,
+            Msg::PgLogReply(_) => PG_LOG_REPLY,
+            Msg::PgActivate(_) => PG_ACTIVATE,
+            Msg::PgActivated(_) => PG_ACTIVATED,
+            Msg::PgPull(_) => PG_PULL,
+            Msg::PgPush(_) => PG_PUSH,
+            Msg::PgPushReply(_) => PG_PUSH_REPLY,
         }
     }
 
@@ -74,6 +105,15 @@ impl Msg {
             Msg::OsdOpReply(m) => m.encode(&mut e),
             Msg::RepOp(m) => m.encode(&mut e),
             Msg::RepOpReply(m) => m.encode(&mut e),
+            Msg::PgQuery(m) => m.encode(&mut e),
+            Msg::PgNotify(m) => m.encode(&mut e),
+            Msg::PgLogRequest(m) => m.encode(&mut e),
+            Msg::PgLogReply(m) => m.encode(&mut e),
+            Msg::PgActivate(m) => m.encode(&mut e),
+            Msg::PgActivated(m) => m.encode(&mut e),
+            Msg::PgPull(m) => m.encode(&mut e),
+            Msg::PgPush(m) => m.encode(&mut e),
+            Msg::PgPushReply(m) => m.encode(&mut e),
         }
         e.into_bytes()
     }
@@ -97,6 +137,15 @@ impl Msg {
             OSD_OP_REPLY => Msg::OsdOpReply(OsdOpReply::decode(&mut d).map_err(malformed)?),
             REP_OP => Msg::RepOp(RepOp::decode(&mut d).map_err(malformed)?),
             REP_OP_REPLY => Msg::RepOpReply(RepOpReply::decode(&mut d).map_err(malformed)?),
+            PG_QUERY => Msg::PgQuery(PgQuery::decode(&mut d).map_err(malformed)?),
+            PG_NOTIFY => Msg::PgNotify(PgNotify::decode(&mut d).map_err(malformed)?),
+            PG_LOG_REQUEST => Msg::PgLogRequest(PgLogRequest::decode(&mut d).map_err(malformed)?),
+            PG_LOG_REPLY => Msg::PgLogReply(PgLogReply::decode(&mut d).map_err(malformed)?),
+            PG_ACTIVATE => Msg::PgActivate(PgActivate::decode(&mut d).map_err(malformed)?),
+            PG_ACTIVATED => Msg::PgActivated(PgActivated::decode(&mut d).map_err(malformed)?),
+            PG_PULL => Msg::PgPull(PgPull::decode(&mut d).map_err(malformed)?),
+            PG_PUSH => Msg::PgPush(PgPush::decode(&mut d).map_err(malformed)?),
+            PG_PUSH_REPLY => Msg::PgPushReply(PgPushReply::decode(&mut d).map_err(malformed)?),
             other => return Err(MsgError::UnknownType(other)),
         };
         d.finish().map_err(malformed)?;

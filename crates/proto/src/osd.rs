@@ -90,29 +90,46 @@ pub struct PgInfo {
     pub log_tail: EVersion,
     pub object_count: u64,
     pub data_bytes: u64,
+    /// The interval start of the last peering that activated this copy (0: never).
+    pub last_epoch_started: Epoch,
+    /// When this copy was created (or wiped for a backfill): it cannot vouch for
+    /// intervals before then.
+    pub created: Epoch,
 }
 
 impl Encode for PgInfo {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             self.pgid.encode(e);
             self.last_update.encode(e);
             self.log_tail.encode(e);
             e.put_u64(self.object_count);
             e.put_u64(self.data_bytes);
+            self.last_epoch_started.encode(e);
+            self.created.encode(e);
         });
     }
 }
 
 impl Decode for PgInfo {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgInfo", 1, |d, _| {
+        d.versioned("PgInfo", 2, |d, version| {
             Ok(PgInfo {
                 pgid: PgId::decode(d)?,
                 last_update: EVersion::decode(d)?,
                 log_tail: EVersion::decode(d)?,
                 object_count: d.get_u64()?,
                 data_bytes: d.get_u64()?,
+                last_epoch_started: if version >= 2 {
+                    Epoch::decode(d)?
+                } else {
+                    Epoch(0)
+                },
+                created: if version >= 2 {
+                    Epoch::decode(d)?
+                } else {
+                    Epoch(0)
+                },
             })
         })
     }

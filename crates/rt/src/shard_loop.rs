@@ -130,7 +130,7 @@ impl<S: ObjectStore> ShardLoop<S> {
             (EntityKind::Client, Msg::OsdOp(op)) => {
                 self.shard.handle_client_op(conn_id, op, &mut self.outputs)
             }
-            (EntityKind::Osd, msg @ (Msg::RepOp(_) | Msg::RepOpReply(_))) => {
+            (EntityKind::Osd, msg) => {
                 let from = OsdId(peer.id as u32);
                 self.shard.handle_peer_message(from, msg, &mut self.outputs)
             }

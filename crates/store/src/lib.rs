@@ -24,9 +24,13 @@
 //! assert_eq!(&store.read(coll, &oid, 0, 100).unwrap()[..], b"hello");
 //! ```
 
+pub mod device;
+pub mod logstore;
 mod memstore;
 mod transaction;
 
+pub use device::{BlockDevice, FaultConfig, FaultyDevice, FileDevice, MemDevice};
+pub use logstore::{LogStore, LogStoreConfig};
 pub use memstore::MemStore;
 pub use transaction::{Transaction, TxOp};
 

@@ -16,6 +16,8 @@
 //! data and metadata bytes with holes counted in full, as thick provisioning would.
 
 mod apply;
+
+pub(crate) use apply::check_limits;
 mod object;
 
 use crate::{CollectionId, ObjectStat, ObjectStore, StoreError, StoreUsage, Transaction, TxSeq};

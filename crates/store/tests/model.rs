@@ -6,7 +6,8 @@
 
 use bytes::Bytes;
 use carmine_store::{
-    CollectionId, MemStore, ObjectStat, ObjectStore, StoreError, StoreUsage, Transaction, TxOp,
+    CollectionId, FaultConfig, FaultyDevice, LogStore, LogStoreConfig, MemStore, ObjectStat,
+    ObjectStore, StoreError, StoreUsage, Transaction, TxOp,
 };
 use carmine_types::limits::{
     OBJECT_NAME_BYTES_MAX, OBJECT_SIZE_BYTES_MAX, OMAP_KEY_BYTES_MAX, XATTR_NAME_BYTES_MAX,
@@ -419,7 +420,7 @@ fn step() -> impl Strategy<Value = (Transaction, Vec<(u64, u64)>)> {
 // ---- Comparison of every read. ----
 
 fn check_object(
-    store: &MemStore,
+    store: &dyn ObjectStore,
     model: &Model,
     coll: CollectionId,
     oid: &ObjectId,
@@ -454,7 +455,7 @@ fn check_object(
     check_omap(store, object, coll, oid);
 }
 
-fn check_omap(store: &MemStore, object: &ModelObject, coll: CollectionId, oid: &ObjectId) {
+fn check_omap(store: &dyn ObjectStore, object: &ModelObject, coll: CollectionId, oid: &ObjectId) {
     let expected: Vec<(Bytes, Bytes)> = object.omap.clone().into_iter().collect();
     for page_entries in [1, 2, 100] {
         let mut listed = Vec::new();
@@ -480,7 +481,7 @@ fn check_omap(store: &MemStore, object: &ModelObject, coll: CollectionId, oid: &
     assert_eq!(store.omap_get(coll, oid, &keys).unwrap(), expected);
 }
 
-fn check_listing(store: &MemStore, model: &Model, coll: CollectionId) {
+fn check_listing(store: &dyn ObjectStore, model: &Model, coll: CollectionId) {
     let Some(objects) = model.collections.get(&coll) else {
         assert!(!store.collection_exists(coll));
         assert_eq!(
@@ -510,6 +511,16 @@ fn check_listing(store: &MemStore, model: &Model, coll: CollectionId) {
 fn check_all(store: &MemStore, model: &Model, ranges: &[(u64, u64)]) {
     assert_eq!(store.committed_through(), model.seq);
     assert_eq!(store.usage(), model.usage());
+    check_contents(store, model, ranges);
+}
+
+/// Everything but the sequence and the capacity, which differ between stores.
+fn check_contents(store: &dyn ObjectStore, model: &Model, ranges: &[(u64, u64)]) {
+    let usage = StoreUsage {
+        capacity_bytes: model.capacity_bytes,
+        ..store.usage()
+    };
+    assert_eq!(usage, model.usage());
     let collections: Vec<CollectionId> = model.collections.keys().copied().collect();
     assert_eq!(store.list_collections(), collections);
     for coll in COLLECTIONS {
@@ -539,6 +550,52 @@ proptest! {
             let expected = model.submit(&tx);
             prop_assert_eq!(store.submit(tx.clone()), expected, "tx {:?}", tx);
             check_all(&store, &model, &ranges);
+        }
+    }
+}
+
+/// What happens to the LogStore after a step.
+fn logstore_action() -> impl Strategy<Value = u8> {
+    prop_oneof![4 => Just(0u8), 4 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)]
+}
+
+fn open_logstore(device: FaultyDevice) -> LogStore<FaultyDevice> {
+    LogStore::open(device, LogStoreConfig::small()).expect("open")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The same sequences against LogStore on an in-memory device, with flushes,
+    /// clean reopens (checkpoint) and crashes after a flush (replay from the log).
+    #[test]
+    fn logstore_matches_model(
+        steps in proptest::collection::vec((step(), logstore_action()), 1..25),
+    ) {
+        let device = FaultyDevice::in_memory(4 << 20, FaultConfig::default());
+        let mut store = open_logstore(device);
+        let mut model = Model { collections: BTreeMap::new(), capacity_bytes: u64::MAX, seq: 0 };
+        let mut setup = Transaction::new();
+        setup.create_collection(COLLECTIONS[0]);
+        setup.create_collection(COLLECTIONS[1]);
+        prop_assert_eq!(store.submit(setup.clone()), model.submit(&setup));
+        for ((tx, ranges), action) in steps {
+            let expected = model.submit(&tx);
+            prop_assert_eq!(store.submit(tx.clone()), expected, "tx {:?}", tx);
+            match action {
+                0 => {}
+                1 => store.flush().expect("flush"),
+                2 => store = open_logstore(store.close().expect("close")),
+                _ => {
+                    store.flush().expect("flush");
+                    let mut device = store.into_device();
+                    device.crash().expect("crash");
+                    store = open_logstore(device);
+                    prop_assert_eq!(store.committed_through(), model.seq);
+                }
+            }
+            check_contents(&store, &model, &ranges);
+            store.check_consistency().expect("consistent index");
         }
     }
 }

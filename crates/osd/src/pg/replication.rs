@@ -119,6 +119,7 @@ impl Pg {
         info.object_count = (info.object_count + u64::from(run.exists_after))
             .saturating_sub(u64::from(run.before.exists));
         info.data_bytes = (info.data_bytes + run.size_after).saturating_sub(run.before.size_bytes);
+        self.push_before_write(store, &op.oid, out);
         let mut tx = run.tx;
         self.log.persist_append(&entry, &info, &mut tx);
         let local_seq = store.submit(tx.clone()).map_err(store_error)?;
@@ -183,7 +184,7 @@ impl Pg {
             let ack = self.replica_acks.pop_front().expect("checked non-empty");
             let shard = self.peer_shards.get(&ack.primary).copied();
             let shard = shard.unwrap_or_default();
-            out.push(Output::Peer(ack.primary, shard, Msg::RepOpReply(ack.reply)));
+            out.push(Output::Peer(ack.primary, shard, ack.reply));
         }
         self.complete_writes(store, out);
     }
@@ -280,7 +281,7 @@ impl Pg {
             self.replica_acks.push_back(ReplicaAck {
                 seq: self.last_submitted,
                 primary: from,
-                reply,
+                reply: Msg::RepOpReply(reply),
             });
             return;
         }
@@ -292,7 +293,7 @@ impl Pg {
                 self.replica_acks.push_back(ReplicaAck {
                     seq,
                     primary: from,
-                    reply,
+                    reply: Msg::RepOpReply(reply),
                 });
             }
             Err(error) => {

@@ -16,7 +16,7 @@
 #![allow(dead_code)] // Each test binary uses a different part of the harness.
 
 use bytes::Bytes;
-use carmine_clustermap::{pg_shard, OsdMap, PoolSpec};
+use carmine_clustermap::{pg_shard, HistoryTracker, OsdMap, PoolSpec};
 use carmine_osd::{ClientRef, OsdShard, Output};
 use carmine_proto::{Msg, OpCode, OsdOp, OsdOpReply, PgStat};
 use carmine_store::{CollectionId, MemStore, ObjectStore};
@@ -108,6 +108,7 @@ pub struct Cluster {
     pub client_id: u64,
     pub delivered_total: u64,
     pub dropped_total: u64,
+    history: HistoryTracker,
 }
 
 impl Cluster {
@@ -162,9 +163,13 @@ impl Cluster {
             client_id: 7,
             delivered_total: 0,
             dropped_total: 0,
+            history: HistoryTracker::default(),
         };
+        cluster.history = HistoryTracker::new(&cluster.map);
         let all: Vec<OsdId> = cluster.osds();
         cluster.deliver_map_to(&all);
+        // Let every PG peer and activate, as a real cluster does before serving.
+        cluster.run();
         cluster
     }
 
@@ -200,6 +205,8 @@ impl Cluster {
         let mut map = (*self.map).clone();
         change(&mut map);
         map.epoch = map.epoch.next();
+        // Past intervals as the monitor records them (never trimmed here: conservative).
+        self.history.advance(&self.map, &mut map);
         self.map = Arc::new(map);
         self.deliver_map_to(osds);
         self.map.epoch
@@ -252,6 +259,31 @@ impl Cluster {
             map.boot_osd(osd, info.shard_addrs, info.host)
                 .expect("boot")
         })
+    }
+
+    /// The OSD process restarts: its shards are rebuilt on their stores (or on empty
+    /// stores with `wipe`, as a MemStore OSD comes back), it boots again, and the new
+    /// map reaches everyone.
+    pub fn restart(&mut self, osd: OsdId, wipe: bool) -> Epoch {
+        self.crash(osd);
+        let keys: Vec<Addr> = self
+            .shards
+            .keys()
+            .copied()
+            .filter(|(o, _)| *o == osd)
+            .collect();
+        let count = keys.len() as u16;
+        for key in keys {
+            let old = self.shards.remove(&key).expect("shard exists");
+            let store = if wipe {
+                MemStore::new()
+            } else {
+                old.into_store()
+            };
+            self.shards
+                .insert(key, OsdShard::new(osd, key.1, count, store));
+        }
+        self.revive(osd)
     }
 
     // --- placement ----------------------------------------------------------------
@@ -563,12 +595,13 @@ impl Cluster {
     }
 
     /// Panics unless every acting member of `pgid` holds the same objects, byte for
-    /// byte (data, mtime, xattrs, omap), the PG metadata object included.
+    /// byte (data, mtime, xattrs, omap), and the same PG log. (The PG info differs per
+    /// copy: each records when it was created.)
     pub fn assert_replicas_identical(&self, pgid: PgId) {
         let acting = self.acting(pgid);
-        let first = self.dump_pg(acting[0], pgid);
+        let first = comparable(self.dump_pg(acting[0], pgid));
         for &osd in &acting[1..] {
-            let other = self.dump_pg(osd, pgid);
+            let other = comparable(self.dump_pg(osd, pgid));
             assert_pg_dumps_equal(&first, &other, acting[0], osd, pgid);
         }
     }
@@ -580,6 +613,14 @@ impl Cluster {
             self.assert_replicas_identical(pgid);
         }
     }
+}
+
+/// A dump with the metadata object reduced to its PG log entries.
+fn comparable(mut dump: PgDump) -> PgDump {
+    if let Some(meta) = dump.get_mut("") {
+        meta.omap.retain(|(key, _)| key.starts_with(b"log."));
+    }
+    dump
 }
 
 /// One object as a store holds it.

@@ -50,7 +50,7 @@ fn check_extent(offset: u64, length: u64) -> Result<(), StoreError> {
 }
 
 /// Checks the limits that depend only on the op: name and value lengths, object size.
-fn check_limits(op: &TxOp) -> Result<(), StoreError> {
+pub(crate) fn check_limits(op: &TxOp) -> Result<(), StoreError> {
     for oid in op_objects(op) {
         too_large(oid.name.len(), OBJECT_NAME_BYTES_MAX)?;
     }

@@ -1,0 +1,577 @@
+//! Peering: how a primary in a new interval proves it holds every acknowledged write,
+//! brings itself up to date, and activates its replicas.
+//!
+//! 1. **GetInfo.** Query every up OSD that may hold the newest writes: the acting and
+//!    up sets, and the members of every past interval that may have accepted writes.
+//!    An interval that may have gone read-write is *covered* when some answering copy
+//!    was activated in or after it (`last_epoch_started`); since a write is
+//!    acknowledged only once every member of the interval has it, that copy's log holds
+//!    every write acknowledged in it. An interval whose members all answered without
+//!    having been activated in it never accepted writes. Any other interval leaves the
+//!    PG **down**: it waits for those OSDs rather than serve stale data.
+//! 2. **GetLog.** The authoritative copy is the one with the highest
+//!    `(last_epoch_started, last_update)`. If it is not the primary, the primary fetches
+//!    its log, works out which objects it lacks (newer entries, and its own divergent
+//!    entries, which were never acknowledged), adopts the log and **pulls** them.
+//! 3. **Activate.** Each replica gets the log suffix it lacks (or, when the log no
+//!    longer covers its copy or its copy diverged, a full backfill) and the list of
+//!    objects it must receive. Once all have acknowledged, the PG is active; missing
+//!    objects are pushed in the background (see `recovery.rs`).
+
+use super::{Pg, Phase};
+use crate::pglog::{missing_key, pgmeta_oid, INFO_KEY};
+use crate::Output;
+use bytes::Bytes;
+use carmine_clustermap::OsdMap;
+use carmine_proto::{
+    LogEntry, Msg, PgActivate, PgActivated, PgInfo, PgLogReply, PgLogRequest, PgNotify, PgQuery,
+};
+use carmine_store::{ObjectStore, Transaction};
+use carmine_types::encoding::Encode;
+use carmine_types::{EVersion, OsdId, SnapId};
+use std::collections::BTreeSet;
+
+/// How a copy catches up with the authoritative log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CatchUp {
+    /// Its log is a prefix of ours up to `after`: replay the entries after it.
+    Prefix { after: EVersion },
+    /// Not covered by our log (too old, or diverged): copy every object.
+    Backfill,
+}
+
+impl Pg {
+    fn send(&self, osd: OsdId, msg: Msg, out: &mut Vec<Output>) {
+        let shard = self.peer_shards.get(&osd).copied().unwrap_or_default();
+        out.push(Output::Peer(osd, shard, msg));
+    }
+
+    fn my_notify(&self) -> PgNotify {
+        PgNotify {
+            pgid: self.pgid,
+            interval: self.interval_start,
+            map_epoch: self.map_epoch,
+            info: self.info.clone(),
+            exists: true,
+            missing: self.missing.iter().cloned().collect(),
+        }
+    }
+
+    /// Primary, new interval: query every OSD that may hold acknowledged writes.
+    pub(super) fn start_peering(
+        &mut self,
+        map: &OsdMap,
+        store: &mut dyn ObjectStore,
+        out: &mut Vec<Output>,
+    ) {
+        self.notifies.clear();
+        self.notifies.insert(self.whoami, self.my_notify());
+        let mut probe: BTreeSet<OsdId> = self.acting.iter().copied().collect();
+        if let Some(mapping) = map.pg_mapping(self.pgid) {
+            probe.extend(mapping.up);
+        }
+        for interval in self.past_intervals.iter().filter(|i| i.maybe_went_rw) {
+            probe.extend(interval.acting.iter().copied());
+        }
+        probe.remove(&self.whoami);
+        let probe: Vec<OsdId> = probe.into_iter().filter(|&o| map.is_up(o)).collect();
+        self.peer_shards.extend(self.shards_of(map, &probe));
+        for &osd in &probe {
+            let query = Msg::PgQuery(PgQuery {
+                pgid: self.pgid,
+                interval: self.interval_start,
+                map_epoch: self.map_epoch,
+            });
+            self.send(osd, query, out);
+        }
+        self.phase = Phase::GetInfo {
+            waiting: probe.into_iter().collect(),
+        };
+        self.after_infos(store, out);
+    }
+
+    /// Any role: a primary asks for this copy's info.
+    pub fn handle_query(&mut self, from: OsdId, query: PgQuery, out: &mut Vec<Output>) {
+        let mut notify = self.my_notify();
+        notify.interval = query.interval;
+        out.push(Output::Peer(
+            from,
+            self.shard_for_reply(from),
+            Msg::PgNotify(notify),
+        ));
+    }
+
+    /// The shard of `osd` for this PG, for answers to OSDs outside the acting set.
+    fn shard_for_reply(&self, osd: OsdId) -> carmine_types::ShardIndex {
+        self.peer_shards.get(&osd).copied().unwrap_or_default()
+    }
+
+    pub fn handle_notify(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        from: OsdId,
+        notify: PgNotify,
+        out: &mut Vec<Output>,
+    ) {
+        let Phase::GetInfo { waiting } = &mut self.phase else {
+            return;
+        };
+        if notify.interval != self.interval_start || !waiting.remove(&from) {
+            return;
+        }
+        self.notifies.insert(from, notify);
+        self.after_infos(store, out);
+    }
+
+    fn after_infos(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+        let Phase::GetInfo { waiting } = &self.phase else {
+            return;
+        };
+        if !waiting.is_empty() {
+            return;
+        }
+        if let Err(reason) = self.check_coverage() {
+            tracing::warn!("{} is down: {reason}", self.pgid);
+            self.phase = Phase::Down(reason);
+            return;
+        }
+        let auth = self.choose_auth();
+        if auth == self.whoami {
+            self.activate_replicas(store, out);
+            return;
+        }
+        let request = Msg::PgLogRequest(PgLogRequest {
+            pgid: self.pgid,
+            interval: self.interval_start,
+            map_epoch: self.map_epoch,
+            after: None,
+        });
+        self.send(auth, request, out);
+        self.phase = Phase::GetLog { auth };
+    }
+
+    /// Every past interval that may have accepted writes is covered by an answer.
+    fn check_coverage(&self) -> Result<(), String> {
+        for interval in self.past_intervals.iter().filter(|i| i.maybe_went_rw) {
+            let covered = self.notifies.iter().any(|(osd, n)| {
+                n.exists
+                    && n.info.last_epoch_started >= interval.first
+                    && (interval.acting.contains(osd) || n.info.last_epoch_started > interval.last)
+            });
+            if covered || self.never_activated_in(interval) {
+                continue;
+            }
+            let silent: Vec<String> = interval
+                .acting
+                .iter()
+                .filter(|osd| !self.notifies.contains_key(osd))
+                .map(|osd| osd.to_string())
+                .collect();
+            if !silent.is_empty() {
+                return Err(format!(
+                    "interval e{}-e{} may have accepted writes and none of its answering \
+                     members was active in it; waiting for {}",
+                    interval.first.0,
+                    interval.last.0,
+                    silent.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the PG provably never went active in `interval`: its primary answered
+    /// with a copy that already existed then and was not activated in it (only the
+    /// primary activates a PG, and activation is recorded before any write is served).
+    fn never_activated_in(&self, interval: &carmine_clustermap::PastInterval) -> bool {
+        let Some(primary) = interval.primary else {
+            return true;
+        };
+        self.notifies.get(&primary).is_some_and(|n| {
+            n.exists
+                && n.info.created <= interval.first
+                && n.info.last_epoch_started < interval.first
+        })
+    }
+
+    fn choose_auth(&self) -> OsdId {
+        let key = |osd: &OsdId, n: &PgNotify| {
+            (
+                n.info.last_epoch_started,
+                n.info.last_update,
+                *osd == self.whoami,
+                std::cmp::Reverse(n.missing.len()),
+            )
+        };
+        self.notifies
+            .iter()
+            .filter(|(_, n)| n.exists)
+            .max_by_key(|(osd, n)| key(osd, n))
+            .map(|(osd, _)| *osd)
+            .unwrap_or(self.whoami)
+    }
+
+    /// Any role: the primary wants our log.
+    pub fn handle_log_request(
+        &mut self,
+        from: OsdId,
+        request: PgLogRequest,
+        out: &mut Vec<Output>,
+    ) {
+        let entries: Vec<LogEntry> = self
+            .log
+            .entries()
+            .filter(|e| request.after.is_none_or(|after| e.version > after))
+            .cloned()
+            .collect();
+        let reply = Msg::PgLogReply(PgLogReply {
+            pgid: self.pgid,
+            interval: request.interval,
+            map_epoch: self.map_epoch,
+            info: self.info.clone(),
+            entries,
+        });
+        out.push(Output::Peer(from, self.shard_for_reply(from), reply));
+    }
+
+    /// Primary: the authoritative log arrived; adopt it and pull what we lack.
+    pub fn handle_log_reply(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        from: OsdId,
+        reply: PgLogReply,
+        out: &mut Vec<Output>,
+    ) {
+        if self.phase != (Phase::GetLog { auth: from }) || reply.interval != self.interval_start {
+            return;
+        }
+        let plan = catch_up_plan(
+            &self.log_versions(),
+            &self.info,
+            self.info.last_update,
+            &reply,
+        );
+        let mut lacking: BTreeSet<String> = self.missing.clone();
+        match &plan {
+            CatchUp::Prefix { after } => {
+                lacking.extend(objects_after(&reply.entries, *after));
+                lacking.extend(self.divergent_objects(&reply.entries));
+            }
+            CatchUp::Backfill => {}
+        }
+        let mut info = reply.info.clone();
+        info.pgid = self.pgid;
+        self.adopt_log(
+            store,
+            info,
+            reply.entries,
+            &lacking,
+            plan == CatchUp::Backfill,
+        );
+        let all = plan == CatchUp::Backfill;
+        self.start_pull(store, from, lacking, all, out);
+    }
+
+    fn log_versions(&self) -> BTreeSet<EVersion> {
+        self.log.entries().map(|e| e.version).collect()
+    }
+
+    /// Objects of our log entries that the authoritative log does not have.
+    fn divergent_objects(&self, auth_entries: &[LogEntry]) -> BTreeSet<String> {
+        let auth: BTreeSet<EVersion> = auth_entries.iter().map(|e| e.version).collect();
+        self.log
+            .entries()
+            .filter(|e| !auth.contains(&e.version))
+            .map(|e| e.oid.clone())
+            .collect()
+    }
+
+    /// Replaces our log, info and missing set with the authoritative ones, durably.
+    fn adopt_log(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        info: PgInfo,
+        entries: Vec<LogEntry>,
+        missing: &BTreeSet<String>,
+        wipe: bool,
+    ) {
+        let mut info = info;
+        info.created = if wipe {
+            self.interval_start
+        } else {
+            self.info.created
+        };
+        let mut tx = Transaction::new();
+        if wipe {
+            tx.remove_collection(self.coll);
+            tx.create_collection(self.coll);
+            tx.touch(self.coll, pgmeta_oid());
+        } else {
+            tx.omap_clear(self.coll, pgmeta_oid());
+        }
+        let mut omap: Vec<(Bytes, Bytes)> = entries
+            .iter()
+            .map(|e| (crate::pglog::log_key(e.version), e.to_bytes()))
+            .collect();
+        omap.extend(missing.iter().map(|name| (missing_key(name), Bytes::new())));
+        omap.push((Bytes::from_static(INFO_KEY), info.to_bytes()));
+        tx.omap_set(self.coll, pgmeta_oid(), omap);
+        self.submit_meta(store, tx);
+        self.info = info;
+        self.log.replace(entries);
+        self.missing = missing.clone();
+    }
+
+    pub(super) fn submit_meta(&mut self, store: &mut dyn ObjectStore, tx: Transaction) {
+        match store.submit(tx) {
+            Ok(seq) => self.last_submitted = seq,
+            Err(error) => tracing::error!("{}: cannot persist PG metadata: {error}", self.pgid),
+        }
+    }
+
+    /// Primary: we are up to date; send each replica what it lacks.
+    pub(super) fn activate_replicas(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+        self.info.last_epoch_started = self.interval_start;
+        let mut tx = Transaction::new();
+        tx.omap_set(
+            self.coll,
+            pgmeta_oid(),
+            vec![(Bytes::from_static(INFO_KEY), self.info.to_bytes())],
+        );
+        self.submit_meta(store, tx);
+        let versions = self.log_versions();
+        let mut waiting = BTreeSet::new();
+        for replica in self.replicas() {
+            let notify = self.notifies.get(&replica).cloned();
+            let activate = self.activation_for(store, replica, notify, &versions);
+            self.peer_missing
+                .insert(replica, activate.missing.iter().cloned().collect());
+            if activate.backfill {
+                self.backfilling.insert(replica);
+            }
+            self.send(replica, Msg::PgActivate(activate), out);
+            waiting.insert(replica);
+        }
+        self.phase = Phase::Activating { waiting };
+        self.after_activated(store, out);
+    }
+
+    fn activation_for(
+        &self,
+        store: &dyn ObjectStore,
+        _replica: OsdId,
+        notify: Option<PgNotify>,
+        versions: &BTreeSet<EVersion>,
+    ) -> PgActivate {
+        let plan = match &notify {
+            Some(n) if n.exists => {
+                let their = n.info.last_update;
+                if their == self.info.last_update
+                    || their == self.info.log_tail
+                    || versions.contains(&their)
+                    || (their == EVersion::ZERO && self.info.log_tail == EVersion::ZERO)
+                {
+                    CatchUp::Prefix { after: their }
+                } else {
+                    CatchUp::Backfill
+                }
+            }
+            _ => CatchUp::Backfill,
+        };
+        let (common, missing, backfill) = match plan {
+            CatchUp::Prefix { after } => {
+                let mut missing = objects_after_log(self.log.entries(), after);
+                if let Some(n) = &notify {
+                    missing.extend(n.missing.iter().cloned());
+                }
+                (after, missing, false)
+            }
+            CatchUp::Backfill => (EVersion::ZERO, self.all_objects(store), true),
+        };
+        let entries = self
+            .log
+            .entries()
+            .filter(|e| e.version > common)
+            .cloned()
+            .collect();
+        PgActivate {
+            pgid: self.pgid,
+            interval: self.interval_start,
+            map_epoch: self.map_epoch,
+            info: self.info.clone(),
+            common,
+            entries,
+            backfill,
+            missing: missing.into_iter().collect(),
+        }
+    }
+
+    /// Every object name in our copy (backfill sends them all).
+    pub(super) fn all_objects(&self, store: &dyn ObjectStore) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        let mut after = None;
+        loop {
+            let page = match store.list_objects(self.coll, after.as_ref(), 1024) {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::error!("{}: cannot list objects: {error}", self.pgid);
+                    return names;
+                }
+            };
+            let Some(last) = page.last().cloned() else {
+                return names;
+            };
+            names.extend(
+                page.into_iter()
+                    .filter(|o| !o.name.is_empty() && o.snap == SnapId::HEAD)
+                    .map(|o| o.name),
+            );
+            after = Some(last);
+        }
+    }
+
+    /// Replica: adopt the primary's history for this interval.
+    pub fn handle_activate(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        from: OsdId,
+        activate: PgActivate,
+        out: &mut Vec<Output>,
+    ) {
+        if activate.interval != self.interval_start || self.primary != Some(from) {
+            return;
+        }
+        let mut missing = if activate.backfill {
+            BTreeSet::new()
+        } else {
+            self.missing.clone()
+        };
+        missing.extend(activate.missing.iter().cloned());
+        let mut entries: Vec<LogEntry> = if activate.backfill {
+            Vec::new()
+        } else {
+            self.log
+                .entries()
+                .filter(|e| e.version <= activate.common)
+                .cloned()
+                .collect()
+        };
+        entries.extend(activate.entries);
+        let mut info = activate.info;
+        info.last_epoch_started = activate.interval;
+        self.adopt_log(store, info, entries, &missing, activate.backfill);
+        self.replica_acks.push_back(super::ReplicaAck {
+            seq: self.last_submitted,
+            primary: from,
+            reply: Msg::PgActivated(PgActivated {
+                pgid: self.pgid,
+                interval: activate.interval,
+                map_epoch: self.map_epoch,
+            }),
+        });
+        let _ = out;
+    }
+
+    /// Primary: a replica adopted our history.
+    pub fn handle_activated(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        from: OsdId,
+        activated: PgActivated,
+        out: &mut Vec<Output>,
+    ) {
+        if activated.interval != self.interval_start {
+            return;
+        }
+        if let Phase::Activating { waiting } = &mut self.phase {
+            waiting.remove(&from);
+        }
+        self.after_activated(store, out);
+    }
+
+    fn after_activated(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+        let Phase::Activating { waiting } = &self.phase else {
+            return;
+        };
+        if !waiting.is_empty() {
+            return;
+        }
+        self.phase = Phase::Active;
+        tracing::debug!(
+            "{} active in interval e{}",
+            self.pgid,
+            self.interval_start.0
+        );
+        self.requeue_in_flight();
+        self.schedule_recovery(store, out);
+        self.complete_writes(store, out);
+        let waiting = std::mem::take(&mut self.waiting_for_active);
+        for (client, op) in waiting {
+            self.handle_client_op(store, client, op, out);
+        }
+    }
+
+    /// Writes in flight from an earlier interval reach the new replicas by push: the
+    /// pushed copy holds every write applied here.
+    fn requeue_in_flight(&mut self) {
+        let replicas = self.replicas();
+        for write in self.in_flight.iter_mut().filter(|w| w.rep.is_some()) {
+            write.waiting_on = replicas.iter().copied().collect();
+            for replica in &replicas {
+                self.peer_missing
+                    .entry(*replica)
+                    .or_default()
+                    .insert(write.oid.clone());
+            }
+        }
+    }
+}
+
+/// The newest object names touched by `entries` after `after`.
+fn objects_after(entries: &[LogEntry], after: EVersion) -> BTreeSet<String> {
+    entries
+        .iter()
+        .filter(|e| e.version > after)
+        .map(|e| e.oid.clone())
+        .collect()
+}
+
+fn objects_after_log<'a>(
+    entries: impl Iterator<Item = &'a LogEntry>,
+    after: EVersion,
+) -> BTreeSet<String> {
+    entries
+        .filter(|e| e.version > after)
+        .map(|e| e.oid.clone())
+        .collect()
+}
+
+/// How the primary (with `ours`) catches up with the authoritative `reply`.
+fn catch_up_plan(
+    ours: &BTreeSet<EVersion>,
+    info: &PgInfo,
+    last_update: EVersion,
+    reply: &PgLogReply,
+) -> CatchUp {
+    let auth: BTreeSet<EVersion> = reply.entries.iter().map(|e| e.version).collect();
+    if last_update == EVersion::ZERO && reply.info.log_tail == EVersion::ZERO {
+        return CatchUp::Prefix {
+            after: EVersion::ZERO,
+        };
+    }
+    if auth.contains(&last_update) || last_update == reply.info.log_tail {
+        return CatchUp::Prefix { after: last_update };
+    }
+    // Diverged: the newest of our entries the authoritative log also has.
+    let common = ours
+        .iter()
+        .rev()
+        .find(|v| auth.contains(v) || **v == reply.info.log_tail);
+    match common {
+        Some(&after) if after >= reply.info.log_tail => CatchUp::Prefix { after },
+        _ if info.last_update == EVersion::ZERO && auth.is_empty() => CatchUp::Prefix {
+            after: EVersion::ZERO,
+        },
+        _ => CatchUp::Backfill,
+    }
+}

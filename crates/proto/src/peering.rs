@@ -1,0 +1,450 @@
+//! Peering and recovery messages between the OSDs serving a PG.
+//!
+//! A primary in a new interval queries the infos of every OSD that may hold the PG's
+//! newest writes ([`PgQuery`] → [`PgNotify`]), fetches the authoritative log where it
+//! needs it ([`PgLogRequest`] → [`PgLogReply`]), pulls objects it lacks ([`PgPull`] →
+//! [`PgPush`]), activates the replicas with the log suffix they lack and what they must
+//! recover ([`PgActivate`] → [`PgActivated`]), and pushes their missing objects
+//! ([`PgPush`] → [`PgPushReply`]). Every message carries the sender's interval start
+//! (`interval`): a message from an older interval is ignored.
+
+use crate::osd::{LogEntry, PgInfo};
+use bytes::Bytes;
+use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
+use carmine_types::limits::{OBJECT_NAME_BYTES_MAX, OMAP_KEY_BYTES_MAX, XATTR_NAME_BYTES_MAX};
+use carmine_types::{EVersion, Epoch, PgId};
+use std::collections::BTreeMap;
+
+/// Primary → peer: send me your info for `pgid`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgQuery {
+    pub pgid: PgId,
+    /// The epoch the querying primary's interval started.
+    pub interval: Epoch,
+    pub map_epoch: Epoch,
+}
+
+/// Peer → primary: my info (an empty info if I hold nothing of the PG).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgNotify {
+    pub pgid: PgId,
+    pub interval: Epoch,
+    pub map_epoch: Epoch,
+    pub info: PgInfo,
+    /// Whether this OSD holds a copy of the PG at all.
+    pub exists: bool,
+    /// Objects this OSD knows it lacks (it has their log entries, not their data).
+    pub missing: Vec<String>,
+}
+
+/// Primary → peer: send me your log entries after `after` (all when `None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgLogRequest {
+    pub pgid: PgId,
+    pub interval: Epoch,
+    pub map_epoch: Epoch,
+    pub after: Option<EVersion>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgLogReply {
+    pub pgid: PgId,
+    pub interval: Epoch,
+    pub map_epoch: Epoch,
+    pub info: PgInfo,
+    pub entries: Vec<LogEntry>,
+}
+
+/// Primary → replica: adopt this history. Entries after `common` in the replica's log
+/// are divergent (never acknowledged) and are dropped; `entries` follow `common`.
+/// With `backfill`, the replica's copy is not covered by the log: it empties its
+/// collection and receives every object by push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgActivate {
+    pub pgid: PgId,
+    pub interval: Epoch,
+    pub map_epoch: Epoch,
+    pub info: PgInfo,
+    pub common: EVersion,
+    pub entries: Vec<LogEntry>,
+    pub backfill: bool,
+    /// Objects the replica must receive before it is complete.
+    pub missing: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgActivated {
+    pub pgid: PgId,
+    pub interval: Epoch,
+    pub map_epoch: Epoch,
+}
+
+/// Primary → peer: push me these objects (`all`: every object you hold, then a final
+/// push with `last` set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgPull {
+    pub pgid: PgId,
+    pub interval: Epoch,
+    pub map_epoch: Epoch,
+    pub oids: Vec<String>,
+    pub all: bool,
+}
+
+/// One object's whole state (or its absence), sent to recover a peer's copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectCopy {
+    pub oid: String,
+    /// `None`: the object does not exist; the receiver removes it.
+    pub state: Option<ObjectState>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectState {
+    pub data: Bytes,
+    pub mtime_ns: u64,
+    /// Raw store xattrs, the object-info xattr included.
+    pub xattrs: BTreeMap<String, Bytes>,
+    pub omap: Vec<(Bytes, Bytes)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgPush {
+    pub pgid: PgId,
+    pub interval: Epoch,
+    pub map_epoch: Epoch,
+    pub objects: Vec<ObjectCopy>,
+    /// The end of a pull of `all` objects: `names` lists every object the sender holds.
+    pub last: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgPushReply {
+    pub pgid: PgId,
+    pub interval: Epoch,
+    pub map_epoch: Epoch,
+    pub oids: Vec<String>,
+}
+
+// --- encoding -------------------------------------------------------------------
+
+fn put_names(e: &mut Encoder, names: &[String]) {
+    e.put_u32(names.len() as u32);
+    for name in names {
+        name.encode(e);
+    }
+}
+
+fn get_names(d: &mut Decoder) -> Result<Vec<String>, DecodeError> {
+    let count = d.get_count("object names", 4)?;
+    let mut names = Vec::with_capacity(count);
+    for _ in 0..count {
+        names.push(d.get_string("object name", OBJECT_NAME_BYTES_MAX)?);
+    }
+    Ok(names)
+}
+
+fn header(e: &mut Encoder, pgid: PgId, interval: Epoch, map_epoch: Epoch) {
+    pgid.encode(e);
+    interval.encode(e);
+    map_epoch.encode(e);
+}
+
+fn get_header(d: &mut Decoder) -> Result<(PgId, Epoch, Epoch), DecodeError> {
+    Ok((PgId::decode(d)?, Epoch::decode(d)?, Epoch::decode(d)?))
+}
+
+impl Encode for PgQuery {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            header(e, self.pgid, self.interval, self.map_epoch)
+        });
+    }
+}
+
+impl Decode for PgQuery {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgQuery", 1, |d, _| {
+            let (pgid, interval, map_epoch) = get_header(d)?;
+            Ok(PgQuery {
+                pgid,
+                interval,
+                map_epoch,
+            })
+        })
+    }
+}
+
+impl Encode for PgNotify {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            header(e, self.pgid, self.interval, self.map_epoch);
+            self.info.encode(e);
+            self.exists.encode(e);
+            put_names(e, &self.missing);
+        });
+    }
+}
+
+impl Decode for PgNotify {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgNotify", 1, |d, _| {
+            let (pgid, interval, map_epoch) = get_header(d)?;
+            Ok(PgNotify {
+                pgid,
+                interval,
+                map_epoch,
+                info: PgInfo::decode(d)?,
+                exists: bool::decode(d)?,
+                missing: get_names(d)?,
+            })
+        })
+    }
+}
+
+impl Encode for PgLogRequest {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            header(e, self.pgid, self.interval, self.map_epoch);
+            self.after.encode(e);
+        });
+    }
+}
+
+impl Decode for PgLogRequest {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgLogRequest", 1, |d, _| {
+            let (pgid, interval, map_epoch) = get_header(d)?;
+            Ok(PgLogRequest {
+                pgid,
+                interval,
+                map_epoch,
+                after: Option::decode(d)?,
+            })
+        })
+    }
+}
+
+impl Encode for PgLogReply {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            header(e, self.pgid, self.interval, self.map_epoch);
+            self.info.encode(e);
+            self.entries.encode(e);
+        });
+    }
+}
+
+impl Decode for PgLogReply {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgLogReply", 1, |d, _| {
+            let (pgid, interval, map_epoch) = get_header(d)?;
+            Ok(PgLogReply {
+                pgid,
+                interval,
+                map_epoch,
+                info: PgInfo::decode(d)?,
+                entries: Vec::decode(d)?,
+            })
+        })
+    }
+}
+
+impl Encode for PgActivate {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            header(e, self.pgid, self.interval, self.map_epoch);
+            self.info.encode(e);
+            self.common.encode(e);
+            self.entries.encode(e);
+            self.backfill.encode(e);
+            put_names(e, &self.missing);
+        });
+    }
+}
+
+impl Decode for PgActivate {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgActivate", 1, |d, _| {
+            let (pgid, interval, map_epoch) = get_header(d)?;
+            Ok(PgActivate {
+                pgid,
+                interval,
+                map_epoch,
+                info: PgInfo::decode(d)?,
+                common: EVersion::decode(d)?,
+                entries: Vec::decode(d)?,
+                backfill: bool::decode(d)?,
+                missing: get_names(d)?,
+            })
+        })
+    }
+}
+
+impl Encode for PgActivated {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            header(e, self.pgid, self.interval, self.map_epoch)
+        });
+    }
+}
+
+impl Decode for PgActivated {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgActivated", 1, |d, _| {
+            let (pgid, interval, map_epoch) = get_header(d)?;
+            Ok(PgActivated {
+                pgid,
+                interval,
+                map_epoch,
+            })
+        })
+    }
+}
+
+impl Encode for PgPull {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            header(e, self.pgid, self.interval, self.map_epoch);
+            put_names(e, &self.oids);
+            self.all.encode(e);
+        });
+    }
+}
+
+impl Decode for PgPull {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgPull", 1, |d, _| {
+            let (pgid, interval, map_epoch) = get_header(d)?;
+            Ok(PgPull {
+                pgid,
+                interval,
+                map_epoch,
+                oids: get_names(d)?,
+                all: bool::decode(d)?,
+            })
+        })
+    }
+}
+
+impl Encode for ObjectCopy {
+    fn encode(&self, e: &mut Encoder) {
+        self.oid.encode(e);
+        match &self.state {
+            None => e.put_u8(0),
+            Some(state) => {
+                e.put_u8(1);
+                e.put_blob(&state.data);
+                e.put_u64(state.mtime_ns);
+                state.xattrs.encode(e);
+                e.put_u32(state.omap.len() as u32);
+                for (key, value) in &state.omap {
+                    e.put_blob(key);
+                    e.put_blob(value);
+                }
+            }
+        }
+    }
+}
+
+impl Decode for ObjectCopy {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        let oid = d.get_string("object name", OBJECT_NAME_BYTES_MAX)?;
+        let state = match d.get_u8()? {
+            0 => None,
+            1 => {
+                let data = Bytes::decode(d)?;
+                let mtime_ns = d.get_u64()?;
+                let count = d.get_count("xattrs", 8)?;
+                let mut xattrs = BTreeMap::new();
+                for _ in 0..count {
+                    let name = d.get_string("xattr name", XATTR_NAME_BYTES_MAX + 1)?;
+                    xattrs.insert(name, Bytes::decode(d)?);
+                }
+                let count = d.get_count("omap entries", 8)?;
+                let mut omap = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let key = d.get_blob("omap key", OMAP_KEY_BYTES_MAX)?;
+                    omap.push((key, Bytes::decode(d)?));
+                }
+                Some(ObjectState {
+                    data,
+                    mtime_ns,
+                    xattrs,
+                    omap,
+                })
+            }
+            other => {
+                return Err(DecodeError::Invalid {
+                    what: "object copy tag",
+                    value: u64::from(other),
+                })
+            }
+        };
+        Ok(ObjectCopy { oid, state })
+    }
+}
+
+impl Encode for PgPush {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            header(e, self.pgid, self.interval, self.map_epoch);
+            self.objects.encode(e);
+            match &self.last {
+                None => e.put_u8(0),
+                Some(names) => {
+                    e.put_u8(1);
+                    put_names(e, names);
+                }
+            }
+        });
+    }
+}
+
+impl Decode for PgPush {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgPush", 1, |d, _| {
+            let (pgid, interval, map_epoch) = get_header(d)?;
+            let objects = Vec::decode(d)?;
+            let last = match d.get_u8()? {
+                0 => None,
+                1 => Some(get_names(d)?),
+                other => {
+                    return Err(DecodeError::Invalid {
+                        what: "push last tag",
+                        value: u64::from(other),
+                    })
+                }
+            };
+            Ok(PgPush {
+                pgid,
+                interval,
+                map_epoch,
+                objects,
+                last,
+            })
+        })
+    }
+}
+
+impl Encode for PgPushReply {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            header(e, self.pgid, self.interval, self.map_epoch);
+            put_names(e, &self.oids);
+        });
+    }
+}
+
+impl Decode for PgPushReply {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgPushReply", 1, |d, _| {
+            let (pgid, interval, map_epoch) = get_header(d)?;
+            Ok(PgPushReply {
+                pgid,
+                interval,
+                map_epoch,
+                oids: get_names(d)?,
+            })
+        })
+    }
+}

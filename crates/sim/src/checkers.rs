@@ -1,0 +1,372 @@
+//! The checkers, run on a finished simulation:
+//!
+//! 1. **Acknowledged writes are durable**: every acknowledged write is in the final
+//!    primary's PG log at the version its reply carried; replaying the logged writes
+//!    (in version order) through the [model](crate::model) gives exactly what the
+//!    primary's store holds and what the final read-back returned; the log holds only
+//!    writes some client sent and that did not fail; version order never contradicts
+//!    real-time order.
+//! 2. **Reads are linearizable per object**: each read (and each failed write) must be
+//!    explained by some state of the object's logged sequence that is no older than the
+//!    last write acknowledged, or state read, before it was invoked, and whose write
+//!    was invoked before it completed.
+//! 3. **Replicas are byte-identical**: every acting member of every PG holds the same
+//!    objects, data, mtimes, xattrs and omap — the PG metadata (info and log) included.
+//! 4. (in the simulator) every PG is active+clean within the bound after the faults.
+//! 5. **Epochs increase**: each map the monitor persists is one epoch past the last.
+
+use crate::dump::{self, ObjectDump, PgDump};
+use crate::history::{History, OpRecord};
+use crate::model::{self, State};
+use crate::time::{format_nanos, Nanos};
+use carmine_clustermap::OsdMap;
+use carmine_proto::{LogEntry, LogOp};
+use carmine_types::{EVersion, Epoch, OsdId, PgId, PoolId, ReqId};
+use std::collections::BTreeMap;
+
+/// Violations reported in full; the rest are counted.
+pub const VIOLATIONS_MAX: usize = 40;
+
+/// What the cluster holds at the end of a run.
+pub struct FinalState {
+    pub map: std::sync::Arc<OsdMap>,
+    pub pool: PoolId,
+    /// Every PG's acting members with what each holds, the primary first.
+    pub pgs: BTreeMap<PgId, Vec<(OsdId, PgDump)>>,
+}
+
+/// One state in an object's history: the initial absence, then one per logged write.
+#[derive(Debug)]
+struct Position {
+    version: EVersion,
+    reqid: Option<ReqId>,
+    invoked: Nanos,
+    state: State,
+}
+
+type Timelines = BTreeMap<String, Vec<Position>>;
+
+/// Runs checkers 1, 2, 3 and 5.
+pub fn check(history: &History, end: &FinalState, epochs: &[Epoch]) -> Vec<String> {
+    let mut violations = Vec::new();
+    let timelines = durable_writes(history, end, &mut violations);
+    linearizable_reads(history, &timelines, &mut violations);
+    replicas_identical(end, &mut violations);
+    epochs_increase(epochs, &mut violations);
+    if violations.len() > VIOLATIONS_MAX {
+        let more = violations.len() - VIOLATIONS_MAX;
+        violations.truncate(VIOLATIONS_MAX);
+        violations.push(format!("... and {more} more violations"));
+    }
+    violations
+}
+
+// --- 1. durability --------------------------------------------------------------
+
+fn durable_writes(history: &History, end: &FinalState, out: &mut Vec<String>) -> Timelines {
+    let mut per_object: BTreeMap<String, Vec<LogEntry>> = BTreeMap::new();
+    for (pgid, members) in &end.pgs {
+        let primary_dump = &members.first().expect("acting set is not empty").1;
+        match dump::log_entries(primary_dump) {
+            Ok(entries) => {
+                for entry in entries {
+                    per_object.entry(entry.oid.clone()).or_default().push(entry);
+                }
+            }
+            Err(error) => out.push(format!("{pgid}: {error}")),
+        }
+    }
+    for op in history.ops() {
+        per_object.entry(op.oid.clone()).or_default();
+    }
+    let mut timelines = Timelines::new();
+    for (oid, entries) in per_object {
+        let timeline = replay(&oid, &entries, history, out);
+        check_acked_in_log(&oid, &timeline, history, out);
+        check_real_time_order(&oid, &timeline, history, out);
+        check_final_content(&oid, &timeline, history, end, out);
+        timelines.insert(oid, timeline);
+    }
+    timelines
+}
+
+fn replay(oid: &str, entries: &[LogEntry], history: &History, out: &mut Vec<String>) -> Vec<Position> {
+    let mut timeline = vec![Position {
+        version: EVersion::ZERO,
+        reqid: None,
+        invoked: 0,
+        state: None,
+    }];
+    for entry in entries {
+        let Some(op) = history.get(entry.reqid) else {
+            out.push(format!("{oid}: the log holds {} at {}, which no client sent", entry.reqid, entry.version));
+            continue;
+        };
+        if let Some(Err(error)) = op.reply().map(|r| &r.result) {
+            out.push(format!("{oid}: write {} failed with '{error}' yet the log applied it at {}", entry.reqid, entry.version));
+        }
+        let before = &timeline.last().expect("starts with the initial state").state;
+        let state = match model::execute(before, &op.ops, entry.version.version, op.mtime_ns) {
+            Ok(outcome) => outcome.after,
+            Err(error) => {
+                out.push(format!("{oid}: logged write {} at {} fails in the model: {error}", entry.reqid, entry.version));
+                before.clone()
+            }
+        };
+        if (entry.op == LogOp::Delete) != state.is_none() {
+            out.push(format!("{oid}: log entry {} says {:?}, the model disagrees", entry.version, entry.op));
+        }
+        timeline.push(Position {
+            version: entry.version,
+            reqid: Some(entry.reqid),
+            invoked: op.invoked,
+            state,
+        });
+    }
+    timeline
+}
+
+fn check_acked_in_log(oid: &str, timeline: &[Position], history: &History, out: &mut Vec<String>) {
+    for op in history.ops().iter().filter(|op| op.oid == oid) {
+        let Some(reply) = op.acked_write() else { continue };
+        let logged = timeline.iter().find(|p| p.reqid == Some(op.reqid));
+        match logged {
+            None => out.push(format!(
+                "{oid}: acknowledged write {} (version {}, acked at {}) is lost",
+                op.reqid,
+                reply.version,
+                format_nanos(op.completed.unwrap_or_default())
+            )),
+            Some(position) if position.version != reply.version => out.push(format!(
+                "{oid}: write {} was acknowledged at version {} but logged at {}",
+                op.reqid, reply.version, position.version
+            )),
+            Some(_) => {}
+        }
+    }
+}
+
+/// A write acknowledged before another was invoked must have the lower version.
+fn check_real_time_order(oid: &str, timeline: &[Position], history: &History, out: &mut Vec<String>) {
+    let mut latest_invoked: Option<(Nanos, ReqId)> = None;
+    for position in &timeline[1..] {
+        let reqid = position.reqid.expect("logged positions have a request");
+        let completed = history.get(reqid).and_then(|op| op.acked_write().and(op.completed));
+        if let (Some(completed), Some((invoked, earlier))) = (completed, latest_invoked) {
+            if completed < invoked {
+                out.push(format!(
+                    "{oid}: {reqid} (version {}) was acked at {} before {earlier} was invoked at {}, yet orders after it",
+                    position.version,
+                    format_nanos(completed),
+                    format_nanos(invoked)
+                ));
+            }
+        }
+        if latest_invoked.map_or(true, |(invoked, _)| position.invoked > invoked) {
+            latest_invoked = Some((position.invoked, reqid));
+        }
+    }
+}
+
+fn check_final_content(oid: &str, timeline: &[Position], history: &History, end: &FinalState, out: &mut Vec<String>) {
+    let last = timeline.last().expect("starts with the initial state");
+    let Some(pgid) = end.map.object_to_pg(end.pool, oid) else { return };
+    let Some((primary, Some(objects))) = end.pgs.get(&pgid).and_then(|m| m.first()) else {
+        out.push(format!("{oid}: the primary of {pgid} holds no collection"));
+        return;
+    };
+    if let Some(difference) = model_vs_store(&last.state, objects.get(oid)) {
+        out.push(format!("{oid}: {primary} holds the wrong content after healing: {difference}"));
+    }
+    for op in history.ops().iter().filter(|op| op.oid == oid && op.final_read) {
+        let Some(reply) = op.reply() else {
+            out.push(format!("{oid}: the final read-back {} got no reply: {:?}", op.reqid, op.result));
+            continue;
+        };
+        if !explains(op, reply, &last.state) {
+            out.push(format!(
+                "{oid}: the final read-back returned {:?} v{}, expected the state after {}",
+                reply.result, reply.user_version, last.version
+            ));
+        }
+    }
+}
+
+fn model_vs_store(model: &State, stored: Option<&ObjectDump>) -> Option<String> {
+    match (model, stored) {
+        (None, None) => None,
+        (Some(_), None) => Some("the object is missing".into()),
+        (None, Some(_)) => Some("the object exists but should not".into()),
+        (Some(model), Some(stored)) => {
+            if model.data[..] != stored.data[..] {
+                Some(format!("data {:?} instead of {:?}", stored.data, model.data))
+            } else if model.xattrs != stored.user_xattrs() {
+                Some(format!("xattrs {:?} instead of {:?}", stored.user_xattrs(), model.xattrs))
+            } else if model.omap.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>() != stored.omap {
+                Some(format!("omap {:?} instead of {:?}", stored.omap, model.omap))
+            } else if model.mtime_ns != stored.mtime_ns {
+                Some(format!("mtime {} instead of {}", stored.mtime_ns, model.mtime_ns))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+// --- 2. linearizable reads -------------------------------------------------------
+
+/// Whether `reply` is what `op` gets from an object in `state`.
+fn explains(op: &OpRecord, reply: &carmine_proto::OsdOpReply, state: &State) -> bool {
+    match (&reply.result, model::execute(state, &op.ops, 0, 0)) {
+        (Ok(()), Ok(outcome)) => {
+            let version = state.as_ref().map_or(0, |object| object.user_version);
+            outcome.outputs == reply.outputs && version == reply.user_version
+        }
+        (Err(error), Err(expected)) => *error == expected,
+        _ => false,
+    }
+}
+
+fn linearizable_reads(history: &History, timelines: &Timelines, out: &mut Vec<String>) {
+    for (oid, timeline) in timelines {
+        let ops: Vec<&OpRecord> = history.ops().iter().filter(|op| &op.oid == oid).collect();
+        // (completed, position) of what was observed: acked writes, then reads.
+        let mut seen: Vec<(Nanos, usize)> = ops
+            .iter()
+            .filter_map(|op| {
+                op.acked_write()?;
+                let index = timeline.iter().position(|p| p.reqid == Some(op.reqid))?;
+                Some((op.completed?, index))
+            })
+            .collect();
+        let mut checked: Vec<&OpRecord> = ops
+            .into_iter()
+            .filter(|op| op.reply().is_some() && op.acked_write().is_none())
+            .collect();
+        checked.sort_by_key(|op| (op.completed, op.reqid));
+        for op in checked {
+            check_one_read(oid, op, timeline, &mut seen, out);
+        }
+    }
+}
+
+fn check_one_read(oid: &str, op: &OpRecord, timeline: &[Position], seen: &mut Vec<(Nanos, usize)>, out: &mut Vec<String>) {
+    let reply = op.reply().expect("filtered");
+    let completed = op.completed.expect("has a reply");
+    let floor = seen
+        .iter()
+        .filter(|(at, _)| *at < op.invoked)
+        .map(|(_, index)| *index)
+        .max()
+        .unwrap_or(0);
+    let found = (floor..timeline.len())
+        .filter(|&index| timeline[index].invoked <= completed)
+        .find(|&index| explains(op, reply, &timeline[index].state));
+    match found {
+        Some(index) if !op.is_write() => seen.push((completed, index)),
+        Some(_) => {}
+        None => out.push(format!(
+            "{oid}: {} {:?} invoked at {} and completed at {} returned {:?} v{}, which no state since {} explains",
+            op.reqid,
+            op.ops.iter().map(short_op).collect::<Vec<_>>(),
+            format_nanos(op.invoked),
+            format_nanos(completed),
+            reply.result,
+            reply.user_version,
+            timeline[floor].version
+        )),
+    }
+}
+
+fn short_op(op: &carmine_proto::OpCode) -> String {
+    let text = format!("{op:?}");
+    text.split([' ', '{', '(']).next().unwrap_or_default().to_string()
+}
+
+// --- 3. identical replicas -------------------------------------------------------
+
+fn replicas_identical(end: &FinalState, out: &mut Vec<String>) {
+    for (pgid, members) in &end.pgs {
+        let (first_osd, first) = &members[0];
+        for (osd, other) in &members[1..] {
+            if let Some(difference) = compare_dumps(first, other) {
+                out.push(format!("{pgid}: replicas differ, {first_osd} vs {osd}: {difference}"));
+            }
+        }
+    }
+}
+
+fn compare_dumps(a_dump: &PgDump, b_dump: &PgDump) -> Option<String> {
+    let (a, b) = match (a_dump, b_dump) {
+        (Some(a), Some(b)) => (a, b),
+        (None, None) => return None,
+        (None, Some(_)) => return Some("the first has no collection".into()),
+        (Some(_), None) => return Some("the second has no collection".into()),
+    };
+    if let Some(difference) = compare_infos(a_dump, b_dump) {
+        return Some(difference);
+    }
+    for (name, object) in a {
+        match b.get(name) {
+            None => return Some(format!("object {name:?} only on the first")),
+            Some(other) if name == dump::PGMETA_NAME => {
+                if let Some(difference) = compare_pgmeta(object, other) {
+                    return Some(difference);
+                }
+            }
+            Some(other) if other != object => {
+                return Some(format!("object {name:?} differs: {}", object_difference(object, other)))
+            }
+            Some(_) => {}
+        }
+    }
+    b.keys()
+        .find(|name| !a.contains_key(*name))
+        .map(|name| format!("object {name:?} only on the second"))
+}
+
+fn compare_infos(a: &PgDump, b: &PgDump) -> Option<String> {
+    match (dump::pg_info(a), dump::pg_info(b)) {
+        (Ok(Some(a)), Ok(Some(b))) => {
+            let (a, b) = (dump::shared_info(&a), dump::shared_info(&b));
+            (a != b).then(|| format!("PG info (last_update, log_tail, objects, bytes) {a:?} vs {b:?}"))
+        }
+        (Ok(None), Ok(None)) => None,
+        (Err(error), _) | (_, Err(error)) => Some(error),
+        _ => Some("only one has a PG info".into()),
+    }
+}
+
+/// The metadata objects, without the info (compared by [`compare_infos`]).
+fn compare_pgmeta(a: &ObjectDump, b: &ObjectDump) -> Option<String> {
+    let without_info = |object: &ObjectDump| {
+        let mut object = object.clone();
+        object.omap.retain(|(key, _)| &key[..] != dump::INFO_KEY);
+        object
+    };
+    let (a, b) = (without_info(a), without_info(b));
+    (a != b).then(|| format!("PG metadata differs: {}", object_difference(&a, &b)))
+}
+
+fn object_difference(a: &ObjectDump, b: &ObjectDump) -> String {
+    if a.data != b.data {
+        format!("data {:?} vs {:?}", a.data, b.data)
+    } else if a.xattrs != b.xattrs {
+        "xattrs".into()
+    } else if a.omap != b.omap {
+        let keys = |dump: &ObjectDump| dump.omap.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        format!("omap keys {:?} vs {:?}", keys(a), keys(b))
+    } else {
+        format!("mtime {} vs {}", a.mtime_ns, b.mtime_ns)
+    }
+}
+
+// --- 5. epochs ---------------------------------------------------------------------
+
+fn epochs_increase(epochs: &[Epoch], out: &mut Vec<String>) {
+    for pair in epochs.windows(2) {
+        if pair[1].0 != pair[0].0 + 1 {
+            out.push(format!("the monitor persisted epoch {} after {}", pair[1].0, pair[0].0));
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! `carmine sim`: argument parsing and report printing, for the CLI crate to call.
+//!
+//! ```text
+//! carmine sim --seed 42 [--format json] [--faults handled|all|resets,crashes,...] [--canary] [--trace]
+//! carmine sim --seeds 0..200 [--faults ...]
+//! ```
+//! Exits 0 when every run passed, 1 when some run failed, 2 on bad arguments.
+
+use crate::{Canary, FaultClasses, SimConfig, SimReport};
+
+#[derive(Debug, PartialEq, Eq)]
+struct Args {
+    seeds: std::ops::Range<u64>,
+    json: bool,
+    faults: FaultClasses,
+    canary: bool,
+    full_trace: bool,
+}
+
+fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
+    let number = |t: &str| {
+        t.parse::<u64>()
+            .map_err(|_| format!("'{t}' is not a seed (a non-negative integer)"))
+    };
+    match text.split_once("..") {
+        Some((low, high)) => {
+            let (low, high) = (number(low)?, number(high)?);
+            if low >= high {
+                return Err(format!("the seed range {text} is empty"));
+            }
+            Ok(low..high)
+        }
+        None => {
+            let seed = number(text)?;
+            Ok(seed..seed + 1)
+        }
+    }
+}
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let mut parsed = Args {
+        seeds: 0..1,
+        json: false,
+        faults: FaultClasses::default(),
+        canary: false,
+        full_trace: false,
+    };
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let mut value = |name: &str| {
+            rest.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match arg.as_str() {
+            "--seed" | "--seeds" => parsed.seeds = parse_seeds(&value(arg)?)?,
+            "--format" => match value(arg)?.as_str() {
+                "json" => parsed.json = true,
+                "text" => parsed.json = false,
+                other => return Err(format!("unknown format '{other}'; use text or json")),
+            },
+            "--faults" => parsed.faults = FaultClasses::parse(&value(arg)?)?,
+            "--canary" => parsed.canary = true,
+            "--trace" => parsed.full_trace = true,
+            other => return Err(format!("unknown argument '{other}'")),
+        }
+    }
+    Ok(parsed)
+}
+
+/// A report as text: one summary line, then violations, faults and the trace tail
+/// when the run failed.
+pub fn format_report(report: &SimReport) -> String {
+    let mut text = format!(
+        "seed {} {} trace_hash {:016x} events {} virtual {}ms acked {} failed {} faults {} ({})\n",
+        report.seed,
+        if report.ok { "ok" } else { "FAILED" },
+        report.trace_hash,
+        report.events,
+        report.virtual_ms,
+        report.ops_acked,
+        report.ops_failed,
+        report.faults,
+        report.shape
+    );
+    if !report.ok {
+        for violation in &report.violations {
+            text.push_str(&format!("  violation: {violation}\n"));
+        }
+        for fault in &report.fault_log {
+            text.push_str(&format!("  fault: {fault}\n"));
+        }
+        for event in &report.trace_tail {
+            text.push_str(&format!("  event: {event}\n"));
+        }
+        text.push_str(&format!("  reproduce: carmine sim --seed {}\n", report.seed));
+    }
+    text
+}
+
+/// Runs the command; returns the process exit code.
+pub fn main_cli(args: &[String]) -> i32 {
+    let args = match parse(args) {
+        Ok(args) => args,
+        Err(error) => {
+            eprintln!("carmine sim: {error}");
+            return 2;
+        }
+    };
+    let reports: Vec<SimReport> = args
+        .seeds
+        .clone()
+        .map(|seed| {
+            let mut config = SimConfig::from_seed(seed).with_faults(args.faults);
+            if args.canary {
+                config.canary = Canary::ForgedReplicaAck;
+            }
+            config.full_trace = args.full_trace;
+            crate::run_config(config)
+        })
+        .collect();
+    for report in &reports {
+        if args.json {
+            println!("{}", serde_json::to_string(report).expect("reports serialize"));
+        } else {
+            print!("{}", format_report(report));
+        }
+    }
+    let failed: Vec<u64> = reports.iter().filter(|r| !r.ok).map(|r| r.seed).collect();
+    if failed.is_empty() {
+        0
+    } else {
+        eprintln!("carmine sim: {} of {} seeds failed: {failed:?}", failed.len(), reports.len());
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_seeds_formats_and_faults() {
+        let args = parse(&strings(&["--seeds", "3..9", "--format", "json", "--faults", "all"])).unwrap();
+        assert_eq!(args.seeds, 3..9);
+        assert!(args.json);
+        assert_eq!(args.faults, FaultClasses::ALL);
+        assert_eq!(parse(&strings(&["--seed", "5"])).unwrap().seeds, 5..6);
+        assert!(parse(&strings(&["--seeds", "9..3"])).is_err());
+        assert!(parse(&strings(&["--faults", "meteor"])).is_err());
+    }
+}

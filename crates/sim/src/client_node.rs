@@ -1,0 +1,248 @@
+//! A client in the simulator: the real `Objecter` driven as the async client's driver
+//! drives it (monitor session and map subscription, one lossy session per OSD shard,
+//! resends on reset, retries of untargeted ops on a tick), plus its workload.
+
+use crate::config::SimConfig;
+use crate::events::Event;
+use crate::history::OpRecord;
+use crate::network::{Endpoint, Node, SessionId, Wire};
+use crate::osd_node::CONNECT_TIMEOUT;
+use crate::sim::{Phase, Sim};
+use crate::time::{Nanos, MILLISECOND};
+use crate::workload;
+use carmine_client::{Objecter, ObjecterOutput, Target};
+use carmine_proto::{MonGetMap, Msg, OpCode, OsdOp};
+use carmine_types::{Epoch, ReqId};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The driver's retry tick for untargeted ops (the client's `RETRY_INTERVAL`).
+pub const CLIENT_TICK: Nanos = 100 * MILLISECOND;
+/// Delay before a client reconnects to the monitor.
+pub const MON_RETRY_DELAY: Nanos = 100 * MILLISECOND;
+/// Client ids start here, so that they never look like small test ids.
+pub const CLIENT_ID_BASE: u64 = 4096;
+
+pub struct ClientNode {
+    pub index: u32,
+    pub id: u64,
+    pub objecter: Objecter,
+    pub mon_session: Option<SessionId>,
+    pub osd_sessions: BTreeMap<Target, SessionId>,
+    pub objects: Vec<String>,
+}
+
+impl ClientNode {
+    pub fn new(index: u32, config: &SimConfig) -> Self {
+        let id = CLIENT_ID_BASE + u64::from(index);
+        let timeout = Duration::from_nanos(config.op_timeout);
+        Self {
+            index,
+            id,
+            objecter: Objecter::new(id, timeout),
+            mon_session: None,
+            osd_sessions: BTreeMap::new(),
+            objects: workload::object_names(index, config.shared_objects, config.private_objects),
+        }
+    }
+
+    fn epoch(&self) -> Epoch {
+        self.objecter.map().map_or(Epoch(0), |map| map.epoch)
+    }
+}
+
+impl Sim {
+    fn client(&mut self, index: u32) -> &mut ClientNode {
+        &mut self.clients[index as usize]
+    }
+
+    pub(crate) fn client_connect_mon(&mut self, index: u32) {
+        if self.client(index).mon_session.is_some() {
+            return;
+        }
+        match self.net.connect(Endpoint::Client(index), Endpoint::Mon) {
+            Some(session) => {
+                let client = self.client(index);
+                client.mon_session = Some(session);
+                let have = client.epoch();
+                let msg = Msg::MonGetMap(MonGetMap {
+                    have,
+                    subscribe: true,
+                });
+                self.send_session(session, Endpoint::Client(index), msg);
+            }
+            None => self.schedule(MON_RETRY_DELAY + CONNECT_TIMEOUT, Event::ClientConnectMon(index)),
+        }
+    }
+
+    pub(crate) fn client_session_closed(&mut self, index: u32, session: SessionId) {
+        let client = self.client(index);
+        if client.mon_session == Some(session) {
+            client.mon_session = None;
+            self.schedule(MON_RETRY_DELAY, Event::ClientConnectMon(index));
+            return;
+        }
+        let target = client
+            .osd_sessions
+            .iter()
+            .find(|(_, &s)| s == session)
+            .map(|(&target, _)| target);
+        if let Some(target) = target {
+            client.osd_sessions.remove(&target);
+            let mut out = Vec::new();
+            client.objecter.handle_reset(target, &mut out);
+            self.client_outputs(index, out);
+        }
+    }
+
+    pub(crate) fn client_unreachable(&mut self, index: u32, target: Target) {
+        self.client(index).objecter.handle_unreachable(target);
+    }
+
+    pub(crate) fn client_receive(&mut self, index: u32, wire: Wire) {
+        let mut out = Vec::new();
+        let client = self.client(index);
+        match wire.msg {
+            Msg::OsdMap(update) => client.objecter.handle_map(update.map, &mut out),
+            Msg::OsdOpReply(reply) => client.objecter.handle_reply(reply, &mut out),
+            other => panic!("{} sent client{index} a {}", wire.from, other.msg_type()),
+        }
+        self.client_outputs(index, out);
+    }
+
+    pub(crate) fn client_tick(&mut self, index: u32) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        self.schedule(CLIENT_TICK, Event::ClientTick(index));
+        let now = self.clock.instant();
+        let client = self.client(index);
+        let due = client.objecter.poll_timeout().is_some_and(|at| at <= now);
+        if due || client.objecter.has_untargeted() {
+            let mut out = Vec::new();
+            client.objecter.handle_timeout(now, &mut out);
+            self.client_outputs(index, out);
+        }
+    }
+
+    fn client_outputs(&mut self, index: u32, outputs: Vec<ObjecterOutput>) {
+        for output in outputs {
+            match output {
+                ObjecterOutput::Send(target, op) => self.client_send(index, target, op),
+                ObjecterOutput::Complete(tid, result) => {
+                    let reqid = ReqId {
+                        client: self.client(index).id,
+                        tid,
+                    };
+                    self.trace.note(self.now(), || format!("client{index} completes {reqid}"));
+                    self.history.complete(reqid, self.clock.now(), result);
+                    if index == 0 {
+                        self.read_back_done();
+                    }
+                }
+                ObjecterOutput::NeedMap(_) => {
+                    let client = self.client(index);
+                    if let Some(session) = client.mon_session {
+                        let have = client.epoch();
+                        let msg = Msg::MonGetMap(MonGetMap {
+                            have,
+                            subscribe: true,
+                        });
+                        self.send_session(session, Endpoint::Client(index), msg);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends on the session to `target`, opening one if needed; a failed connection
+    /// reports the target unreachable after the connection timeout.
+    fn client_send(&mut self, index: u32, target: Target, op: OsdOp) {
+        let from = Endpoint::Client(index);
+        let session = match self.client(index).osd_sessions.get(&target) {
+            Some(&session) => Some(session),
+            None => self.client_connect_osd(index, target),
+        };
+        match session {
+            Some(session) => self.send_session(session, from, Msg::OsdOp(op)),
+            None => {
+                let refused = !self.osds[&target.osd].is_up()
+                    && self.net.reachable(Node::Client(index), Node::Osd(target.osd));
+                let delay = if refused { MILLISECOND } else { CONNECT_TIMEOUT };
+                self.schedule(delay, Event::ClientUnreachable { client: index, target });
+            }
+        }
+    }
+
+    fn client_connect_osd(&mut self, index: u32, target: Target) -> Option<SessionId> {
+        if !self.osds[&target.osd].is_up() {
+            return None;
+        }
+        let to = Endpoint::Osd(target.osd, target.shard);
+        let session = self.net.connect(Endpoint::Client(index), to)?;
+        self.client(index).osd_sessions.insert(target, session);
+        Some(session)
+    }
+
+    /// The workload's next op, if the client has room for one.
+    pub(crate) fn client_issue(&mut self, index: u32) {
+        if !matches!(self.phase, Phase::Faults | Phase::Quiet) {
+            return;
+        }
+        let delay = self.workload_rng.exponential(self.config.op_interval_mean);
+        self.schedule(delay, Event::ClientIssue(index));
+        if self.client(index).objecter.in_flight() >= self.config.ops_in_flight_max as usize {
+            return;
+        }
+        let objects = &self.clients[index as usize].objects;
+        let oid = objects[self.workload_rng.index(objects.len())].clone();
+        let ops = workload::next_op(&mut self.workload_rng);
+        self.submit(index, oid, ops, false);
+    }
+
+    fn submit(&mut self, index: u32, oid: String, ops: Vec<OpCode>, final_read: bool) {
+        let now = self.clock.now();
+        let instant = self.clock.instant();
+        let pool = self.pool;
+        let client = self.client(index);
+        let id = client.id;
+        let mut out = Vec::new();
+        let tid = client.objecter.submit(
+            instant,
+            pool,
+            oid.clone(),
+            None,
+            ops.clone(),
+            0,
+            now,
+            None,
+            &mut out,
+        );
+        let reqid = ReqId { client: id, tid };
+        self.trace.note(now, || format!("client{index} invokes {reqid} on {oid}"));
+        self.history.invoke(OpRecord {
+            client: index,
+            reqid,
+            oid,
+            ops,
+            mtime_ns: now,
+            invoked: now,
+            completed: None,
+            result: None,
+            final_read,
+        });
+        self.client_outputs(index, out);
+    }
+
+    /// Client 0 reads every object in full.
+    pub(crate) fn start_read_back(&mut self) {
+        self.trace.note(self.now(), || "final read-back".into());
+        self.phase = Phase::ReadBack;
+        let mut names: Vec<String> = self.clients.iter().flat_map(|c| c.objects.clone()).collect();
+        names.sort();
+        names.dedup();
+        for oid in names {
+            self.submit(0, oid, workload::full_read(), true);
+        }
+    }
+}

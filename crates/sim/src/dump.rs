@@ -1,0 +1,117 @@
+//! Reading what a store holds for a PG, for the checkers: every object byte for byte,
+//! and the PG log kept in the PG's metadata object.
+//!
+//! The metadata object's name (empty) and its log keys (`log.` + version) are the
+//! OSD's on-disk format (`carmine_osd::pglog`, not exported); they are repeated here.
+
+use bytes::Bytes;
+use carmine_proto::{LogEntry, PgInfo};
+use carmine_store::{CollectionId, MemStore, ObjectStore};
+use carmine_types::encoding::Decode;
+use carmine_types::{ObjectId, PgId};
+use std::collections::BTreeMap;
+
+/// The name of a PG's metadata object.
+pub const PGMETA_NAME: &str = "";
+const LOG_KEY_PREFIX: &[u8] = b"log.";
+/// The omap key of the PG info in the metadata object.
+pub const INFO_KEY: &[u8] = b"info";
+const PAGE_MAX: usize = 256;
+
+/// One object as a store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectDump {
+    pub size_bytes: u64,
+    pub mtime_ns: u64,
+    pub data: Bytes,
+    /// Store xattrs: user xattrs carry a `_` prefix; `_` alone is the object info.
+    pub xattrs: BTreeMap<String, Bytes>,
+    pub omap: Vec<(Bytes, Bytes)>,
+}
+
+impl ObjectDump {
+    /// The user's xattrs, as a client sees them.
+    pub fn user_xattrs(&self) -> BTreeMap<String, Bytes> {
+        self.xattrs
+            .iter()
+            .filter_map(|(name, value)| {
+                let user = name.strip_prefix('_')?;
+                (!user.is_empty()).then(|| (user.to_string(), value.clone()))
+            })
+            .collect()
+    }
+}
+
+/// A PG's objects by name, the metadata object (empty name) included; `None` when the
+/// store has no collection for the PG.
+pub type PgDump = Option<BTreeMap<String, ObjectDump>>;
+
+pub fn dump_pg(store: &MemStore, pgid: PgId) -> PgDump {
+    let coll = CollectionId::Pg(pgid);
+    if !store.collection_exists(coll) {
+        return None;
+    }
+    let mut dump = BTreeMap::new();
+    let mut after: Option<ObjectId> = None;
+    loop {
+        let page = store
+            .list_objects(coll, after.as_ref(), PAGE_MAX)
+            .expect("the collection exists");
+        let Some(last) = page.last().cloned() else {
+            return Some(dump);
+        };
+        for oid in page {
+            dump.insert(oid.name.clone(), dump_object(store, coll, &oid));
+        }
+        after = Some(last);
+    }
+}
+
+fn dump_object(store: &MemStore, coll: CollectionId, oid: &ObjectId) -> ObjectDump {
+    let stat = store.stat(coll, oid).expect("listed");
+    ObjectDump {
+        size_bytes: stat.size_bytes,
+        mtime_ns: stat.mtime_ns,
+        data: store.read(coll, oid, 0, stat.size_bytes).expect("listed"),
+        xattrs: store.getxattrs(coll, oid).expect("listed"),
+        omap: store
+            .omap_list(coll, oid, None, usize::MAX)
+            .expect("listed"),
+    }
+}
+
+/// The PG log entries in `dump`'s metadata object, in version order.
+pub fn log_entries(dump: &PgDump) -> Result<Vec<LogEntry>, String> {
+    let Some(meta) = dump.as_ref().and_then(|d| d.get(PGMETA_NAME)) else {
+        return Ok(Vec::new());
+    };
+    let mut entries = Vec::new();
+    for (key, value) in &meta.omap {
+        if key.starts_with(LOG_KEY_PREFIX) {
+            let entry = LogEntry::from_shared(value.clone())
+                .map_err(|e| format!("log entry {key:?} is corrupt: {e}"))?;
+            entries.push(entry);
+        }
+    }
+    entries.sort_by_key(|entry| entry.version);
+    Ok(entries)
+}
+
+/// The PG info in `dump`'s metadata object, if any.
+pub fn pg_info(dump: &PgDump) -> Result<Option<PgInfo>, String> {
+    let Some(meta) = dump.as_ref().and_then(|d| d.get(PGMETA_NAME)) else {
+        return Ok(None);
+    };
+    let Some((_, raw)) = meta.omap.iter().find(|(key, _)| &key[..] == INFO_KEY) else {
+        return Ok(None);
+    };
+    PgInfo::from_shared(raw.clone())
+        .map(Some)
+        .map_err(|e| format!("PG info is corrupt: {e}"))
+}
+
+/// What every member of a PG must agree on in its info: the members' own fields
+/// (`created`, `last_epoch_started`) legitimately differ.
+pub fn shared_info(info: &PgInfo) -> (carmine_types::EVersion, carmine_types::EVersion, u64, u64) {
+    (info.last_update, info.log_tail, info.object_count, info.data_bytes)
+}

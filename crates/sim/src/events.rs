@@ -1,0 +1,77 @@
+//! The event queue: everything that will happen, ordered by virtual time and, at equal
+//! times, by the order it was scheduled. That total order is what makes a run
+//! reproducible.
+
+use crate::network::{Endpoint, SessionId, Wire};
+use crate::time::Nanos;
+use carmine_client::Target;
+use carmine_types::OsdId;
+use std::collections::BTreeMap;
+
+/// Events one run may process before the simulator declares a livelock.
+pub const EVENTS_PER_RUN_MAX: u64 = 20_000_000;
+
+/// Something that happens at a point of virtual time.
+#[derive(Debug)]
+pub enum Event {
+    /// A message arrives (if the network still lets it).
+    Deliver(Wire),
+    /// `endpoint` learns that `session` closed.
+    SessionClosed {
+        session: SessionId,
+        endpoint: Endpoint,
+    },
+    /// An OSD (re)connects to the monitor and boots.
+    OsdConnectMon(OsdId),
+    ClientConnectMon(u32),
+    /// A client's connection attempt to `target` failed.
+    ClientUnreachable { client: u32, target: Target },
+    /// Periodic: objecter timeouts and retries.
+    ClientTick(u32),
+    /// The client's workload issues its next op.
+    ClientIssue(u32),
+    /// Periodic: an OSD reports its stats to the monitor.
+    OsdStats(OsdId),
+    /// Periodic: the monitor's down/out timers, and the convergence watch.
+    MonTick,
+    /// The warm-up is over: clients start their workload, faults start.
+    StartWorkload,
+    /// Inject the next random fault.
+    Fault,
+    /// Undo fault number `fault` (heal a partition, end a slow link).
+    EndFault(u64),
+    OsdRestart(OsdId),
+    /// The fault phase ends: heal everything, restart every crashed OSD.
+    Quiet,
+    /// Clients stop issuing new ops.
+    StopWorkload,
+    /// The run is over, whatever its state.
+    Deadline,
+}
+
+/// Events by `(time, scheduling order)`.
+#[derive(Debug, Default)]
+pub struct EventQueue {
+    events: BTreeMap<(Nanos, u64), Event>,
+    next_seq: u64,
+}
+
+impl EventQueue {
+    pub fn push(&mut self, at: Nanos, event: Event) {
+        self.events.insert((at, self.next_seq), event);
+        self.next_seq += 1;
+    }
+
+    pub fn pop(&mut self) -> Option<(Nanos, u64, Event)> {
+        let ((at, seq), event) = self.events.pop_first()?;
+        Some((at, seq, event))
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+}

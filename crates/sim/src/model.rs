@@ -1,0 +1,201 @@
+//! The reference model of one object: what a compound op should return and leave
+//! behind, written from the op semantics (redb's fuzzer compares with a `BTreeMap` the
+//! same way). The checkers replay the writes of the PG log through it.
+//!
+//! Semantics mirrored from the OSD: reads see the object as it was before the
+//! request's writes; writes apply in order; a request that fails changes nothing; a
+//! request that writes and leaves the object existing stamps its mtime and version.
+
+use bytes::Bytes;
+use carmine_proto::{OpCode, OpError, OpOutput};
+use carmine_types::limits::{LIST_ENTRIES_MAX, XATTR_VALUE_BYTES_MAX};
+use std::collections::BTreeMap;
+
+/// An existing object.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObjectModel {
+    pub data: Vec<u8>,
+    pub xattrs: BTreeMap<String, Bytes>,
+    pub omap: BTreeMap<Bytes, Bytes>,
+    pub mtime_ns: u64,
+    pub user_version: u64,
+}
+
+/// An object's state: `None` when it does not exist.
+pub type State = Option<ObjectModel>;
+
+/// What a request did: its outputs and the object after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub outputs: Vec<OpOutput>,
+    pub after: State,
+}
+
+/// Runs `ops` on `before` as the OSD would, stamping writes with `user_version`.
+pub fn execute(
+    before: &State,
+    ops: &[OpCode],
+    user_version: u64,
+    mtime_ns: u64,
+) -> Result<Outcome, OpError> {
+    let mut after = before.clone();
+    let mut outputs = Vec::with_capacity(ops.len());
+    let mut wrote = false;
+    for op in ops {
+        if op.is_write() {
+            wrote = true;
+            write(&mut after, op)?;
+            outputs.push(OpOutput::None);
+        } else {
+            outputs.push(read(before, op)?);
+        }
+    }
+    if wrote {
+        if let Some(object) = after.as_mut() {
+            object.mtime_ns = mtime_ns;
+            object.user_version = user_version;
+        }
+    }
+    Ok(Outcome { outputs, after })
+}
+
+fn create(state: &mut State) -> &mut ObjectModel {
+    state.get_or_insert_with(ObjectModel::default)
+}
+
+fn put(data: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
+    if data.len() < offset + bytes.len() {
+        data.resize(offset + bytes.len(), 0);
+    }
+    data[offset..offset + bytes.len()].copy_from_slice(bytes);
+}
+
+fn write(state: &mut State, op: &OpCode) -> Result<(), OpError> {
+    match op {
+        OpCode::Create { exclusive } => {
+            if state.is_some() && *exclusive {
+                return Err(OpError::Exists);
+            }
+            create(state);
+        }
+        OpCode::WriteFull { data } => create(state).data = data.to_vec(),
+        OpCode::Write { offset, data } => put(&mut create(state).data, *offset as usize, data),
+        OpCode::Append { data } => {
+            let object = create(state);
+            let end = object.data.len();
+            put(&mut object.data, end, data);
+        }
+        OpCode::Truncate { size_bytes } => create(state).data.resize(*size_bytes as usize, 0),
+        OpCode::Zero { offset, length } => {
+            if let Some(object) = state.as_mut() {
+                let size = object.data.len();
+                let start = (*offset as usize).min(size);
+                let end = (*offset as usize).saturating_add(*length as usize).min(size);
+                object.data[start..end].fill(0);
+            }
+        }
+        OpCode::Remove => {
+            if state.take().is_none() {
+                return Err(OpError::NotFound);
+            }
+        }
+        OpCode::SetXattr { name, value } => {
+            if value.len() > XATTR_VALUE_BYTES_MAX {
+                return Err(OpError::Invalid("xattr value too long".into()));
+            }
+            create(state).xattrs.insert(name.clone(), value.clone());
+        }
+        OpCode::OmapSet { entries } => {
+            let object = create(state);
+            for (key, value) in entries {
+                object.omap.insert(key.clone(), value.clone());
+            }
+        }
+        OpCode::OmapClear => match state.as_mut() {
+            Some(object) => object.omap.clear(),
+            None => return Err(OpError::NotFound),
+        },
+        other => panic!("the model does not implement {other:?}; keep it out of the workload"),
+    }
+    Ok(())
+}
+
+fn read(state: &State, op: &OpCode) -> Result<OpOutput, OpError> {
+    let object = state.as_ref().ok_or(OpError::NotFound)?;
+    let size = object.data.len() as u64;
+    Ok(match op {
+        OpCode::Read { offset, length } => {
+            let length = if *length == 0 {
+                size.saturating_sub(*offset)
+            } else {
+                *length
+            };
+            let start = (*offset).min(size) as usize;
+            let end = offset.saturating_add(length).min(size) as usize;
+            OpOutput::Data(Bytes::copy_from_slice(&object.data[start..end]))
+        }
+        OpCode::Stat => OpOutput::Stat {
+            size_bytes: size,
+            mtime_ns: object.mtime_ns,
+            version: object.user_version,
+        },
+        OpCode::GetXattr { name } => {
+            OpOutput::Xattr(object.xattrs.get(name).cloned().ok_or(OpError::NoSuchXattr)?)
+        }
+        OpCode::GetXattrs => OpOutput::Xattrs(object.xattrs.clone()),
+        OpCode::OmapGetVals { after, max_entries } => {
+            let max = (*max_entries as usize).clamp(1, LIST_ENTRIES_MAX);
+            let mut entries: Vec<(Bytes, Bytes)> = object
+                .omap
+                .iter()
+                .filter(|(key, _)| after.as_ref().map_or(true, |after| *key > after))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .take(max + 1)
+                .collect();
+            let more = entries.len() > max;
+            entries.truncate(max);
+            OpOutput::Omap { entries, more }
+        }
+        OpCode::AssertExists => OpOutput::None,
+        other => panic!("the model does not implement {other:?}; keep it out of the workload"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(bytes: &[u8]) -> Bytes {
+        Bytes::copy_from_slice(bytes)
+    }
+
+    #[test]
+    fn writes_apply_in_order_and_reads_see_the_state_before() {
+        let ops = vec![
+            OpCode::WriteFull { data: data(b"abc") },
+            OpCode::Append { data: data(b"de") },
+            OpCode::Write {
+                offset: 7,
+                data: data(b"z"),
+            },
+        ];
+        let outcome = execute(&None, &ops, 5, 9).unwrap();
+        let object = outcome.after.unwrap();
+        assert_eq!(object.data, b"abcde\0\0z");
+        assert_eq!((object.user_version, object.mtime_ns), (5, 9));
+        let read = vec![OpCode::Read {
+            offset: 0,
+            length: 0,
+        }];
+        assert_eq!(execute(&None, &read, 0, 0), Err(OpError::NotFound));
+    }
+
+    #[test]
+    fn a_failed_request_changes_nothing() {
+        let ops = vec![OpCode::SetXattr {
+            name: "a".into(),
+            value: data(b"1"),
+        }, OpCode::Remove, OpCode::Remove];
+        assert_eq!(execute(&None, &ops, 1, 1), Err(OpError::NotFound));
+    }
+}

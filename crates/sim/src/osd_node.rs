@@ -1,0 +1,291 @@
+//! An OSD process in the simulator: its shards (`OsdShard<MemStore>`), the global task
+//! that holds the monitor session (boot, map distribution, stats), crash and restart.
+//!
+//! A shard's `MemStore` stands for its disk: a crash drops the shards and keeps the
+//! stores; a restart builds new shards on them (`OsdShard::new` then maps), which is
+//! all the real daemon could do — whatever a PG keeps only in memory is lost.
+
+use crate::events::Event;
+use crate::network::{Endpoint, Node, SessionId, Wire};
+use crate::sim::Sim;
+use crate::time::{Nanos, MILLISECOND, SECOND};
+use carmine_clustermap::{pg_shard, OsdMap};
+use carmine_osd::{OsdShard, Output};
+use carmine_proto::{MonGetMap, Msg, OsdBoot, OsdStats, PgState};
+use carmine_store::MemStore;
+use carmine_types::{Epoch, OsdId, PgId, ShardIndex};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// How long an OSD waits before reconnecting to the monitor (the daemon's 250 ms).
+pub const MON_RECONNECT_DELAY: Nanos = 250 * MILLISECOND;
+/// How long a connection attempt across a partition takes to fail.
+pub const CONNECT_TIMEOUT: Nanos = SECOND;
+/// How often an OSD reports stats (the daemon's `SHARD_REPORT_INTERVAL`).
+pub const STATS_INTERVAL: Nanos = SECOND;
+
+/// A process is running its shards, or is down with only its disks.
+pub enum Process {
+    Up(Vec<OsdShard<MemStore>>),
+    Down(Vec<MemStore>),
+}
+
+pub struct OsdNode {
+    pub id: OsdId,
+    pub shard_count: u16,
+    pub addrs: Vec<SocketAddr>,
+    pub process: Process,
+    pub mon_session: Option<SessionId>,
+    /// The global task's newest map (what the shards got).
+    pub map: Option<Arc<OsdMap>>,
+    pub booted_epoch: Epoch,
+}
+
+impl OsdNode {
+    pub fn new(id: OsdId, shard_count: u16) -> Self {
+        let addrs = (0..shard_count)
+            .map(|shard| SocketAddr::from(([10, 0, id.0 as u8, 1], 6800 + shard)))
+            .collect();
+        let shards = (0..shard_count)
+            .map(|index| OsdShard::new(id, ShardIndex(index), shard_count, MemStore::new()))
+            .collect();
+        Self {
+            id,
+            shard_count,
+            addrs,
+            process: Process::Up(shards),
+            mon_session: None,
+            map: None,
+            booted_epoch: Epoch(0),
+        }
+    }
+
+    pub fn is_up(&self) -> bool {
+        matches!(self.process, Process::Up(_))
+    }
+
+    pub fn store(&self, shard: ShardIndex) -> &MemStore {
+        match &self.process {
+            Process::Up(shards) => shards[usize::from(shard.0)].store(),
+            Process::Down(stores) => &stores[usize::from(shard.0)],
+        }
+    }
+
+    pub fn store_mut(&mut self, shard: ShardIndex) -> &mut MemStore {
+        match &mut self.process {
+            Process::Up(shards) => shards[usize::from(shard.0)].store_mut(),
+            Process::Down(stores) => &mut stores[usize::from(shard.0)],
+        }
+    }
+
+    /// Whether the process runs and every shard has map `epoch`.
+    pub fn has_epoch(&self, epoch: Epoch) -> bool {
+        match &self.process {
+            Process::Up(shards) => shards.iter().all(|shard| shard.epoch() == epoch),
+            Process::Down(_) => false,
+        }
+    }
+
+    pub fn pg_state(&self, shard: ShardIndex, pgid: PgId) -> Option<PgState> {
+        match &self.process {
+            Process::Up(shards) => shards[usize::from(shard.0)].pg(pgid).map(|pg| pg.state()),
+            Process::Down(_) => None,
+        }
+    }
+
+    fn epoch(&self) -> Epoch {
+        self.map.as_ref().map_or(Epoch(0), |map| map.epoch)
+    }
+}
+
+impl Sim {
+    pub(crate) fn osd_connect_mon(&mut self, osd: OsdId) {
+        let node = &self.osds[&osd];
+        if !node.is_up() || node.mon_session.is_some() {
+            return;
+        }
+        match self.net.connect(Endpoint::Osd(osd, ShardIndex(0)), Endpoint::Mon) {
+            Some(session) => {
+                self.osds.get_mut(&osd).expect("exists").mon_session = Some(session);
+                self.trace.note(self.now(), || format!("{osd} connects to the monitor"));
+                self.osd_boot(osd);
+            }
+            None => self.schedule(MON_RECONNECT_DELAY + CONNECT_TIMEOUT, Event::OsdConnectMon(osd)),
+        }
+    }
+
+    /// Boot and subscribe, as the daemon's `GlobalTask::boot`.
+    fn osd_boot(&mut self, osd: OsdId) {
+        let node = self.osds.get_mut(&osd).expect("exists");
+        let session = node.mon_session.expect("booting needs a session");
+        let epoch = node.epoch();
+        node.booted_epoch = epoch;
+        let boot = Msg::OsdBoot(OsdBoot {
+            osd,
+            shard_addrs: node.addrs.clone(),
+            host: format!("host{}", osd.0),
+            fsid: self.mon.map().fsid,
+        });
+        let from = Endpoint::Osd(osd, ShardIndex(0));
+        self.send_session(session, from, boot);
+        let subscribe = Msg::MonGetMap(MonGetMap {
+            have: epoch,
+            subscribe: true,
+        });
+        self.send_session(session, from, subscribe);
+    }
+
+    pub(crate) fn osd_session_closed(&mut self, osd: OsdId, session: SessionId) {
+        let node = self.osds.get_mut(&osd).expect("exists");
+        if node.is_up() && node.mon_session == Some(session) {
+            node.mon_session = None;
+            self.schedule(MON_RECONNECT_DELAY, Event::OsdConnectMon(osd));
+        }
+    }
+
+    pub(crate) fn osd_receive(&mut self, osd: OsdId, shard: ShardIndex, wire: Wire) {
+        if !self.osds[&osd].is_up() {
+            return;
+        }
+        let mut out = Vec::new();
+        match (wire.from, wire.msg) {
+            (Endpoint::Mon, Msg::OsdMap(update)) => return self.osd_handle_map(osd, update.map),
+            (Endpoint::Client(_), Msg::OsdOp(op)) => {
+                let crate::network::Via::Session(conn) = wire.via else {
+                    panic!("clients talk over sessions");
+                };
+                self.shard_mut(osd, shard).handle_client_op(conn, op, &mut out);
+            }
+            (Endpoint::Osd(from, _), msg) => {
+                self.shard_mut(osd, shard).handle_peer_message(from, msg, &mut out);
+            }
+            (from, msg) => panic!("{from} sent {osd} an unexpected {}", msg.msg_type()),
+        }
+        self.osd_outputs(osd, shard, out);
+    }
+
+    fn shard_mut(&mut self, osd: OsdId, shard: ShardIndex) -> &mut OsdShard<MemStore> {
+        match &mut self.osds.get_mut(&osd).expect("exists").process {
+            Process::Up(shards) => &mut shards[usize::from(shard.0)],
+            Process::Down(_) => panic!("{osd} is down"),
+        }
+    }
+
+    /// The global task's map handling, then the watch channel to every shard.
+    fn osd_handle_map(&mut self, osd: OsdId, map: Arc<OsdMap>) {
+        let node = self.osds.get_mut(&osd).expect("exists");
+        if map.epoch <= node.epoch() {
+            return;
+        }
+        let marked_down = map
+            .osd(osd)
+            .is_some_and(|info| !info.up || info.shard_addrs != node.addrs);
+        node.map = Some(map.clone());
+        let reboot = marked_down && map.epoch > node.booted_epoch && node.mon_session.is_some();
+        for index in 0..node.shard_count {
+            let mut out = Vec::new();
+            self.shard_mut(osd, ShardIndex(index))
+                .handle_map(map.clone(), &mut out);
+            self.osd_outputs(osd, ShardIndex(index), out);
+        }
+        if reboot {
+            self.trace
+                .note(self.now(), || format!("{osd}: e{} marks it down; boots again", map.epoch.0));
+            self.osd_boot(osd);
+        }
+    }
+
+    /// Carries out a shard's outputs, as the daemon's `ShardLoop::carry_out`.
+    fn osd_outputs(&mut self, osd: OsdId, shard: ShardIndex, outputs: Vec<Output>) {
+        let from = Endpoint::Osd(osd, shard);
+        for output in outputs {
+            match output {
+                Output::Client(conn, msg) => self.send_session(conn, from, msg),
+                Output::Peer(to_osd, to_shard, msg) => {
+                    let up = self
+                        .shard_mut(osd, shard)
+                        .map()
+                        .is_some_and(|map| map.is_up(to_osd));
+                    if up {
+                        let to = Endpoint::Osd(to_osd, to_shard);
+                        let sent = self.net.send_link(self.now(), from, to, msg);
+                        self.carry(sent);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) fn osd_stats(&mut self, osd: OsdId) {
+        self.schedule(STATS_INTERVAL, Event::OsdStats(osd));
+        let node = &self.osds[&osd];
+        let (Process::Up(shards), Some(session)) = (&node.process, node.mon_session) else {
+            return;
+        };
+        let mut stats = OsdStats {
+            osd,
+            map_epoch: node.epoch(),
+            ..OsdStats::default()
+        };
+        for shard in shards {
+            stats.pgs.extend(shard.pg_stats());
+            let usage = shard.usage();
+            stats.object_count += usage.object_count;
+            stats.data_bytes += usage.data_bytes;
+            stats.capacity_bytes = stats.capacity_bytes.saturating_add(usage.capacity_bytes);
+            let counters = shard.counters();
+            stats.ops_total += counters.ops_total;
+            stats.write_bytes_total += counters.write_bytes_total;
+            stats.read_bytes_total += counters.read_bytes_total;
+        }
+        let msg = Msg::OsdStats(stats);
+        self.send_session(session, Endpoint::Osd(osd, ShardIndex(0)), msg);
+    }
+
+    /// The process dies: shards and sessions go, the stores stay.
+    pub(crate) fn crash_osd(&mut self, osd: OsdId) {
+        let node = self.osds.get_mut(&osd).expect("exists");
+        let Process::Up(shards) = &mut node.process else {
+            return;
+        };
+        let stores = shards
+            .iter_mut()
+            .map(|shard| std::mem::take(shard.store_mut()))
+            .collect();
+        node.process = Process::Down(stores);
+        node.mon_session = None;
+        node.map = None;
+        node.booted_epoch = Epoch(0);
+        self.net.crash(osd);
+        let closed = self
+            .net
+            .close_where(|a, b| a == Node::Osd(osd) || b == Node::Osd(osd));
+        for (session, a, b) in closed {
+            // The peer's kernel answers with a reset: the survivor learns at once.
+            let survivor = if a.node() == Node::Osd(osd) { b } else { a };
+            let delay = self.rng.between(MILLISECOND, 5 * MILLISECOND);
+            self.schedule(delay, Event::SessionClosed { session, endpoint: survivor });
+        }
+    }
+
+    pub(crate) fn restart_osd(&mut self, osd: OsdId) {
+        let node = self.osds.get_mut(&osd).expect("exists");
+        let Process::Down(stores) = &mut node.process else {
+            return;
+        };
+        let count = node.shard_count;
+        let shards = std::mem::take(stores)
+            .into_iter()
+            .enumerate()
+            .map(|(index, store)| OsdShard::new(osd, ShardIndex(index as u16), count, store))
+            .collect();
+        node.process = Process::Up(shards);
+        self.trace.note(self.now(), || format!("{osd} restarts"));
+        self.schedule(MILLISECOND, Event::OsdConnectMon(osd));
+    }
+
+    /// The shard of `osd` that owns `pgid`.
+    pub(crate) fn owning_shard(&self, osd: OsdId, pgid: PgId) -> ShardIndex {
+        pg_shard(pgid, self.osds[&osd].shard_count)
+    }
+}

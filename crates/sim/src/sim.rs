@@ -1,0 +1,465 @@
+//! The simulator: one thread, one event queue, virtual time. It owns the monitor, the
+//! OSD processes (their shards and stores), the clients and the network, and turns
+//! each event into calls on the pure cores and each of their outputs into messages.
+//!
+//! A run has phases: warm-up (OSDs boot, clients fetch the map), faults (workload and
+//! random faults), quiet (everything healed; the workload goes on for a while, then
+//! stops), read-back (one client reads every object), then the checkers.
+
+use crate::checkers::{self, FinalState};
+use crate::client_node::ClientNode;
+use crate::config::SimConfig;
+use crate::dump;
+use crate::events::{Event, EventQueue, EVENTS_PER_RUN_MAX};
+use crate::faults::FaultState;
+use crate::history::History;
+use crate::network::{Endpoint, Network, Sent, Via, Wire};
+use crate::osd_node::OsdNode;
+use crate::rng::Rng;
+use crate::time::{Clock, Nanos, MILLISECOND, SECOND};
+use crate::trace::Trace;
+use crate::SimReport;
+use carmine_clustermap::{pg_shard, OsdMap, PoolSpec};
+use carmine_mon::{MonConfig, Monitor, MonOutput};
+use carmine_proto::Msg;
+use carmine_types::{EntityName, Epoch, OsdId, PoolId};
+use std::collections::BTreeMap;
+
+/// Where the run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    Warmup,
+    Faults,
+    /// Healed; clients still issue ops.
+    Quiet,
+    /// Clients stopped issuing; waiting for their ops and for convergence.
+    Draining,
+    ReadBack,
+    Done,
+}
+
+/// How often the monitor ticks (and the simulator watches for convergence).
+pub const MON_TICK: Nanos = 100 * MILLISECOND;
+
+/// The simulated cluster. See the module docs.
+pub struct Sim {
+    pub(crate) config: SimConfig,
+    pub(crate) clock: Clock,
+    pub(crate) queue: EventQueue,
+    pub(crate) net: Network,
+    pub(crate) trace: Trace,
+    pub(crate) history: History,
+    pub(crate) mon: Monitor,
+    pub(crate) mon_epochs: Vec<Epoch>,
+    pub(crate) osds: BTreeMap<OsdId, OsdNode>,
+    pub(crate) clients: Vec<ClientNode>,
+    pub(crate) pool: PoolId,
+    pub(crate) phase: Phase,
+    pub(crate) rng: Rng,
+    pub(crate) workload_rng: Rng,
+    pub(crate) faults: FaultState,
+    pub(crate) violations: Vec<String>,
+    pub(crate) quiet_at: Nanos,
+    pub(crate) converged_at: Option<Nanos>,
+    pub(crate) canary_fired: bool,
+}
+
+impl Sim {
+    pub fn new(config: SimConfig) -> Sim {
+        let clock = Clock::new();
+        let trace = if config.full_trace {
+            Trace::keeping_everything()
+        } else {
+            Trace::default()
+        };
+        let seed_rng = Rng::new(config.seed);
+        let mut map = OsdMap::new_dev(config.osd_count);
+        let spec = PoolSpec::replicated("sim", config.pool_size, config.pg_num);
+        let pool = map.create_pool(spec).expect("the seed picks a valid pool");
+        let mon = Monitor::new(map, MonConfig::default(), clock.instant());
+        let mon_epochs = vec![mon.map().epoch];
+        let osds = (0..config.osd_count)
+            .map(|id| (OsdId(id), OsdNode::new(OsdId(id), config.shards_per_osd)))
+            .collect();
+        let clients = (0..config.client_count)
+            .map(|index| ClientNode::new(index, &config))
+            .collect();
+        Sim {
+            net: Network::new(seed_rng.fork(1), config.latency),
+            rng: seed_rng.fork(2),
+            workload_rng: seed_rng.fork(3),
+            faults: FaultState::new(seed_rng.fork(4)),
+            config,
+            clock,
+            queue: EventQueue::default(),
+            trace,
+            history: History::default(),
+            mon,
+            mon_epochs,
+            osds,
+            clients,
+            pool,
+            phase: Phase::Warmup,
+            violations: Vec::new(),
+            quiet_at: 0,
+            converged_at: None,
+            canary_fired: false,
+        }
+    }
+
+    pub(crate) fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    pub(crate) fn schedule(&mut self, after: Nanos, event: Event) {
+        self.queue.push(self.clock.now() + after, event);
+    }
+
+    /// Runs to the end and checks.
+    pub fn run(mut self) -> SimReport {
+        self.start();
+        while self.phase != Phase::Done {
+            let Some((at, seq, event)) = self.queue.pop() else {
+                self.violations.push("the event queue ran dry".into());
+                break;
+            };
+            self.clock.advance_to(at);
+            self.trace.begin(at, seq);
+            self.handle(event);
+            assert!(
+                self.trace.events() < EVENTS_PER_RUN_MAX,
+                "livelock: {EVENTS_PER_RUN_MAX} events (seed {})",
+                self.config.seed
+            );
+        }
+        self.finish()
+    }
+
+    fn start(&mut self) {
+        let osds: Vec<OsdId> = self.osds.keys().copied().collect();
+        for osd in osds {
+            let jitter = self.rng.below(50 * MILLISECOND);
+            self.schedule(jitter, Event::OsdConnectMon(osd));
+            let jitter = self.rng.below(SECOND);
+            self.schedule(jitter, Event::OsdStats(osd));
+        }
+        for client in 0..self.config.client_count {
+            let jitter = self.rng.below(50 * MILLISECOND);
+            self.schedule(jitter, Event::ClientConnectMon(client));
+            let jitter = self.rng.below(100 * MILLISECOND);
+            self.schedule(jitter, Event::ClientTick(client));
+        }
+        self.schedule(MON_TICK, Event::MonTick);
+        self.schedule(self.config.warmup, Event::StartWorkload);
+        self.schedule(self.config.warmup + self.config.fault_phase, Event::Quiet);
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Deliver(wire) => self.deliver(wire),
+            Event::SessionClosed { session, endpoint } => self.session_closed(session, endpoint),
+            Event::OsdConnectMon(osd) => self.osd_connect_mon(osd),
+            Event::ClientConnectMon(client) => self.client_connect_mon(client),
+            Event::ClientUnreachable { client, target } => self.client_unreachable(client, target),
+            Event::ClientTick(client) => self.client_tick(client),
+            Event::ClientIssue(client) => self.client_issue(client),
+            Event::OsdStats(osd) => self.osd_stats(osd),
+            Event::MonTick => self.mon_tick(),
+            Event::StartWorkload => self.start_workload(),
+            Event::Fault => self.inject_fault(),
+            Event::EndFault(id) => self.end_fault(id),
+            Event::OsdRestart(osd) => self.restart_osd(osd),
+            Event::Quiet => self.enter_quiet(),
+            Event::StopWorkload => {
+                self.trace.note(self.now(), || "workload stops".into());
+                self.phase = Phase::Draining;
+            }
+            Event::Deadline => self.deadline(),
+        }
+    }
+
+    fn start_workload(&mut self) {
+        self.trace.note(self.now(), || "workload and faults start".into());
+        self.phase = Phase::Faults;
+        for client in 0..self.config.client_count {
+            self.schedule(0, Event::ClientIssue(client));
+        }
+        if self.config.faults.any_injected() {
+            let first = self.faults.rng.exponential(self.config.fault_interval_mean);
+            self.schedule(first, Event::Fault);
+        }
+    }
+
+    fn enter_quiet(&mut self) {
+        self.trace.note(self.now(), || "quiet: every fault heals".into());
+        self.phase = Phase::Quiet;
+        self.quiet_at = self.now();
+        self.heal_everything();
+        self.schedule(self.config.quiet_workload, Event::StopWorkload);
+        self.schedule(self.config.quiet_max, Event::Deadline);
+    }
+
+    fn deadline(&mut self) {
+        let in_flight: usize = self.clients.iter().map(|c| c.objecter.in_flight()).sum();
+        self.violations.push(format!(
+            "the run did not finish within {}s of healing: phase {:?}, {in_flight} ops in flight, {}",
+            self.config.quiet_max / SECOND,
+            self.phase,
+            self.convergence_problem().unwrap_or_else(|| "converged".into())
+        ));
+        self.phase = Phase::Done;
+    }
+
+    // --- the network ----------------------------------------------------------------
+
+    /// Schedules what the network did with a message.
+    pub(crate) fn carry(&mut self, sent: Sent) {
+        if let Sent::At(at, wire) = sent {
+            self.queue.push(at, Event::Deliver(wire));
+        }
+    }
+
+    pub(crate) fn send_session(&mut self, session: u64, from: Endpoint, msg: Msg) {
+        let sent = self.net.send_session(self.now(), session, from, msg);
+        self.carry(sent);
+    }
+
+    fn deliver(&mut self, wire: Wire) {
+        let now = self.now();
+        let Some(wire) = self.net.admit(wire) else {
+            self.trace.mix(b"lost");
+            return;
+        };
+        if self.canary_strikes(&wire) {
+            return;
+        }
+        self.mix_wire(&wire);
+        self.trace.note(now, || describe(&wire));
+        match wire.to {
+            Endpoint::Mon => self.mon_receive(wire),
+            Endpoint::Osd(osd, shard) => self.osd_receive(osd, shard, wire),
+            Endpoint::Client(client) => self.client_receive(client, wire),
+        }
+    }
+
+    fn mix_wire(&mut self, wire: &Wire) {
+        let from = format!("{}", wire.from);
+        let to = format!("{}", wire.to);
+        self.trace.mix(from.as_bytes());
+        self.trace.mix(to.as_bytes());
+        self.trace.mix_u64(u64::from(wire.msg.msg_type()));
+        self.trace.mix(&wire.msg.encode_front());
+    }
+
+    /// The canary: drops the first replicated write to a replica and forges the
+    /// replica's acknowledgement, so the primary acks a write a replica never saw.
+    fn canary_strikes(&mut self, wire: &Wire) -> bool {
+        if self.config.canary == crate::Canary::Off
+            || self.canary_fired
+            || self.phase != Phase::Faults
+        {
+            return false;
+        }
+        let Msg::RepOp(rep) = &wire.msg else {
+            return false;
+        };
+        self.canary_fired = true;
+        let reply = Msg::RepOpReply(carmine_proto::RepOpReply {
+            pgid: rep.pgid,
+            map_epoch: rep.map_epoch,
+            rep_tid: rep.rep_tid,
+            version: rep.entry.version,
+            result: Ok(()),
+        });
+        let (pgid, version) = (rep.pgid, rep.entry.version);
+        self.trace.note(self.now(), || {
+            format!("CANARY: dropped {pgid} v{version} to {}; forged its ack", wire.to)
+        });
+        let sent = self.net.send_link(self.now(), wire.to, wire.from, reply);
+        self.carry(sent);
+        true
+    }
+
+    fn session_closed(&mut self, session: u64, endpoint: Endpoint) {
+        self.trace.mix_u64(session);
+        self.trace
+            .note(self.now(), || format!("{endpoint} sees session {session} close"));
+        match endpoint {
+            Endpoint::Mon => {
+                let outputs = self.mon.handle_disconnect(self.clock.instant(), session);
+                self.mon_outputs(outputs);
+            }
+            Endpoint::Osd(osd, _) => self.osd_session_closed(osd, session),
+            Endpoint::Client(client) => self.client_session_closed(client, session),
+        }
+    }
+
+    // --- the monitor ----------------------------------------------------------------
+
+    fn mon_receive(&mut self, wire: Wire) {
+        let Via::Session(conn) = wire.via else {
+            panic!("the monitor talks over sessions only");
+        };
+        let from = match wire.from {
+            Endpoint::Osd(osd, _) => EntityName::osd(osd),
+            Endpoint::Client(index) => EntityName::client(self.clients[index as usize].id),
+            Endpoint::Mon => panic!("the monitor does not talk to itself"),
+        };
+        let outputs = self
+            .mon
+            .handle_message(self.clock.instant(), conn, from, wire.msg);
+        self.mon_outputs(outputs);
+    }
+
+    pub(crate) fn mon_outputs(&mut self, outputs: Vec<MonOutput>) {
+        for output in outputs {
+            match output {
+                MonOutput::PersistMap(map) => {
+                    let epoch = map.epoch;
+                    self.trace.note(self.now(), || format!("mon persists e{}", epoch.0));
+                    self.mon_epochs.push(epoch);
+                }
+                MonOutput::Send(conn, msg) => self.send_session(conn, Endpoint::Mon, msg),
+            }
+        }
+    }
+
+    fn mon_tick(&mut self) {
+        self.schedule(MON_TICK, Event::MonTick);
+        let outputs = self.mon.handle_tick(self.clock.instant());
+        self.mon_outputs(outputs);
+        if self.phase >= Phase::Quiet {
+            self.watch_convergence();
+        }
+    }
+
+    fn watch_convergence(&mut self) {
+        if self.converged_at.is_none() && self.converged() {
+            let at = self.now();
+            self.trace.note(at, || "every PG is active+clean".into());
+            self.converged_at = Some(at);
+        }
+        let idle = self.clients.iter().all(|c| c.objecter.in_flight() == 0);
+        if self.phase == Phase::Draining && idle && self.converged_at.is_some() {
+            self.start_read_back();
+        }
+    }
+
+    /// Every OSD up on the newest map, every PG of it active+clean on its primary.
+    fn converged(&self) -> bool {
+        self.convergence_problem().is_none()
+    }
+
+    /// Why the cluster has not converged yet, in words.
+    fn convergence_problem(&self) -> Option<String> {
+        let map = self.mon.map().clone();
+        if map.up_count() != self.osds.len() {
+            return Some(format!("{} of {} OSDs up in e{}", map.up_count(), self.osds.len(), map.epoch.0));
+        }
+        if let Some((osd, _)) = self.osds.iter().find(|(_, node)| !node.has_epoch(map.epoch)) {
+            return Some(format!("{osd} lacks e{}", map.epoch.0));
+        }
+        for pgid in map.all_pgs() {
+            let mapping = map.pg_mapping(pgid).expect("the pool exists");
+            let Some(primary) = mapping.primary else {
+                return Some(format!("{pgid} has no primary"));
+            };
+            if mapping.acting.len() != usize::from(self.config.pool_size) {
+                return Some(format!("{pgid} acting {:?}", mapping.acting));
+            }
+            let shard = pg_shard(pgid, self.config.shards_per_osd);
+            let state = self.osds[&primary].pg_state(shard, pgid);
+            let clean = state.is_some_and(|state| {
+                state.contains(carmine_proto::PgState::ACTIVE)
+                    && state.contains(carmine_proto::PgState::CLEAN)
+            });
+            if !clean {
+                let state = state.map_or("absent".into(), |state| state.name());
+                return Some(format!("{pgid} is {state} on its primary {primary}"));
+            }
+        }
+        None
+    }
+
+    // --- the end ----------------------------------------------------------------------
+
+    pub(crate) fn read_back_done(&mut self) {
+        if self.phase == Phase::ReadBack && self.clients[0].objecter.in_flight() == 0 {
+            self.trace.note(self.now(), || "read-back done".into());
+            self.phase = Phase::Done;
+        }
+    }
+
+    fn final_state(&self) -> FinalState {
+        let map = self.mon.map().clone();
+        let mut pgs = BTreeMap::new();
+        for pgid in map.all_pgs() {
+            let acting = map.pg_mapping(pgid).map(|m| m.acting).unwrap_or_default();
+            let shard = pg_shard(pgid, self.config.shards_per_osd);
+            let members = acting
+                .iter()
+                .map(|&osd| (osd, dump::dump_pg(self.osds[&osd].store(shard), pgid)))
+                .collect::<Vec<_>>();
+            if !members.is_empty() {
+                pgs.insert(pgid, members);
+            }
+        }
+        FinalState {
+            map,
+            pool: self.pool,
+            pgs,
+        }
+    }
+
+    fn finish(mut self) -> SimReport {
+        match self.converged_at {
+            Some(at) if at - self.quiet_at <= self.config.converge_bound => {}
+            Some(at) => self.violations.push(format!(
+                "PGs took {}ms after healing to become active+clean (bound {}ms)",
+                (at - self.quiet_at) / MILLISECOND,
+                self.config.converge_bound / MILLISECOND
+            )),
+            None => self
+                .violations
+                .push("the PGs never all became active+clean after healing".into()),
+        }
+        let end = self.final_state();
+        let mut violations = std::mem::take(&mut self.violations);
+        violations.extend(checkers::check(&self.history, &end, &self.mon_epochs));
+        SimReport {
+            seed: self.config.seed,
+            ok: violations.is_empty(),
+            trace_hash: self.trace.hash(),
+            events: self.trace.events(),
+            virtual_ms: self.now() / MILLISECOND,
+            ops_acked: self.history.acked_count(),
+            ops_failed: self.history.failed_count(),
+            faults: self.faults.injected,
+            shape: self.config.shape(),
+            fault_classes: self.config.faults,
+            violations,
+            fault_log: self.faults.log.clone(),
+            trace_tail: self.trace.tail(),
+        }
+    }
+}
+
+/// A message in a few words, for the trace.
+fn describe(wire: &Wire) -> String {
+    let what = match &wire.msg {
+        Msg::OsdOp(op) => format!("OsdOp {} {} {}", op.reqid, op.pgid, op.oid),
+        Msg::OsdOpReply(reply) => {
+            format!("OsdOpReply {} {:?} v{}", reply.reqid, reply.result.as_ref().err(), reply.version)
+        }
+        Msg::RepOp(rep) => format!("RepOp {} v{} tid {}", rep.pgid, rep.entry.version, rep.rep_tid),
+        Msg::RepOpReply(reply) => format!("RepOpReply {} v{} tid {}", reply.pgid, reply.version, reply.rep_tid),
+        Msg::OsdMap(map) => format!("OsdMap e{}", map.map.epoch.0),
+        Msg::OsdBoot(boot) => format!("OsdBoot {}", boot.osd),
+        other => {
+            let mut text = format!("{other:?}");
+            text.truncate(200);
+            text
+        }
+    };
+    format!("{} -> {}: {what}", wire.from, wire.to)
+}
