@@ -52,6 +52,8 @@ pub enum OsdCommand {
     Down { id: u32 },
     /// Where an object lives: its PG and the OSDs serving it, as `ceph osd map`.
     Map { pool: String, object: String },
+    /// Set how willing an OSD is to be primary, 0.0..=1.0, as `ceph osd primary-affinity`.
+    PrimaryAffinity { id: u32, weight: f64 },
 }
 
 async fn command(client: &Client, command: Command) -> Result<CommandOutput> {
@@ -260,6 +262,13 @@ pub async fn osd(client: &Client, command_: OsdCommand, json: bool) -> Result<()
         OsdCommand::In { id } => done(client, Command::OsdIn(OsdId(id)), json).await,
         OsdCommand::Down { id } => done(client, Command::OsdDown(OsdId(id)), json).await,
         OsdCommand::Map { pool, object } => osd_map(client, &pool, &object, json),
+        OsdCommand::PrimaryAffinity { id, weight } => {
+            if !(0.0..=1.0).contains(&weight) {
+                bail!("primary affinity must be between 0 and 1, got {weight}");
+            }
+            let affinity = (weight * 65536.0) as u32;
+            done(client, Command::OsdPrimaryAffinity(OsdId(id), affinity), json).await
+        }
     }
 }
 

@@ -333,6 +333,13 @@ impl Monitor {
                 next.set_weight(id, WEIGHT_IN).map_err(map_error)?;
                 format!("marked in {id}")
             }
+            Command::OsdPrimaryAffinity(id, affinity) => {
+                next.set_primary_affinity(id, affinity).map_err(map_error)?;
+                format!(
+                    "set {id} primary-affinity to {}",
+                    f64::from(affinity) / 65536.0
+                )
+            }
         };
         let epoch = self.publish(next, out);
         Ok(CommandOutput::Done { epoch, message })

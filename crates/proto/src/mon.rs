@@ -125,6 +125,8 @@ pub enum Command {
     OsdOut(OsdId),
     OsdIn(OsdId),
     Status,
+    /// Set an OSD's primary affinity (16.16, 0..=0x10000), as `ceph osd primary-affinity`.
+    OsdPrimaryAffinity(OsdId, u32),
 }
 
 /// What a successful command returns.
@@ -377,6 +379,11 @@ impl Encode for Command {
                 osd.encode(e);
             }
             Command::Status => e.put_u8(6),
+            Command::OsdPrimaryAffinity(osd, affinity) => {
+                e.put_u8(7);
+                osd.encode(e);
+                e.put_u32(*affinity);
+            }
         });
     }
 }
@@ -394,6 +401,7 @@ impl Decode for Command {
                 4 => Command::OsdOut(OsdId::decode(d)?),
                 5 => Command::OsdIn(OsdId::decode(d)?),
                 6 => Command::Status,
+                7 => Command::OsdPrimaryAffinity(OsdId::decode(d)?, d.get_u32()?),
                 other => {
                     return Err(DecodeError::Invalid {
                         what: "command",

@@ -90,7 +90,12 @@ fn durable_writes(history: &History, end: &FinalState, out: &mut Vec<String>) ->
     timelines
 }
 
-fn replay(oid: &str, entries: &[LogEntry], history: &History, out: &mut Vec<String>) -> Vec<Position> {
+fn replay(
+    oid: &str,
+    entries: &[LogEntry],
+    history: &History,
+    out: &mut Vec<String>,
+) -> Vec<Position> {
     let mut timeline = vec![Position {
         version: EVersion::ZERO,
         reqid: None,
@@ -99,22 +104,37 @@ fn replay(oid: &str, entries: &[LogEntry], history: &History, out: &mut Vec<Stri
     }];
     for entry in entries {
         let Some(op) = history.get(entry.reqid) else {
-            out.push(format!("{oid}: the log holds {} at {}, which no client sent", entry.reqid, entry.version));
+            out.push(format!(
+                "{oid}: the log holds {} at {}, which no client sent",
+                entry.reqid, entry.version
+            ));
             continue;
         };
         if let Some(Err(error)) = op.reply().map(|r| &r.result) {
-            out.push(format!("{oid}: write {} failed with '{error}' yet the log applied it at {}", entry.reqid, entry.version));
+            out.push(format!(
+                "{oid}: write {} failed with '{error}' yet the log applied it at {}",
+                entry.reqid, entry.version
+            ));
         }
-        let before = &timeline.last().expect("starts with the initial state").state;
+        let before = &timeline
+            .last()
+            .expect("starts with the initial state")
+            .state;
         let state = match model::execute(before, &op.ops, entry.version.version, op.mtime_ns) {
             Ok(outcome) => outcome.after,
             Err(error) => {
-                out.push(format!("{oid}: logged write {} at {} fails in the model: {error}", entry.reqid, entry.version));
+                out.push(format!(
+                    "{oid}: logged write {} at {} fails in the model: {error}",
+                    entry.reqid, entry.version
+                ));
                 before.clone()
             }
         };
         if (entry.op == LogOp::Delete) != state.is_none() {
-            out.push(format!("{oid}: log entry {} says {:?}, the model disagrees", entry.version, entry.op));
+            out.push(format!(
+                "{oid}: log entry {} says {:?}, the model disagrees",
+                entry.version, entry.op
+            ));
         }
         timeline.push(Position {
             version: entry.version,
@@ -128,7 +148,9 @@ fn replay(oid: &str, entries: &[LogEntry], history: &History, out: &mut Vec<Stri
 
 fn check_acked_in_log(oid: &str, timeline: &[Position], history: &History, out: &mut Vec<String>) {
     for op in history.ops().iter().filter(|op| op.oid == oid) {
-        let Some(reply) = op.acked_write() else { continue };
+        let Some(reply) = op.acked_write() else {
+            continue;
+        };
         let logged = timeline.iter().find(|p| p.reqid == Some(op.reqid));
         match logged {
             None => out.push(format!(
@@ -147,11 +169,18 @@ fn check_acked_in_log(oid: &str, timeline: &[Position], history: &History, out: 
 }
 
 /// A write acknowledged before another was invoked must have the lower version.
-fn check_real_time_order(oid: &str, timeline: &[Position], history: &History, out: &mut Vec<String>) {
+fn check_real_time_order(
+    oid: &str,
+    timeline: &[Position],
+    history: &History,
+    out: &mut Vec<String>,
+) {
     let mut latest_invoked: Option<(Nanos, ReqId)> = None;
     for position in &timeline[1..] {
         let reqid = position.reqid.expect("logged positions have a request");
-        let completed = history.get(reqid).and_then(|op| op.acked_write().and(op.completed));
+        let completed = history
+            .get(reqid)
+            .and_then(|op| op.acked_write().and(op.completed));
         if let (Some(completed), Some((invoked, earlier))) = (completed, latest_invoked) {
             if completed < invoked {
                 out.push(format!(
@@ -162,25 +191,42 @@ fn check_real_time_order(oid: &str, timeline: &[Position], history: &History, ou
                 ));
             }
         }
-        if latest_invoked.map_or(true, |(invoked, _)| position.invoked > invoked) {
+        if latest_invoked.is_none_or(|(invoked, _)| position.invoked > invoked) {
             latest_invoked = Some((position.invoked, reqid));
         }
     }
 }
 
-fn check_final_content(oid: &str, timeline: &[Position], history: &History, end: &FinalState, out: &mut Vec<String>) {
+fn check_final_content(
+    oid: &str,
+    timeline: &[Position],
+    history: &History,
+    end: &FinalState,
+    out: &mut Vec<String>,
+) {
     let last = timeline.last().expect("starts with the initial state");
-    let Some(pgid) = end.map.object_to_pg(end.pool, oid) else { return };
+    let Some(pgid) = end.map.object_to_pg(end.pool, oid) else {
+        return;
+    };
     let Some((primary, Some(objects))) = end.pgs.get(&pgid).and_then(|m| m.first()) else {
         out.push(format!("{oid}: the primary of {pgid} holds no collection"));
         return;
     };
     if let Some(difference) = model_vs_store(&last.state, objects.get(oid)) {
-        out.push(format!("{oid}: {primary} holds the wrong content after healing: {difference}"));
+        out.push(format!(
+            "{oid}: {primary} holds the wrong content after healing: {difference}"
+        ));
     }
-    for op in history.ops().iter().filter(|op| op.oid == oid && op.final_read) {
+    for op in history
+        .ops()
+        .iter()
+        .filter(|op| op.oid == oid && op.final_read)
+    {
         let Some(reply) = op.reply() else {
-            out.push(format!("{oid}: the final read-back {} got no reply: {:?}", op.reqid, op.result));
+            out.push(format!(
+                "{oid}: the final read-back {} got no reply: {:?}",
+                op.reqid, op.result
+            ));
             continue;
         };
         if !explains(op, reply, &last.state) {
@@ -199,13 +245,32 @@ fn model_vs_store(model: &State, stored: Option<&ObjectDump>) -> Option<String> 
         (None, Some(_)) => Some("the object exists but should not".into()),
         (Some(model), Some(stored)) => {
             if model.data[..] != stored.data[..] {
-                Some(format!("data {:?} instead of {:?}", stored.data, model.data))
+                Some(format!(
+                    "data {:?} instead of {:?}",
+                    stored.data, model.data
+                ))
             } else if model.xattrs != stored.user_xattrs() {
-                Some(format!("xattrs {:?} instead of {:?}", stored.user_xattrs(), model.xattrs))
-            } else if model.omap.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>() != stored.omap {
-                Some(format!("omap {:?} instead of {:?}", stored.omap, model.omap))
+                Some(format!(
+                    "xattrs {:?} instead of {:?}",
+                    stored.user_xattrs(),
+                    model.xattrs
+                ))
+            } else if model
+                .omap
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<Vec<_>>()
+                != stored.omap
+            {
+                Some(format!(
+                    "omap {:?} instead of {:?}",
+                    stored.omap, model.omap
+                ))
             } else if model.mtime_ns != stored.mtime_ns {
-                Some(format!("mtime {} instead of {}", stored.mtime_ns, model.mtime_ns))
+                Some(format!(
+                    "mtime {} instead of {}",
+                    stored.mtime_ns, model.mtime_ns
+                ))
             } else {
                 None
             }
@@ -250,7 +315,13 @@ fn linearizable_reads(history: &History, timelines: &Timelines, out: &mut Vec<St
     }
 }
 
-fn check_one_read(oid: &str, op: &OpRecord, timeline: &[Position], seen: &mut Vec<(Nanos, usize)>, out: &mut Vec<String>) {
+fn check_one_read(
+    oid: &str,
+    op: &OpRecord,
+    timeline: &[Position],
+    seen: &mut Vec<(Nanos, usize)>,
+    out: &mut Vec<String>,
+) {
     let reply = op.reply().expect("filtered");
     let completed = op.completed.expect("has a reply");
     let floor = seen
@@ -280,7 +351,10 @@ fn check_one_read(oid: &str, op: &OpRecord, timeline: &[Position], seen: &mut Ve
 
 fn short_op(op: &carmine_proto::OpCode) -> String {
     let text = format!("{op:?}");
-    text.split([' ', '{', '(']).next().unwrap_or_default().to_string()
+    text.split([' ', '{', '('])
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 // --- 3. identical replicas -------------------------------------------------------
@@ -290,7 +364,9 @@ fn replicas_identical(end: &FinalState, out: &mut Vec<String>) {
         let (first_osd, first) = &members[0];
         for (osd, other) in &members[1..] {
             if let Some(difference) = compare_dumps(first, other) {
-                out.push(format!("{pgid}: replicas differ, {first_osd} vs {osd}: {difference}"));
+                out.push(format!(
+                    "{pgid}: replicas differ, {first_osd} vs {osd}: {difference}"
+                ));
             }
         }
     }
@@ -315,7 +391,10 @@ fn compare_dumps(a_dump: &PgDump, b_dump: &PgDump) -> Option<String> {
                 }
             }
             Some(other) if other != object => {
-                return Some(format!("object {name:?} differs: {}", object_difference(object, other)))
+                return Some(format!(
+                    "object {name:?} differs: {}",
+                    object_difference(object, other)
+                ))
             }
             Some(_) => {}
         }
@@ -329,7 +408,8 @@ fn compare_infos(a: &PgDump, b: &PgDump) -> Option<String> {
     match (dump::pg_info(a), dump::pg_info(b)) {
         (Ok(Some(a)), Ok(Some(b))) => {
             let (a, b) = (dump::shared_info(&a), dump::shared_info(&b));
-            (a != b).then(|| format!("PG info (last_update, log_tail, objects, bytes) {a:?} vs {b:?}"))
+            (a != b)
+                .then(|| format!("PG info (last_update, log_tail, objects, bytes) {a:?} vs {b:?}"))
         }
         (Ok(None), Ok(None)) => None,
         (Err(error), _) | (_, Err(error)) => Some(error),
@@ -366,7 +446,10 @@ fn object_difference(a: &ObjectDump, b: &ObjectDump) -> String {
 fn epochs_increase(epochs: &[Epoch], out: &mut Vec<String>) {
     for pair in epochs.windows(2) {
         if pair[1].0 != pair[0].0 + 1 {
-            out.push(format!("the monitor persisted epoch {} after {}", pair[1].0, pair[0].0));
+            out.push(format!(
+                "the monitor persisted epoch {} after {}",
+                pair[1].0, pair[0].0
+            ));
         }
     }
 }

@@ -93,7 +93,10 @@ pub fn format_report(report: &SimReport) -> String {
         for event in &report.trace_tail {
             text.push_str(&format!("  event: {event}\n"));
         }
-        text.push_str(&format!("  reproduce: carmine sim --seed {}\n", report.seed));
+        text.push_str(&format!(
+            "  reproduce: carmine sim --seed {}\n",
+            report.seed
+        ));
     }
     text
 }
@@ -121,7 +124,10 @@ pub fn main_cli(args: &[String]) -> i32 {
         .collect();
     for report in &reports {
         if args.json {
-            println!("{}", serde_json::to_string(report).expect("reports serialize"));
+            println!(
+                "{}",
+                serde_json::to_string(report).expect("reports serialize")
+            );
         } else {
             print!("{}", format_report(report));
         }
@@ -130,7 +136,11 @@ pub fn main_cli(args: &[String]) -> i32 {
     if failed.is_empty() {
         0
     } else {
-        eprintln!("carmine sim: {} of {} seeds failed: {failed:?}", failed.len(), reports.len());
+        eprintln!(
+            "carmine sim: {} of {} seeds failed: {failed:?}",
+            failed.len(),
+            reports.len()
+        );
         1
     }
 }
@@ -145,7 +155,10 @@ mod tests {
 
     #[test]
     fn parses_seeds_formats_and_faults() {
-        let args = parse(&strings(&["--seeds", "3..9", "--format", "json", "--faults", "all"])).unwrap();
+        let args = parse(&strings(&[
+            "--seeds", "3..9", "--format", "json", "--faults", "all",
+        ]))
+        .unwrap();
         assert_eq!(args.seeds, 3..9);
         assert!(args.json);
         assert_eq!(args.faults, FaultClasses::ALL);

@@ -24,7 +24,6 @@ pub const MON_RETRY_DELAY: Nanos = 100 * MILLISECOND;
 pub const CLIENT_ID_BASE: u64 = 4096;
 
 pub struct ClientNode {
-    pub index: u32,
     pub id: u64,
     pub objecter: Objecter,
     pub mon_session: Option<SessionId>,
@@ -37,7 +36,6 @@ impl ClientNode {
         let id = CLIENT_ID_BASE + u64::from(index);
         let timeout = Duration::from_nanos(config.op_timeout);
         Self {
-            index,
             id,
             objecter: Objecter::new(id, timeout),
             mon_session: None,
@@ -71,7 +69,10 @@ impl Sim {
                 });
                 self.send_session(session, Endpoint::Client(index), msg);
             }
-            None => self.schedule(MON_RETRY_DELAY + CONNECT_TIMEOUT, Event::ClientConnectMon(index)),
+            None => self.schedule(
+                MON_RETRY_DELAY + CONNECT_TIMEOUT,
+                Event::ClientConnectMon(index),
+            ),
         }
     }
 
@@ -134,7 +135,8 @@ impl Sim {
                         client: self.client(index).id,
                         tid,
                     };
-                    self.trace.note(self.now(), || format!("client{index} completes {reqid}"));
+                    self.trace
+                        .note(self.now(), || format!("client{index} completes {reqid}"));
                     self.history.complete(reqid, self.clock.now(), result);
                     if index == 0 {
                         self.read_back_done();
@@ -167,9 +169,21 @@ impl Sim {
             Some(session) => self.send_session(session, from, Msg::OsdOp(op)),
             None => {
                 let refused = !self.osds[&target.osd].is_up()
-                    && self.net.reachable(Node::Client(index), Node::Osd(target.osd));
-                let delay = if refused { MILLISECOND } else { CONNECT_TIMEOUT };
-                self.schedule(delay, Event::ClientUnreachable { client: index, target });
+                    && self
+                        .net
+                        .reachable(Node::Client(index), Node::Osd(target.osd));
+                let delay = if refused {
+                    MILLISECOND
+                } else {
+                    CONNECT_TIMEOUT
+                };
+                self.schedule(
+                    delay,
+                    Event::ClientUnreachable {
+                        client: index,
+                        target,
+                    },
+                );
             }
         }
     }
@@ -219,7 +233,8 @@ impl Sim {
             &mut out,
         );
         let reqid = ReqId { client: id, tid };
-        self.trace.note(now, || format!("client{index} invokes {reqid} on {oid}"));
+        self.trace
+            .note(now, || format!("client{index} invokes {reqid} on {oid}"));
         self.history.invoke(OpRecord {
             client: index,
             reqid,
@@ -238,7 +253,11 @@ impl Sim {
     pub(crate) fn start_read_back(&mut self) {
         self.trace.note(self.now(), || "final read-back".into());
         self.phase = Phase::ReadBack;
-        let mut names: Vec<String> = self.clients.iter().flat_map(|c| c.objects.clone()).collect();
+        let mut names: Vec<String> = self
+            .clients
+            .iter()
+            .flat_map(|c| c.objects.clone())
+            .collect();
         names.sort();
         names.dedup();
         for oid in names {

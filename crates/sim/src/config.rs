@@ -161,7 +161,7 @@ pub struct FaultWeights {
 impl SimConfig {
     /// Everything drawn from `seed`, with the default fault classes.
     pub fn from_seed(seed: u64) -> SimConfig {
-        let mut rng = Rng::new(seed).fork(0x5348_4150_45); // "SHAPE"
+        let mut rng = Rng::new(seed).fork(0x0053_4841_5045); // "SHAPE"
         let osd_count = rng.between(3, 5) as u32;
         let pool_size = rng.between(2, 3) as u8;
         SimConfig {

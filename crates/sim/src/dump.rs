@@ -113,5 +113,10 @@ pub fn pg_info(dump: &PgDump) -> Result<Option<PgInfo>, String> {
 /// What every member of a PG must agree on in its info: the members' own fields
 /// (`created`, `last_epoch_started`) legitimately differ.
 pub fn shared_info(info: &PgInfo) -> (carmine_types::EVersion, carmine_types::EVersion, u64, u64) {
-    (info.last_update, info.log_tail, info.object_count, info.data_bytes)
+    (
+        info.last_update,
+        info.log_tail,
+        info.object_count,
+        info.data_bytes,
+    )
 }

@@ -15,7 +15,7 @@ pub const EVENTS_PER_RUN_MAX: u64 = 20_000_000;
 #[derive(Debug)]
 pub enum Event {
     /// A message arrives (if the network still lets it).
-    Deliver(Wire),
+    Deliver(Box<Wire>),
     /// `endpoint` learns that `session` closed.
     SessionClosed {
         session: SessionId,
@@ -25,7 +25,10 @@ pub enum Event {
     OsdConnectMon(OsdId),
     ClientConnectMon(u32),
     /// A client's connection attempt to `target` failed.
-    ClientUnreachable { client: u32, target: Target },
+    ClientUnreachable {
+        client: u32,
+        target: Target,
+    },
     /// Periodic: objecter timeouts and retries.
     ClientTick(u32),
     /// The client's workload issues its next op.
@@ -65,13 +68,5 @@ impl EventQueue {
     pub fn pop(&mut self) -> Option<(Nanos, u64, Event)> {
         let ((at, seq), event) = self.events.pop_first()?;
         Some((at, seq, event))
-    }
-
-    pub fn len(&self) -> usize {
-        self.events.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
     }
 }

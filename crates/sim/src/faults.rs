@@ -56,10 +56,22 @@ impl Sim {
         let weights = self.config.fault_weights;
         [
             (Kind::Reset, classes.resets, weights.reset),
-            (Kind::OsdMonReset, classes.osd_mon_resets, weights.osd_mon_reset),
+            (
+                Kind::OsdMonReset,
+                classes.osd_mon_resets,
+                weights.osd_mon_reset,
+            ),
             (Kind::SlowLink, classes.slow_links, weights.slow_link),
-            (Kind::ClientPartition, classes.client_partitions, weights.client_partition),
-            (Kind::OsdPartition, classes.osd_partitions, weights.osd_partition),
+            (
+                Kind::ClientPartition,
+                classes.client_partitions,
+                weights.client_partition,
+            ),
+            (
+                Kind::OsdPartition,
+                classes.osd_partitions,
+                weights.osd_partition,
+            ),
             (Kind::Crash, classes.crashes, weights.crash),
         ]
         .into_iter()
@@ -149,11 +161,15 @@ impl Sim {
         self.net.set_slow(b, a, factor);
         let duration = self.faults.rng.between(SECOND / 2, 4 * SECOND);
         self.start_fault(Active::Slow(vec![(a, b), (b, a)]), duration);
-        Some(format!("slow link {a:?} <-> {b:?} x{factor} for {}ms", duration / MILLISECOND))
+        Some(format!(
+            "slow link {a:?} <-> {b:?} x{factor} for {}ms",
+            duration / MILLISECOND
+        ))
     }
 
     fn fault_client_partition(&mut self) -> Option<String> {
-        let client = Node::Client(self.faults.rng.below(u64::from(self.config.client_count)) as u32);
+        let client =
+            Node::Client(self.faults.rng.below(u64::from(self.config.client_count)) as u32);
         let others: Vec<Node> = match self.faults.rng.below(3) {
             0 => vec![Node::Mon],
             1 => vec![Node::Osd(self.random_osd())],
@@ -165,7 +181,10 @@ impl Sim {
             .collect::<Vec<_>>();
         let duration = self.faults.rng.between(SECOND / 2, 5 * SECOND);
         self.partition(pairs, duration);
-        Some(format!("partition {client:?} from {others:?} for {}ms", duration / MILLISECOND))
+        Some(format!(
+            "partition {client:?} from {others:?} for {}ms",
+            duration / MILLISECOND
+        ))
     }
 
     fn fault_osd_partition(&mut self) -> Option<String> {
@@ -196,7 +215,10 @@ impl Sim {
         let duration = self.faults.rng.between(SECOND / 2, 8 * SECOND);
         self.partition(pairs, duration);
         let how = ["outbound only", "inbound only", "both ways"][one_way as usize];
-        Some(format!("partition {osd:?} from {others:?} {how} for {}ms", duration / MILLISECOND))
+        Some(format!(
+            "partition {osd:?} from {others:?} {how} for {}ms",
+            duration / MILLISECOND
+        ))
     }
 
     fn fault_crash(&mut self) -> Option<String> {
@@ -207,7 +229,10 @@ impl Sim {
         self.crash_osd(osd);
         let downtime = self.faults.rng.between(SECOND / 2, 8 * SECOND);
         self.schedule(downtime, Event::OsdRestart(osd));
-        Some(format!("crash {osd}, restart in {}ms", downtime / MILLISECOND))
+        Some(format!(
+            "crash {osd}, restart in {}ms",
+            downtime / MILLISECOND
+        ))
     }
 
     /// Cuts `pairs`; sessions across the cut close, and their ends notice after a
@@ -253,7 +278,7 @@ impl Sim {
 
     fn schedule_released(&mut self, released: Vec<(Nanos, crate::network::Wire)>) {
         for (at, wire) in released {
-            self.queue.push(at, Event::Deliver(wire));
+            self.queue.push(at, Event::Deliver(Box::new(wire)));
         }
     }
 

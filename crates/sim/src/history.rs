@@ -54,12 +54,7 @@ impl History {
         self.ops.push(record);
     }
 
-    pub fn complete(
-        &mut self,
-        reqid: ReqId,
-        at: Nanos,
-        result: Result<OsdOpReply, ObjecterError>,
-    ) {
+    pub fn complete(&mut self, reqid: ReqId, at: Nanos, result: Result<OsdOpReply, ObjecterError>) {
         let index = self.by_reqid[&reqid];
         let record = &mut self.ops[index];
         assert!(record.completed.is_none(), "{reqid} completed twice");

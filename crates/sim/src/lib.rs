@@ -14,6 +14,17 @@
 //! grow (see [`checkers`]). A canary mode breaks a rule on purpose; the checkers must
 //! catch it.
 //!
+//! Fault classes ([`FaultClasses`]): the default set is what the code survives today —
+//! latency and cross-link reordering, client session resets, slow links, client
+//! partitions. OSD ↔ monitor session resets, OSD crashes and OSD partitions are known
+//! gaps (`tests/known_gaps.rs`, feature `known-gaps`); enable them with
+//! [`run_with_faults`] or `carmine sim --faults all`.
+//!
+//! BUGGIFY-style hooks inside the cores would need changes to other crates; the places
+//! that want them: tiny in-flight and waiting-op limits in `pg` and `pg::replication`,
+//! early objecter deadlines, deferred store commits (`committed_through` lagging),
+//! maps that skip epochs, and shortened monitor grace periods.
+//!
 //! ```
 //! let report = carmine_sim::run(7);
 //! assert_eq!(report.seed, 7);

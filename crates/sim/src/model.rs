@@ -90,7 +90,9 @@ fn write(state: &mut State, op: &OpCode) -> Result<(), OpError> {
             if let Some(object) = state.as_mut() {
                 let size = object.data.len();
                 let start = (*offset as usize).min(size);
-                let end = (*offset as usize).saturating_add(*length as usize).min(size);
+                let end = (*offset as usize)
+                    .saturating_add(*length as usize)
+                    .min(size);
                 object.data[start..end].fill(0);
             }
         }
@@ -139,16 +141,20 @@ fn read(state: &State, op: &OpCode) -> Result<OpOutput, OpError> {
             mtime_ns: object.mtime_ns,
             version: object.user_version,
         },
-        OpCode::GetXattr { name } => {
-            OpOutput::Xattr(object.xattrs.get(name).cloned().ok_or(OpError::NoSuchXattr)?)
-        }
+        OpCode::GetXattr { name } => OpOutput::Xattr(
+            object
+                .xattrs
+                .get(name)
+                .cloned()
+                .ok_or(OpError::NoSuchXattr)?,
+        ),
         OpCode::GetXattrs => OpOutput::Xattrs(object.xattrs.clone()),
         OpCode::OmapGetVals { after, max_entries } => {
             let max = (*max_entries as usize).clamp(1, LIST_ENTRIES_MAX);
             let mut entries: Vec<(Bytes, Bytes)> = object
                 .omap
                 .iter()
-                .filter(|(key, _)| after.as_ref().map_or(true, |after| *key > after))
+                .filter(|(key, _)| after.as_ref().is_none_or(|after| *key > after))
                 .map(|(key, value)| (key.clone(), value.clone()))
                 .take(max + 1)
                 .collect();
@@ -192,10 +198,14 @@ mod tests {
 
     #[test]
     fn a_failed_request_changes_nothing() {
-        let ops = vec![OpCode::SetXattr {
-            name: "a".into(),
-            value: data(b"1"),
-        }, OpCode::Remove, OpCode::Remove];
+        let ops = vec![
+            OpCode::SetXattr {
+                name: "a".into(),
+                value: data(b"1"),
+            },
+            OpCode::Remove,
+            OpCode::Remove,
+        ];
         assert_eq!(execute(&None, &ops, 1, 1), Err(OpError::NotFound));
     }
 }

@@ -105,7 +105,7 @@ struct Link {
 #[derive(Debug)]
 pub enum Sent {
     /// Deliver at this time.
-    At(Nanos, Wire),
+    At(Nanos, Box<Wire>),
     Held,
     Lost,
 }
@@ -292,7 +292,10 @@ impl Network {
     }
 
     /// Open sessions whose nodes match (for choosing one to reset).
-    pub fn open_sessions(&self, mut matches: impl FnMut(Endpoint, Endpoint) -> bool) -> Vec<SessionId> {
+    pub fn open_sessions(
+        &self,
+        mut matches: impl FnMut(Endpoint, Endpoint) -> bool,
+    ) -> Vec<SessionId> {
         self.sessions
             .iter()
             .filter(|(_, s)| s.open && matches(s.initiator, s.acceptor))
@@ -301,7 +304,13 @@ impl Network {
     }
 
     /// Sends on a session from `from`; lost if the session is closed.
-    pub fn send_session(&mut self, now: Nanos, session: SessionId, from: Endpoint, msg: Msg) -> Sent {
+    pub fn send_session(
+        &mut self,
+        now: Nanos,
+        session: SessionId,
+        from: Endpoint,
+        msg: Msg,
+    ) -> Sent {
         let Some(s) = self.sessions.get(&session) else {
             self.lost_total += 1;
             return Sent::Lost;
@@ -313,7 +322,10 @@ impl Network {
         let (to, direction) = if s.initiator == from {
             (s.acceptor, 0)
         } else {
-            assert_eq!(s.acceptor, from, "{from} is not an end of session {session}");
+            assert_eq!(
+                s.acceptor, from,
+                "{from} is not an end of session {session}"
+            );
             (s.initiator, 1)
         };
         let latency = self.latency(from.node(), to.node());
@@ -326,7 +338,7 @@ impl Network {
             via: Via::Session(session),
             msg,
         };
-        Sent::At(at, wire)
+        Sent::At(at, Box::new(wire))
     }
 
     // --- lossless links -----------------------------------------------------------
@@ -366,7 +378,10 @@ impl Network {
         };
         let wire = Wire { from, to, via, msg };
         if blocked || !link.held.is_empty() {
-            assert!(link.held.len() < HELD_MESSAGES_MAX, "link {from} → {to} holds too much");
+            assert!(
+                link.held.len() < HELD_MESSAGES_MAX,
+                "link {from} → {to} holds too much"
+            );
             link.held.insert(link.next_seq, wire);
             return Sent::Held;
         }
@@ -374,12 +389,12 @@ impl Network {
         let link = self.links.get_mut(&(from, to)).expect("created above");
         let at = (now + latency).max(link.next_free);
         link.next_free = at;
-        Sent::At(at, wire)
+        Sent::At(at, Box::new(wire))
     }
 
     /// Whether a message may be delivered now. A lossless message that meets a cut is
     /// held (returns false); a message of a closed session or a dead process is lost.
-    pub fn admit(&mut self, wire: Wire) -> Option<Wire> {
+    pub fn admit(&mut self, wire: Box<Wire>) -> Option<Box<Wire>> {
         match wire.via {
             Via::Session(session) => {
                 if self.is_open(session) {
@@ -400,12 +415,19 @@ impl Network {
                     return None;
                 }
                 let blocked = self.is_blocked(wire.from.node(), wire.to.node());
-                let link = self.links.get_mut(&(wire.from, wire.to)).expect("sent on it");
+                let link = self
+                    .links
+                    .get_mut(&(wire.from, wire.to))
+                    .expect("sent on it");
                 if blocked || !link.held.is_empty() {
-                    link.held.insert(seq, wire);
+                    link.held.insert(seq, *wire);
                     return None;
                 }
-                assert!(seq > link.last_delivered, "lossless link reordered: {seq} after {}", link.last_delivered);
+                assert!(
+                    seq > link.last_delivered,
+                    "lossless link reordered: {seq} after {}",
+                    link.last_delivered
+                );
                 link.last_delivered = seq;
                 Some(wire)
             }

@@ -31,7 +31,6 @@ pub enum Process {
 }
 
 pub struct OsdNode {
-    pub id: OsdId,
     pub shard_count: u16,
     pub addrs: Vec<SocketAddr>,
     pub process: Process,
@@ -50,7 +49,6 @@ impl OsdNode {
             .map(|index| OsdShard::new(id, ShardIndex(index), shard_count, MemStore::new()))
             .collect();
         Self {
-            id,
             shard_count,
             addrs,
             process: Process::Up(shards),
@@ -68,13 +66,6 @@ impl OsdNode {
         match &self.process {
             Process::Up(shards) => shards[usize::from(shard.0)].store(),
             Process::Down(stores) => &stores[usize::from(shard.0)],
-        }
-    }
-
-    pub fn store_mut(&mut self, shard: ShardIndex) -> &mut MemStore {
-        match &mut self.process {
-            Process::Up(shards) => shards[usize::from(shard.0)].store_mut(),
-            Process::Down(stores) => &mut stores[usize::from(shard.0)],
         }
     }
 
@@ -104,13 +95,20 @@ impl Sim {
         if !node.is_up() || node.mon_session.is_some() {
             return;
         }
-        match self.net.connect(Endpoint::Osd(osd, ShardIndex(0)), Endpoint::Mon) {
+        match self
+            .net
+            .connect(Endpoint::Osd(osd, ShardIndex(0)), Endpoint::Mon)
+        {
             Some(session) => {
                 self.osds.get_mut(&osd).expect("exists").mon_session = Some(session);
-                self.trace.note(self.now(), || format!("{osd} connects to the monitor"));
+                self.trace
+                    .note(self.now(), || format!("{osd} connects to the monitor"));
                 self.osd_boot(osd);
             }
-            None => self.schedule(MON_RECONNECT_DELAY + CONNECT_TIMEOUT, Event::OsdConnectMon(osd)),
+            None => self.schedule(
+                MON_RECONNECT_DELAY + CONNECT_TIMEOUT,
+                Event::OsdConnectMon(osd),
+            ),
         }
     }
 
@@ -154,10 +152,13 @@ impl Sim {
                 let crate::network::Via::Session(conn) = wire.via else {
                     panic!("clients talk over sessions");
                 };
-                self.shard_mut(osd, shard).handle_client_op(conn, op, &mut out);
+                self.shard_mut(osd, shard)
+                    .handle_client_op(conn, op, &mut out);
             }
             (Endpoint::Osd(from, _), msg) => {
-                self.shard_mut(osd, shard).handle_peer_message(from, msg, &mut out);
+                self.note_misrouted(osd, shard, &msg);
+                self.shard_mut(osd, shard)
+                    .handle_peer_message(from, msg, &mut out);
             }
             (from, msg) => panic!("{from} sent {osd} an unexpected {}", msg.msg_type()),
         }
@@ -189,8 +190,9 @@ impl Sim {
             self.osd_outputs(osd, ShardIndex(index), out);
         }
         if reboot {
-            self.trace
-                .note(self.now(), || format!("{osd}: e{} marks it down; boots again", map.epoch.0));
+            self.trace.note(self.now(), || {
+                format!("{osd}: e{} marks it down; boots again", map.epoch.0)
+            });
             self.osd_boot(osd);
         }
     }
@@ -264,7 +266,13 @@ impl Sim {
             // The peer's kernel answers with a reset: the survivor learns at once.
             let survivor = if a.node() == Node::Osd(osd) { b } else { a };
             let delay = self.rng.between(MILLISECOND, 5 * MILLISECOND);
-            self.schedule(delay, Event::SessionClosed { session, endpoint: survivor });
+            self.schedule(
+                delay,
+                Event::SessionClosed {
+                    session,
+                    endpoint: survivor,
+                },
+            );
         }
     }
 
@@ -284,8 +292,40 @@ impl Sim {
         self.schedule(MILLISECOND, Event::OsdConnectMon(osd));
     }
 
-    /// The shard of `osd` that owns `pgid`.
-    pub(crate) fn owning_shard(&self, osd: OsdId, pgid: PgId) -> ShardIndex {
-        pg_shard(pgid, self.osds[&osd].shard_count)
+    /// Counts a peer message delivered to a shard that does not own its PG: the
+    /// shard drops it, so a protocol waiting for an answer stalls.
+    fn note_misrouted(&mut self, osd: OsdId, shard: ShardIndex, msg: &Msg) {
+        let Some(pgid) = peer_message_pgid(msg) else {
+            return;
+        };
+        let owner = pg_shard(pgid, self.osds[&osd].shard_count);
+        if owner != shard {
+            self.misrouted_total += 1;
+            let kind = msg.msg_type();
+            self.trace.note(self.now(), || {
+                format!(
+                    "MISROUTED: type {kind} for {pgid} reached {osd} shard {}, owner is shard {}",
+                    shard.0, owner.0
+                )
+            });
+        }
     }
+}
+
+/// The PG an OSD-to-OSD message is about.
+fn peer_message_pgid(msg: &Msg) -> Option<PgId> {
+    Some(match msg {
+        Msg::RepOp(m) => m.pgid,
+        Msg::RepOpReply(m) => m.pgid,
+        Msg::PgQuery(m) => m.pgid,
+        Msg::PgNotify(m) => m.pgid,
+        Msg::PgLogRequest(m) => m.pgid,
+        Msg::PgLogReply(m) => m.pgid,
+        Msg::PgActivate(m) => m.pgid,
+        Msg::PgActivated(m) => m.pgid,
+        Msg::PgPull(m) => m.pgid,
+        Msg::PgPush(m) => m.pgid,
+        Msg::PgPushReply(m) => m.pgid,
+        _ => return None,
+    })
 }

@@ -20,7 +20,7 @@ use crate::time::{Clock, Nanos, MILLISECOND, SECOND};
 use crate::trace::Trace;
 use crate::SimReport;
 use carmine_clustermap::{pg_shard, OsdMap, PoolSpec};
-use carmine_mon::{MonConfig, Monitor, MonOutput};
+use carmine_mon::{MonConfig, MonOutput, Monitor};
 use carmine_proto::Msg;
 use carmine_types::{EntityName, Epoch, OsdId, PoolId};
 use std::collections::BTreeMap;
@@ -62,6 +62,8 @@ pub struct Sim {
     pub(crate) quiet_at: Nanos,
     pub(crate) converged_at: Option<Nanos>,
     pub(crate) canary_fired: bool,
+    /// Peer messages delivered to a shard that does not own their PG.
+    pub(crate) misrouted_total: u64,
 }
 
 impl Sim {
@@ -104,6 +106,7 @@ impl Sim {
             quiet_at: 0,
             converged_at: None,
             canary_fired: false,
+            misrouted_total: 0,
         }
     }
 
@@ -179,7 +182,8 @@ impl Sim {
     }
 
     fn start_workload(&mut self) {
-        self.trace.note(self.now(), || "workload and faults start".into());
+        self.trace
+            .note(self.now(), || "workload and faults start".into());
         self.phase = Phase::Faults;
         for client in 0..self.config.client_count {
             self.schedule(0, Event::ClientIssue(client));
@@ -191,7 +195,8 @@ impl Sim {
     }
 
     fn enter_quiet(&mut self) {
-        self.trace.note(self.now(), || "quiet: every fault heals".into());
+        self.trace
+            .note(self.now(), || "quiet: every fault heals".into());
         self.phase = Phase::Quiet;
         self.quiet_at = self.now();
         self.heal_everything();
@@ -224,7 +229,7 @@ impl Sim {
         self.carry(sent);
     }
 
-    fn deliver(&mut self, wire: Wire) {
+    fn deliver(&mut self, wire: Box<Wire>) {
         let now = self.now();
         let Some(wire) = self.net.admit(wire) else {
             self.trace.mix(b"lost");
@@ -236,9 +241,9 @@ impl Sim {
         self.mix_wire(&wire);
         self.trace.note(now, || describe(&wire));
         match wire.to {
-            Endpoint::Mon => self.mon_receive(wire),
-            Endpoint::Osd(osd, shard) => self.osd_receive(osd, shard, wire),
-            Endpoint::Client(client) => self.client_receive(client, wire),
+            Endpoint::Mon => self.mon_receive(*wire),
+            Endpoint::Osd(osd, shard) => self.osd_receive(osd, shard, *wire),
+            Endpoint::Client(client) => self.client_receive(client, *wire),
         }
     }
 
@@ -273,7 +278,10 @@ impl Sim {
         });
         let (pgid, version) = (rep.pgid, rep.entry.version);
         self.trace.note(self.now(), || {
-            format!("CANARY: dropped {pgid} v{version} to {}; forged its ack", wire.to)
+            format!(
+                "CANARY: dropped {pgid} v{version} to {}; forged its ack",
+                wire.to
+            )
         });
         let sent = self.net.send_link(self.now(), wire.to, wire.from, reply);
         self.carry(sent);
@@ -282,8 +290,9 @@ impl Sim {
 
     fn session_closed(&mut self, session: u64, endpoint: Endpoint) {
         self.trace.mix_u64(session);
-        self.trace
-            .note(self.now(), || format!("{endpoint} sees session {session} close"));
+        self.trace.note(self.now(), || {
+            format!("{endpoint} sees session {session} close")
+        });
         match endpoint {
             Endpoint::Mon => {
                 let outputs = self.mon.handle_disconnect(self.clock.instant(), session);
@@ -316,7 +325,8 @@ impl Sim {
             match output {
                 MonOutput::PersistMap(map) => {
                     let epoch = map.epoch;
-                    self.trace.note(self.now(), || format!("mon persists e{}", epoch.0));
+                    self.trace
+                        .note(self.now(), || format!("mon persists e{}", epoch.0));
                     self.mon_epochs.push(epoch);
                 }
                 MonOutput::Send(conn, msg) => self.send_session(conn, Endpoint::Mon, msg),
@@ -354,9 +364,18 @@ impl Sim {
     fn convergence_problem(&self) -> Option<String> {
         let map = self.mon.map().clone();
         if map.up_count() != self.osds.len() {
-            return Some(format!("{} of {} OSDs up in e{}", map.up_count(), self.osds.len(), map.epoch.0));
+            return Some(format!(
+                "{} of {} OSDs up in e{}",
+                map.up_count(),
+                self.osds.len(),
+                map.epoch.0
+            ));
         }
-        if let Some((osd, _)) = self.osds.iter().find(|(_, node)| !node.has_epoch(map.epoch)) {
+        if let Some((osd, _)) = self
+            .osds
+            .iter()
+            .find(|(_, node)| !node.has_epoch(map.epoch))
+        {
             return Some(format!("{osd} lacks e{}", map.epoch.0));
         }
         for pgid in map.all_pgs() {
@@ -425,6 +444,12 @@ impl Sim {
         }
         let end = self.final_state();
         let mut violations = std::mem::take(&mut self.violations);
+        if self.misrouted_total > 0 {
+            violations.push(format!(
+                "{} OSD-to-OSD messages reached a shard that does not own their PG (dropped there)",
+                self.misrouted_total
+            ));
+        }
         violations.extend(checkers::check(&self.history, &end, &self.mon_epochs));
         SimReport {
             seed: self.config.seed,
@@ -449,10 +474,21 @@ fn describe(wire: &Wire) -> String {
     let what = match &wire.msg {
         Msg::OsdOp(op) => format!("OsdOp {} {} {}", op.reqid, op.pgid, op.oid),
         Msg::OsdOpReply(reply) => {
-            format!("OsdOpReply {} {:?} v{}", reply.reqid, reply.result.as_ref().err(), reply.version)
+            format!(
+                "OsdOpReply {} {:?} v{}",
+                reply.reqid,
+                reply.result.as_ref().err(),
+                reply.version
+            )
         }
-        Msg::RepOp(rep) => format!("RepOp {} v{} tid {}", rep.pgid, rep.entry.version, rep.rep_tid),
-        Msg::RepOpReply(reply) => format!("RepOpReply {} v{} tid {}", reply.pgid, reply.version, reply.rep_tid),
+        Msg::RepOp(rep) => format!(
+            "RepOp {} v{} tid {}",
+            rep.pgid, rep.entry.version, rep.rep_tid
+        ),
+        Msg::RepOpReply(reply) => format!(
+            "RepOpReply {} v{} tid {}",
+            reply.pgid, reply.version, reply.rep_tid
+        ),
         Msg::OsdMap(map) => format!("OsdMap e{}", map.map.epoch.0),
         Msg::OsdBoot(boot) => format!("OsdBoot {}", boot.osd),
         other => {

@@ -72,7 +72,8 @@ impl Trace {
         if self.tail.len() == TRACE_TAIL_MAX && !self.keep_all {
             self.tail.pop_front();
         }
-        self.tail.push_back(format!("{} {}", format_nanos(at), words()));
+        self.tail
+            .push_back(format!("{} {}", format_nanos(at), words()));
     }
 
     pub fn tail(&self) -> Vec<String> {

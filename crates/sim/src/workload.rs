@@ -40,7 +40,9 @@ pub fn write_op(rng: &mut Rng) -> Vec<OpCode> {
             offset: rng.below(EXTENT_BYTES_MAX),
             data: data(rng, 16),
         }],
-        5 | 6 => vec![OpCode::Append { data: data(rng, 16) }],
+        5 | 6 => vec![OpCode::Append {
+            data: data(rng, 16),
+        }],
         7 => vec![OpCode::Truncate {
             size_bytes: rng.below(EXTENT_BYTES_MAX),
         }],
@@ -62,7 +64,9 @@ pub fn write_op(rng: &mut Rng) -> Vec<OpCode> {
             },
         ],
         _ => vec![
-            OpCode::Append { data: data(rng, 16) },
+            OpCode::Append {
+                data: data(rng, 16),
+            },
             OpCode::OmapSet {
                 entries: omap_entries(rng),
             },

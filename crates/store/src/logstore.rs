@@ -4,6 +4,29 @@
 //! shard alone: `&mut self`, no locks, no threads, no clocks, so the simulator can
 //! drive it deterministically over a [`FaultyDevice`](crate::FaultyDevice).
 //!
+//! ```
+//! use bytes::Bytes;
+//! use carmine_store::{CollectionId, FaultConfig, FaultyDevice, LogStore, LogStoreConfig};
+//! use carmine_store::{ObjectStore, Transaction};
+//! use carmine_types::ObjectId;
+//!
+//! let device = FaultyDevice::in_memory(4 << 20, FaultConfig::default());
+//! let mut store = LogStore::open(device, LogStoreConfig::small()).unwrap();
+//! let mut tx = Transaction::new();
+//! tx.create_collection(CollectionId::Meta);
+//! tx.write(CollectionId::Meta, ObjectId::head("superblock"), 0, Bytes::from_static(b"v1"));
+//! let seq = store.submit(tx).unwrap();
+//! assert!(store.committed_through() < seq); // readable, not yet durable
+//! store.flush().unwrap(); // one write and one sync for everything pending
+//! assert!(store.committed_through() >= seq);
+//!
+//! let mut device = store.into_device();
+//! device.crash().unwrap(); // power cut: unsynced writes are lost
+//! let store = LogStore::open(device, LogStoreConfig::small()).unwrap();
+//! let oid = ObjectId::head("superblock");
+//! assert_eq!(&store.read(CollectionId::Meta, &oid, 0, 2).unwrap()[..], b"v1");
+//! ```
+//!
 //! # Durability contract
 //!
 //! - [`submit`](ObjectStore::submit) validates the transaction, applies it to the

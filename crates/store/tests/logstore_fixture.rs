@@ -12,7 +12,10 @@ use carmine_types::{ObjectId, PgId};
 
 const DEVICE_BYTES: usize = 4 << 20;
 const SECTOR_BYTES: usize = 512;
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/logstore_v1.sectors");
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/logstore_v1.sectors"
+);
 
 fn pg() -> CollectionId {
     CollectionId::Pg(PgId::new(3, 7))
@@ -24,15 +27,39 @@ fn write_contents() -> MemDevice {
     let mut store = LogStore::open(MemDevice::new(DEVICE_BYTES), LogStoreConfig::small()).unwrap();
     let mut tx = Transaction::new();
     tx.create_collection(pg());
-    tx.write(pg(), ObjectId::head("small"), 0, Bytes::from_static(b"version one"));
-    tx.write(pg(), ObjectId::head("large"), 0, Bytes::from(vec![7u8; 100_000]));
-    tx.set_xattr(pg(), ObjectId::head("small"), "_".into(), Bytes::from_static(b"oi"));
+    tx.write(
+        pg(),
+        ObjectId::head("small"),
+        0,
+        Bytes::from_static(b"version one"),
+    );
+    tx.write(
+        pg(),
+        ObjectId::head("large"),
+        0,
+        Bytes::from(vec![7u8; 100_000]),
+    );
+    tx.set_xattr(
+        pg(),
+        ObjectId::head("small"),
+        "_".into(),
+        Bytes::from_static(b"oi"),
+    );
     store.submit(tx).unwrap();
     let device = store.close().unwrap();
     let mut store = LogStore::open(device, LogStoreConfig::small()).unwrap();
     let mut tx = Transaction::new();
-    tx.write(pg(), ObjectId::head("large"), 4096, Bytes::from(vec![9u8; 4096]));
-    tx.omap_set(pg(), ObjectId::head("small"), vec![(Bytes::from_static(b"k"), Bytes::from_static(b"v"))]);
+    tx.write(
+        pg(),
+        ObjectId::head("large"),
+        4096,
+        Bytes::from(vec![9u8; 4096]),
+    );
+    tx.omap_set(
+        pg(),
+        ObjectId::head("small"),
+        vec![(Bytes::from_static(b"k"), Bytes::from_static(b"v"))],
+    );
     tx.touch(pg(), ObjectId::head("gone"));
     tx.remove(pg(), ObjectId::head("gone"));
     store.submit(tx).unwrap();
@@ -71,14 +98,22 @@ fn version_1_fixture_still_opens() {
     let device = load();
     let report = logstore::fsck(&device).unwrap();
     assert!(report.is_clean(), "{:?}", report.errors);
-    assert_eq!(report.records_checked, 2, "one transaction and its padding replay");
+    assert_eq!(
+        report.records_checked, 2,
+        "one transaction and its padding replay"
+    );
     let store = LogStore::open(device, LogStoreConfig::small()).unwrap();
     assert_eq!(store.committed_through(), 2);
     let small = ObjectId::head("small");
-    assert_eq!(&store.read(pg(), &small, 0, 100).unwrap()[..], b"version one");
+    assert_eq!(
+        &store.read(pg(), &small, 0, 100).unwrap()[..],
+        b"version one"
+    );
     assert_eq!(&store.getxattr(pg(), &small, "_").unwrap()[..], b"oi");
     assert_eq!(store.omap_list(pg(), &small, None, 10).unwrap().len(), 1);
-    let large = store.read(pg(), &ObjectId::head("large"), 0, u64::MAX).unwrap();
+    let large = store
+        .read(pg(), &ObjectId::head("large"), 0, u64::MAX)
+        .unwrap();
     assert_eq!(large.len(), 100_000);
     assert!(large[..4096].iter().all(|&b| b == 7));
     assert!(large[4096..8192].iter().all(|&b| b == 9));
