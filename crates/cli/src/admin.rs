@@ -88,7 +88,7 @@ fn status_json(status: &ClusterStatus) -> serde_json::Value {
         "fsid": format!("{:032x}", status.fsid),
         "epoch": status.epoch.0,
         "health": {"status": status.health, "checks": status.health_checks},
-        "monmap": {"num_mons": status.mon_count},
+        "monmap": {"num_mons": status.mon_count, "quorum": status.mon_quorum, "leader": status.mon_leader},
         "osdmap": {"num_osds": status.osd_count, "num_up_osds": status.osds_up, "num_in_osds": status.osds_in},
         "pgmap": {
             "num_pools": status.pools.len(),
@@ -267,7 +267,12 @@ pub async fn osd(client: &Client, command_: OsdCommand, json: bool) -> Result<()
                 bail!("primary affinity must be between 0 and 1, got {weight}");
             }
             let affinity = (weight * 65536.0) as u32;
-            done(client, Command::OsdPrimaryAffinity(OsdId(id), affinity), json).await
+            done(
+                client,
+                Command::OsdPrimaryAffinity(OsdId(id), affinity),
+                json,
+            )
+            .await
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The command line: clap definitions and dispatch.
 
 use crate::bench::BenchMode;
-use crate::{admin, bench, conf, crush, daemons, objects, vstart};
+use crate::{admin, bench, conf, crush, daemons, image, objects, store, vstart};
 use anyhow::Result;
 use carmine_client::{Client, ClientConfig};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -58,9 +58,22 @@ pub enum Command {
     Obj(objects::ObjCommand),
     /// Benchmark a pool, as `rados bench`.
     Bench(BenchCli),
+    /// Check or describe an OSD's LogStore (`--data DIR`) without starting it.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
+    /// Run the deterministic whole-cluster simulator: `carmine sim --seed N
+    /// [--faults all|handled|LIST] [--seeds A..B] [--trace] [--canary]`.
+    #[command(disable_help_flag = true)]
+    Sim {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// CRUSH maps offline, as `crushtool`: compile, decompile, test.
     #[command(subcommand)]
     Crush(crush::CrushCommand),
+    /// Block images, as the `rbd` tool: create, ls, info, resize, rm, export, nbd, ...
+    #[command(subcommand)]
+    Image(image::ImageCommand),
 }
 
 #[derive(Args, Debug)]
@@ -127,6 +140,17 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 |c| async move { objects::run(&c, command, json).await },
             )
         }
+        Command::Store(command) => store::run(command, json),
+        Command::Sim { mut args } => {
+            if json {
+                args.extend(["--format".to_string(), "json".to_string()]);
+            }
+            let code = carmine_sim::main_cli(&args);
+            if code != 0 {
+                std::process::exit(code);
+            }
+            Ok(())
+        }
         Command::Bench(args) => with_client(conf, |c| async move {
             let args = bench::BenchArgs {
                 pool: args.pool,
@@ -141,5 +165,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             bench::run(&c, args).await.map(|_| ())
         }),
         Command::Crush(command) => crush::run(command),
+        Command::Image(command) => {
+            with_client(conf, |c| async move { image::run(&c, command, json).await })
+        }
     }
 }

@@ -7,6 +7,7 @@ use carmine_mon::MonConfig;
 use carmine_rt::{run_monitor, run_osd, MonDaemonConfig, OsdDaemonConfig, StoreKind};
 use carmine_types::OsdId;
 use clap::{Args, Subcommand};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -49,6 +50,50 @@ pub struct MonDaemonArgs {
     /// Seconds an OSD stays down before it is marked out.
     #[arg(long, default_value_t = 600)]
     pub osd_down_out_seconds: u64,
+    /// Another monitor of the group, as RANK=ADDR (repeat for each); default: the
+    /// configuration file's mon_addrs in rank order, else this monitor alone.
+    #[arg(long = "peer", value_parser = parse_peer)]
+    pub peers: Vec<(u64, SocketAddr)>,
+}
+
+fn parse_peer(text: &str) -> Result<(u64, SocketAddr), String> {
+    let (rank, addr) = text
+        .split_once('=')
+        .ok_or_else(|| format!("--peer {text:?} is not RANK=ADDR (e.g. 1=127.0.0.1:6790)"))?;
+    let rank = rank
+        .parse()
+        .map_err(|_| format!("--peer {text:?}: the rank {rank:?} is not a number"))?;
+    let addr = addr
+        .parse()
+        .map_err(|_| format!("--peer {text:?}: {addr:?} is not an IP:PORT address"))?;
+    Ok((rank, addr))
+}
+
+/// The monitor group: `--peer`s and this monitor, else the configuration's
+/// `mon_addrs` (rank = position) when it lists this monitor, else this one alone.
+fn monmap(
+    rank: u64,
+    addr: SocketAddr,
+    peers: &[(u64, SocketAddr)],
+    cli_conf: Option<&Path>,
+) -> Result<BTreeMap<u64, SocketAddr>> {
+    let mut monmap = BTreeMap::from([(rank, addr)]);
+    if peers.is_empty() {
+        if let Ok((_, conf)) = conf::load(cli_conf) {
+            if conf.mon_addrs.get(rank as usize) == Some(&addr) {
+                monmap = (0..).zip(conf.mon_addrs.iter().copied()).collect();
+            }
+        }
+        return Ok(monmap);
+    }
+    for &(peer, peer_addr) in peers {
+        if let Some(existing) = monmap.insert(peer, peer_addr) {
+            if existing != peer_addr || peer == rank {
+                bail!("--peer {peer}={peer_addr}: rank {peer} is already {existing}");
+            }
+        }
+    }
+    Ok(monmap)
 }
 
 #[derive(Args, Debug)]
@@ -73,8 +118,12 @@ pub struct OsdDaemonArgs {
     pub shards: Option<u16>,
     #[arg(long)]
     pub data: Option<PathBuf>,
+    /// mem (in memory) or log (LogStore, persistent).
     #[arg(long, default_value = "mem")]
     pub store: String,
+    /// Size of each shard's LogStore device file, in MiB (created on first start).
+    #[arg(long, default_value_t = 1024)]
+    pub store_size_mib: u64,
     /// CRUSH host bucket; default host{id}.
     #[arg(long)]
     pub host: Option<String>,
@@ -117,6 +166,7 @@ pub fn mon(args: MonArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
         bail!("to run a monitor give --id, --addr and --data (or use a verb: carmine mon stat)");
     };
     let fsid = parse_fsid(daemon.fsid.as_deref(), cli_conf)?;
+    let monmap = monmap(rank, addr, &daemon.peers, cli_conf)?;
     init_daemon_logging();
     let config = MonDaemonConfig {
         rank,
@@ -127,8 +177,10 @@ pub fn mon(args: MonArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
         mon: MonConfig {
             osd_down_grace: Duration::from_secs(daemon.osd_down_grace_seconds),
             osd_down_out_interval: Duration::from_secs(daemon.osd_down_out_seconds),
-            mon_count: 1,
+            mon_count: monmap.len() as u32,
+            ..MonConfig::default()
         },
+        monmap,
     };
     run_monitor(config).with_context(|| format!("mon.{rank} failed"))
 }
@@ -146,7 +198,9 @@ pub fn osd(args: OsdArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
     };
     let store = match daemon.store.as_str() {
         "mem" => StoreKind::Mem,
-        "log" => bail!("--store log: the persistent LogStore is not built yet; use --store mem"),
+        "log" => StoreKind::Log {
+            size_bytes: daemon.store_size_mib * 1024 * 1024,
+        },
         other => bail!("unknown store {other:?}; expected mem or log"),
     };
     let mon_addrs = if daemon.mons.is_empty() {

@@ -9,8 +9,10 @@ mod cli;
 mod conf;
 mod crush;
 mod daemons;
+mod image;
 mod objects;
 mod output;
+mod store;
 mod vstart;
 
 use clap::Parser;

@@ -139,46 +139,62 @@ fn log_tail(dir: &Path, name: &str) -> String {
     lines[lines.len().saturating_sub(5)..].join("\n")
 }
 
-fn daemon_specs(args: &VstartArgs, dir: &Path, fsid: &str, mon: SocketAddr) -> Vec<DaemonSpec> {
+fn daemon_specs(args: &VstartArgs, dir: &Path, fsid: &str, mons: &[SocketAddr]) -> Vec<DaemonSpec> {
     let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
-    let mut specs = vec![DaemonSpec {
-        name: "mon.0".into(),
-        args: vec![
+    let mut specs = Vec::new();
+    for (rank, addr) in mons.iter().enumerate() {
+        let name = format!("mon.{rank}");
+        let mut daemon_args: Vec<String> = vec![
             "mon".into(),
             "--id".into(),
-            "0".into(),
+            rank.to_string(),
             "--addr".into(),
-            mon.to_string(),
+            addr.to_string(),
             "--data".into(),
-            path("mon.0"),
+            path(&name),
             "--fsid".into(),
             fsid.into(),
             "--osds".into(),
             args.osds.to_string(),
             "--osd-down-grace-seconds".into(),
             args.osd_down_grace_seconds.to_string(),
-        ],
-    }];
+        ];
+        for (peer, peer_addr) in mons.iter().enumerate().filter(|(p, _)| *p != rank) {
+            daemon_args.push("--peer".into());
+            daemon_args.push(format!("{peer}={peer_addr}"));
+        }
+        specs.push(DaemonSpec {
+            name,
+            args: daemon_args,
+        });
+    }
     for id in 0..args.osds {
         let name = format!("osd.{id}");
+        let mut daemon_args: Vec<String> = vec![
+            "osd".into(),
+            "--id".into(),
+            id.to_string(),
+            "--data".into(),
+            path(&name),
+        ];
+        for mon in mons {
+            daemon_args.push("--mon".into());
+            daemon_args.push(mon.to_string());
+        }
+        daemon_args.extend([
+            "--fsid".into(),
+            fsid.into(),
+            "--shards".into(),
+            args.shards.to_string(),
+            "--store".into(),
+            args.store.clone(),
+            "--store-size-mib".into(),
+            "512".into(),
+            "--host".into(),
+            format!("host{id}"),
+        ]);
         specs.push(DaemonSpec {
-            args: vec![
-                "osd".into(),
-                "--id".into(),
-                id.to_string(),
-                "--data".into(),
-                path(&name),
-                "--mon".into(),
-                mon.to_string(),
-                "--fsid".into(),
-                fsid.into(),
-                "--shards".into(),
-                args.shards.to_string(),
-                "--store".into(),
-                args.store.clone(),
-                "--host".into(),
-                format!("host{id}"),
-            ],
+            args: daemon_args,
             name,
         });
     }
@@ -186,8 +202,11 @@ fn daemon_specs(args: &VstartArgs, dir: &Path, fsid: &str, mon: SocketAddr) -> V
 }
 
 fn validate(args: &VstartArgs) -> Result<()> {
-    if args.mons != 1 {
-        bail!("--mons {}: this build runs a single monitor; replicated monitors come with the Raft work", args.mons);
+    if !matches!(args.mons, 1 | 3 | 5 | 7) {
+        bail!(
+            "--mons {}: run 1, 3, 5 or 7 monitors (an odd count, so a majority survives the loss of the others)",
+            args.mons
+        );
     }
     if args.osds == 0 || args.osds > 64 {
         bail!("--osds {} is outside 1..=64", args.osds);
@@ -197,7 +216,7 @@ fn validate(args: &VstartArgs) -> Result<()> {
     }
     match args.store.as_str() {
         "mem" => Ok(()),
-        "log" => bail!("--store log: the persistent LogStore is not built yet; use --store mem"),
+        "log" => Ok(()),
         other => bail!("unknown --store {other:?}; expected mem or log"),
     }
 }
@@ -226,19 +245,25 @@ pub fn vstart(args: VstartArgs) -> Result<()> {
         fs::create_dir_all(dir.join(sub))?;
     }
     let fsid = format!("{:032x}", rand::random::<u128>());
-    let port = if args.mon_port == 0 {
-        free_port()?
-    } else {
-        args.mon_port
-    };
-    let mon_addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    if args.mon_port != 0 && TcpListener::bind(mon_addr).is_err() {
-        bail!("port {port} is in use; pick another --mon-port or 0 for a free one");
+    let mut mon_addrs: Vec<SocketAddr> = Vec::new();
+    for rank in 0..args.mons {
+        let port = if args.mon_port == 0 {
+            free_port()?
+        } else {
+            args.mon_port
+                .checked_add(rank as u16)
+                .context("--mon-port + monitor count overflows")?
+        };
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        if args.mon_port != 0 && TcpListener::bind(addr).is_err() {
+            bail!("port {port} is in use; pick another --mon-port or 0 for free ones");
+        }
+        mon_addrs.push(addr);
     }
-    let daemons = daemon_specs(&args, &dir, &fsid, mon_addr);
+    let daemons = daemon_specs(&args, &dir, &fsid, &mon_addrs);
     let conf = Conf {
         fsid,
-        mon_addrs: vec![mon_addr],
+        mon_addrs: mon_addrs.clone(),
         op_timeout_seconds: None,
         dev: Some(DevCluster {
             dir: dir.clone(),
@@ -254,6 +279,7 @@ pub fn vstart(args: VstartArgs) -> Result<()> {
         spawn_daemon(&dir, spec)?;
     }
     wait_healthy(&dir, &conf, &daemons, args.osds)?;
+    wait_quorum(&conf, None)?;
     print_started(&dir, &conf, &args);
     Ok(())
 }
@@ -263,9 +289,14 @@ fn print_started(dir: &Path, conf: &Conf, args: &VstartArgs) {
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "carmine".into());
     let conf_path = dir.join(CONF_FILE);
+    let mons: Vec<String> = conf.mon_addrs.iter().map(|a| a.to_string()).collect();
     println!(
-        "dev cluster up: {} mon, {} osds x {} shards ({} store), monitor {}",
-        args.mons, args.osds, args.shards, args.store, conf.mon_addrs[0]
+        "dev cluster up: {} mon, {} osds x {} shards ({} store), monitors {}",
+        args.mons,
+        args.osds,
+        args.shards,
+        args.store,
+        mons.join(", ")
     );
     println!("configuration: {}", conf_path.display());
     println!(
@@ -348,6 +379,12 @@ fn restart_one(dir: &Path, name: &str) -> Result<()> {
     }
     let pid = spawn_daemon(dir, spec)?;
     wait_healthy(dir, &conf, std::slice::from_ref(spec), 0)?;
+    if let Some(rank) = name
+        .strip_prefix("mon.")
+        .and_then(|rank| rank.parse::<u64>().ok())
+    {
+        wait_quorum(&conf, Some(rank))?;
+    }
     if let Some(id) = name
         .strip_prefix("osd.")
         .and_then(|id| id.parse::<u32>().ok())
@@ -356,6 +393,41 @@ fn restart_one(dir: &Path, name: &str) -> Result<()> {
     }
     println!("started {name} (pid {pid})");
     Ok(())
+}
+
+/// Waits until the monitors have a leader and every monitor (or at least `rank`) is in
+/// its quorum.
+fn wait_quorum(conf: &Conf, rank: Option<u64>) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let client = Client::connect(ClientConfig::new(conf.mon_addrs.clone())).await?;
+        let deadline = Instant::now() + HEALTHY_TIMEOUT;
+        loop {
+            let status = match client.command(carmine_proto::Command::Status).await {
+                Ok(carmine_proto::CommandOutput::Status(status)) => Some(status),
+                _ => None,
+            };
+            let formed = status.as_ref().is_some_and(|status| {
+                status.mon_leader.is_some()
+                    && match rank {
+                        Some(rank) => status.mon_quorum.contains(&rank),
+                        None => status.mon_quorum.len() == conf.mon_addrs.len(),
+                    }
+            });
+            if formed {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the monitors did not form a quorum within {HEALTHY_TIMEOUT:?} (last: {:?})",
+                    status.map(|s| (s.mon_leader, s.mon_quorum))
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
 }
 
 fn wait_osd_up(conf: &Conf, id: u32) -> Result<()> {

@@ -14,9 +14,12 @@ use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 use carmine_types::{Epoch, OsdId, PgId};
 use std::collections::BTreeMap;
 
-/// Most past intervals kept per PG; older ones are merged into the oldest kept (their
-/// members united, `maybe_went_rw` or-ed), which is conservative.
-pub const PAST_INTERVALS_MAX: usize = 64;
+/// Most past intervals kept per PG. Beyond it the two oldest merge into one that
+/// starts where the later of them starts, has the union of their members, no single
+/// primary, and `maybe_went_rw` if either did. That stays sound: to cover the merged
+/// interval a copy must have been activated at or after the later start, and such a
+/// copy's log holds every write acknowledged in both (it peered after them).
+pub const PAST_INTERVALS_MAX: usize = 16;
 
 /// One closed interval of a PG.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +135,9 @@ fn push_interval(intervals: &mut Vec<PastInterval>, interval: PastInterval) {
     if intervals.len() > PAST_INTERVALS_MAX {
         let second = intervals.remove(1);
         let first = &mut intervals[0];
+        first.first = second.first;
         first.last = second.last;
+        first.primary = None;
         first.maybe_went_rw |= second.maybe_went_rw;
         for osd in second.acting {
             if !first.acting.contains(&osd) {

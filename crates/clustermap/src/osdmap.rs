@@ -54,6 +54,9 @@ pub struct OsdInfo {
     /// CRUSH-chosen primary has affinity `a` keeps it with probability `a / 1.0`,
     /// otherwise the next OSD in the up set that accepts becomes primary.
     pub primary_affinity: u32,
+    /// The running process's instance id (random per start): a boot with another
+    /// instance while the map shows the OSD up is a restart the monitor must see.
+    pub instance: u64,
 }
 
 impl OsdInfo {
@@ -251,11 +254,19 @@ impl OsdMap {
             down_at: Epoch(0),
             host: host.clone(),
             primary_affinity: OsdInfo::PRIMARY_AFFINITY_DEFAULT,
+            instance: 0,
         });
         entry.up = true;
         entry.up_from = next;
         entry.shard_addrs = shard_addrs;
         entry.host = host;
+        Ok(())
+    }
+
+    /// Records the instance id of the process that booted as `id`.
+    pub fn set_instance(&mut self, id: OsdId, instance: u64) -> Result<(), OsdMapError> {
+        let osd = self.osds.get_mut(&id).ok_or(OsdMapError::NoSuchOsd(id))?;
+        osd.instance = instance;
         Ok(())
     }
 
@@ -293,7 +304,8 @@ impl OsdMap {
 }
 
 /// Version 2 appended `primary_affinity`; version 1 decodes with the default (1.0).
-const OSD_INFO_VERSION: u8 = 2;
+/// Version 3 appended `instance` (older versions decode as 0).
+const OSD_INFO_VERSION: u8 = 3;
 
 impl Encode for OsdInfo {
     fn encode(&self, e: &mut Encoder) {
@@ -307,6 +319,7 @@ impl Encode for OsdInfo {
             self.down_at.encode(e);
             self.host.encode(e);
             e.put_u32(self.primary_affinity);
+            e.put_u64(self.instance);
         });
     }
 }
@@ -327,6 +340,7 @@ impl Decode for OsdInfo {
                 } else {
                     OsdInfo::PRIMARY_AFFINITY_DEFAULT
                 },
+                instance: if version >= 3 { d.get_u64()? } else { 0 },
             };
             if info.primary_affinity > OsdInfo::PRIMARY_AFFINITY_MAX {
                 return Err(DecodeError::Invalid {
@@ -425,6 +439,7 @@ mod tests {
             down_at: Epoch(0),
             host: "node7".to_string(),
             primary_affinity: 0x8000,
+            instance: 42,
         }
     }
 
@@ -449,7 +464,7 @@ mod tests {
     fn osd_info_round_trips_with_primary_affinity() {
         let info = booted_info();
         let bytes = info.to_bytes();
-        assert_eq!(bytes[0], 2, "version");
+        assert_eq!(bytes[0], 3, "version");
         assert_eq!(bytes[1], 1, "compat: version 1 readers skip the new field");
         assert_eq!(OsdInfo::from_bytes(&bytes).unwrap(), info);
     }
@@ -463,6 +478,7 @@ mod tests {
         let info = OsdInfo::from_bytes(&bytes).unwrap();
         let expected = OsdInfo {
             primary_affinity: OsdInfo::PRIMARY_AFFINITY_DEFAULT,
+            instance: 0,
             ..booted_info()
         };
         assert_eq!(info, expected);
@@ -490,8 +506,9 @@ mod tests {
         assert_eq!(map.osd(OsdId(0)).unwrap().primary_affinity, 0);
         assert!(map.has_primary_affinity());
         let mut corrupt = map.osd(OsdId(0)).unwrap().to_bytes().to_vec();
-        let at = corrupt.len() - 4;
-        corrupt[at..].copy_from_slice(&0x10001u32.to_le_bytes());
+        // The affinity is the u32 before the trailing u64 instance id.
+        let at = corrupt.len() - 12;
+        corrupt[at..at + 4].copy_from_slice(&0x10001u32.to_le_bytes());
         assert!(OsdInfo::from_bytes(&corrupt).is_err());
     }
 }

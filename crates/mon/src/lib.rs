@@ -1,48 +1,88 @@
-//! The monitor: the authority on the cluster map, as a pure state machine.
+//! The monitor: the authority on the cluster map, as a pure state machine, replicated
+//! across a group of 1, 3 or 5 monitors through Raft (TiKV's `raft` crate).
 //!
 //! A [`Monitor`] takes inputs — a message from a connection, a connection closing, a
-//! tick — each with the current time, and returns [`MonOutput`]s for its driver: persist
-//! this map, send that message. It owns no socket, clock or thread, so the simulator
-//! and the real daemon drive the same code. This is the single-monitor foundation;
-//! replication of map changes through Raft comes with the monitor issue.
+//! tick — each with the current time, and returns [`MonOutput`]s for its driver: send
+//! this message, here is a newly applied map. It owns no socket, clock or thread, so the
+//! simulator, the tests and the real daemon drive the same code. After every call the
+//! driver takes [`Monitor::take_store`] and, if it returns an image, makes it durable
+//! **before** carrying out the outputs of that call (Raft's rule: persist, then send).
 //!
-//! Failure detection here is deliberately simple: an OSD's session with the monitor is
-//! its liveness signal. When it closes and the OSD does not boot again within
-//! `osd_down_grace`, the monitor marks it down (and out after `osd_down_out_interval`).
+//! How a change flows:
+//!
+//! - Any monitor serves map subscriptions (`MonGetMap`) from the map it has applied.
+//! - A command, an OSD boot or a stats report received by a follower is forwarded to
+//!   the leader (`MonForward`); one received while no leader is known waits (commands
+//!   fail after [`MonConfig::command_timeout`]).
+//! - The leader alone computes the next map, one proposal at a time, from the newest
+//!   applied map, and proposes it as a Raft entry ([`entry::MonEntry`]).
+//! - Every monitor applies committed entries in log order: each entry's map becomes the
+//!   next epoch, is handed to the driver ([`MonOutput::PersistMap`]) and pushed to that
+//!   monitor's subscribers. The monitor that holds the requesting client answers it.
+//!
+//! Failure detection: the leader hears from each OSD directly (its session) or through
+//! the stats reports followers forward; an OSD silent for `osd_down_grace` is marked
+//! down, and out after `osd_down_out_interval` (unless `noout`).
 //!
 //! ```
 //! use carmine_mon::{MonConfig, Monitor};
 //! use carmine_clustermap::OsdMap;
 //! use std::time::Instant;
 //!
+//! // A group of one monitor elects itself at once.
 //! let mon = Monitor::new(OsdMap::new_dev(3), MonConfig::default(), Instant::now());
 //! assert_eq!(mon.map().epoch.0, 1);
+//! assert_eq!(mon.leader(), Some(0));
 //! ```
 
+pub mod entry;
+mod replication;
+mod service;
 mod status;
+pub mod storage;
 
-use carmine_clustermap::{HistoryTracker, OsdMap, OsdMapError, WEIGHT_IN};
-use carmine_proto::{
-    Command, CommandOutput, MonCommand, MonCommandReply, MonGetMap, Msg, OsdBoot, OsdMapMsg,
-    OsdStats, PgState,
-};
-use carmine_types::{EntityKind, EntityName, Epoch, OsdId};
-use std::collections::{BTreeMap, BTreeSet};
+pub use storage::{MonStore, StoreError};
+
+use carmine_clustermap::{HistoryTracker, OsdMap};
+use carmine_proto::{MonForward, Msg, OsdStats};
+use carmine_types::{EntityName, OsdId};
+use entry::Origin;
+use raft::RawNode;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A connection, as the driver numbers them.
 pub type ConnId = u64;
 
-/// Monitor settings (Ceph's `mon_osd_*` options).
+/// Maps kept to send subscribers every epoch they missed.
+pub const RECENT_MAPS_MAX: usize = 64;
+/// Requests held while no leader is known.
+pub const UNROUTED_MAX: usize = 1024;
+/// Commands waiting for an answer at one monitor.
+pub const WAITERS_MAX: usize = 4096;
+/// Operations queued at the leader.
+pub const QUEUED_OPS_MAX: usize = 4096;
+/// Raft ticks caught up at most in one `handle_tick`.
+const TICKS_PER_CALL_MAX: u32 = 64;
+
+/// Monitor settings (Ceph's `mon_osd_*` options and the Raft timing).
 #[derive(Debug, Clone)]
 pub struct MonConfig {
-    /// How long an OSD may be without a monitor session before it is marked down.
+    /// How long an OSD may be silent before it is marked down.
     pub osd_down_grace: Duration,
     /// How long a down OSD stays in before it is marked out (data re-placed).
     pub osd_down_out_interval: Duration,
-    /// Monitors in the cluster (reported in status).
+    /// Monitors in the cluster; informational (the group's ranks decide).
     pub mon_count: u32,
+    /// One Raft tick.
+    pub raft_tick: Duration,
+    /// Ticks without a leader's heartbeat before a follower campaigns.
+    pub election_ticks: usize,
+    /// Ticks between a leader's heartbeats.
+    pub heartbeat_ticks: usize,
+    /// How long a command may wait for a leader and its commit before it fails.
+    pub command_timeout: Duration,
 }
 
 impl Default for MonConfig {
@@ -51,67 +91,257 @@ impl Default for MonConfig {
             osd_down_grace: Duration::from_secs(3),
             osd_down_out_interval: Duration::from_secs(600),
             mon_count: 1,
+            raft_tick: Duration::from_millis(100),
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+            command_timeout: Duration::from_secs(10),
         }
     }
 }
 
-/// What the driver must do, in order.
+/// What the driver must do, in order (after persisting [`Monitor::take_store`]).
 // Outputs live only until the driver carries them out; boxing would cost more than it saves.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum MonOutput {
-    /// Make this map durable before sending anything that follows.
+    /// A newly applied epoch, in order (the durable copy is the Raft store; a driver may
+    /// keep this one for operators).
     PersistMap(Arc<OsdMap>),
+    /// Send on a connection: a client's, an OSD's, or one to a peer monitor that the
+    /// driver announced with [`Monitor::handle_peer_connected`].
     Send(ConnId, Msg),
+}
+
+/// Why a monitor cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MonError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("rank {rank} is not among the monitors {ranks:?}")]
+    UnknownRank { rank: u64, ranks: Vec<u64> },
+    #[error("the Raft core refused to start: {0}")]
+    Raft(String),
 }
 
 #[derive(Debug, Default)]
 struct OsdTracking {
-    /// Connections over which the OSD booted and that are still open.
+    /// Connections to this monitor over which the OSD booted and that are still open.
     sessions: BTreeSet<ConnId>,
-    /// When its last session closed, if none is open.
-    disconnected_at: Option<Instant>,
+    /// When the OSD was last heard from (directly or through a follower), or its last
+    /// session here closed.
+    last_heard: Option<Instant>,
     down_since: Option<Instant>,
     stats: Option<(Instant, OsdStats)>,
     previous_stats: Option<(Instant, OsdStats)>,
 }
 
+/// A command waiting for its answer at the monitor the client talks to.
+#[derive(Debug)]
+struct Waiter {
+    conn: ConnId,
+    tid: u64,
+    deadline: Instant,
+}
+
+/// An OSD boot this monitor received, re-sent to the leader until the map shows it.
+#[derive(Debug)]
+struct PendingBoot {
+    forward: MonForward,
+    sent_at: Option<Instant>,
+}
+
+/// Work queued at the leader, proposed one entry at a time.
+#[derive(Debug)]
+enum Op {
+    Command {
+        origin: Origin,
+        command: carmine_proto::Command,
+    },
+    Boot(carmine_proto::OsdBoot),
+    FailureCheck,
+}
+
 /// The monitor state machine.
 pub struct Monitor {
     config: MonConfig,
+    rank: u64,
+    ranks: Vec<u64>,
+    raft: RawNode<MonStore>,
+    store_dirty: bool,
+    // The applied state: identical on every monitor at the same applied index.
     map: Arc<OsdMap>,
+    recent_maps: VecDeque<Arc<OsdMap>>,
+    applied_index: u64,
+    history: HistoryTracker,
+    // Sessions with clients and OSDs at this monitor.
     subscribers: BTreeSet<ConnId>,
     conn_osd: BTreeMap<ConnId, OsdId>,
     osds: BTreeMap<OsdId, OsdTracking>,
-    history: HistoryTracker,
+    // Peer monitors.
+    peer_conns: BTreeMap<u64, ConnId>,
+    peer_heard: BTreeMap<u64, Instant>,
+    known_leader: Option<u64>,
+    // Leader work.
+    leading_from_index: Option<u64>,
+    queue: VecDeque<Op>,
+    in_flight: Option<u64>,
+    // Requests this monitor received.
+    next_token: u64,
+    waiters: BTreeMap<u64, Waiter>,
+    unrouted: VecDeque<MonForward>,
+    pending_boots: BTreeMap<OsdId, PendingBoot>,
+    next_tick_at: Instant,
 }
 
 impl Monitor {
-    /// Starts from `map` (loaded from disk, or new). OSDs the map lists as up get the
-    /// grace period to reconnect before they are marked down.
+    /// A group of one monitor (rank 0) starting from `map`, its store in memory: what the
+    /// simulator and single-monitor tests use. It is leader at once.
     pub fn new(map: OsdMap, config: MonConfig, now: Instant) -> Self {
-        let mut osds = BTreeMap::new();
-        for osd in map.osds.values().filter(|osd| osd.up) {
-            osds.insert(
-                osd.id,
-                OsdTracking {
-                    disconnected_at: Some(now),
-                    ..OsdTracking::default()
-                },
-            );
+        let store = MonStore::bootstrap(&map, &[0]);
+        Self::open(0, &[0], store, config, now).expect("a fresh single-monitor store opens")
+    }
+
+    /// Monitor `rank` of the group `ranks`, from its store (loaded from disk, or
+    /// [`MonStore::bootstrap`] with the same initial map on every monitor).
+    pub fn open(
+        rank: u64,
+        ranks: &[u64],
+        store: MonStore,
+        config: MonConfig,
+        now: Instant,
+    ) -> Result<Self, MonError> {
+        let mut ranks = ranks.to_vec();
+        ranks.sort_unstable();
+        ranks.dedup();
+        let Some(position) = ranks.iter().position(|&r| r == rank) else {
+            return Err(MonError::UnknownRank { rank, ranks });
+        };
+        let configured: Vec<u64> = ranks.iter().map(|&r| raft_id(r)).collect();
+        let mut stored = store.voters();
+        stored.sort_unstable();
+        if stored != configured {
+            return Err(StoreError::Members {
+                stored: stored.iter().map(|id| id - 1).collect(),
+                configured: ranks,
+            }
+            .into());
         }
-        Self {
-            config,
+        let map = store.snapshot_map()?;
+        let applied_index = store.snapshot_index();
+        // Distinct, fixed election timeouts by rank: deterministic runs, no split votes
+        // when every follower loses the leader at the same moment.
+        let min_election_tick = config.election_ticks + 3 * position;
+        let raft_config = raft::Config {
+            id: raft_id(rank),
+            election_tick: config.election_ticks,
+            heartbeat_tick: config.heartbeat_ticks,
+            min_election_tick,
+            max_election_tick: min_election_tick + 1,
+            applied: applied_index,
+            check_quorum: true,
+            pre_vote: true,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 64,
+            ..raft::Config::default()
+        };
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let raft = RawNode::new(&raft_config, store, &logger)
+            .map_err(|error| MonError::Raft(error.to_string()))?;
+        let mut osds = BTreeMap::new();
+        for osd in map.osds.values() {
+            let tracking = OsdTracking {
+                last_heard: osd.up.then_some(now),
+                down_since: (!osd.up).then_some(now),
+                ..OsdTracking::default()
+            };
+            osds.insert(osd.id, tracking);
+        }
+        let map = Arc::new(map);
+        let mut monitor = Self {
             history: HistoryTracker::new(&map),
-            map: Arc::new(map),
+            recent_maps: VecDeque::from([map.clone()]),
+            map,
+            config,
+            rank,
+            ranks,
+            raft,
+            store_dirty: false,
+            applied_index,
             subscribers: BTreeSet::new(),
             conn_osd: BTreeMap::new(),
             osds,
+            peer_conns: BTreeMap::new(),
+            peer_heard: BTreeMap::new(),
+            known_leader: None,
+            leading_from_index: None,
+            queue: VecDeque::new(),
+            in_flight: None,
+            next_token: 1,
+            waiters: BTreeMap::new(),
+            unrouted: VecDeque::new(),
+            pending_boots: BTreeMap::new(),
+            next_tick_at: now,
+        };
+        if monitor.ranks.len() == 1 {
+            monitor
+                .raft
+                .campaign()
+                .map_err(|error| MonError::Raft(error.to_string()))?;
         }
+        // Replays the committed entries after the snapshot. Nobody is connected yet, so
+        // the outputs are only the replayed maps, which the driver has already seen.
+        let mut replayed = Vec::new();
+        monitor.drive(now, &mut replayed);
+        assert!(replayed
+            .iter()
+            .all(|output| matches!(output, MonOutput::PersistMap(_))));
+        Ok(monitor)
     }
 
+    /// The newest applied map.
     pub fn map(&self) -> &Arc<OsdMap> {
         &self.map
+    }
+
+    pub fn rank(&self) -> u64 {
+        self.rank
+    }
+
+    /// The leader's rank, if this monitor knows one.
+    pub fn leader(&self) -> Option<u64> {
+        self.known_leader
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.known_leader == Some(self.rank)
+    }
+
+    /// The Raft term (for tests and logs).
+    pub fn term(&self) -> u64 {
+        self.raft.raft.term
+    }
+
+    /// The Raft index of the newest applied entry.
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index
+    }
+
+    /// The Raft store's image if it changed since the last call. The driver must make
+    /// it durable before carrying out the outputs of the call that produced it.
+    pub fn take_store(&mut self) -> Option<bytes::Bytes> {
+        if !self.store_dirty {
+            return None;
+        }
+        self.store_dirty = false;
+        Some(self.raft.store().to_bytes().into())
+    }
+
+    /// The driver opened a connection to peer monitor `rank`.
+    pub fn handle_peer_connected(&mut self, rank: u64, conn: ConnId) {
+        if rank != self.rank && self.ranks.contains(&rank) {
+            self.peer_conns.insert(rank, conn);
+        }
     }
 
     /// Handles one message from connection `conn` whose peer is `from`.
@@ -123,251 +353,61 @@ impl Monitor {
         msg: Msg,
     ) -> Vec<MonOutput> {
         let mut out = Vec::new();
-        match msg {
-            Msg::MonGetMap(request) => self.handle_get_map(conn, request, &mut out),
-            Msg::OsdBoot(boot) => self.handle_boot(conn, from, boot, &mut out),
-            Msg::OsdStats(stats) => self.handle_stats(now, from, stats),
-            Msg::MonCommand(command) => self.handle_command(now, conn, command, &mut out),
-            other => tracing::warn!(
-                "mon: ignoring unexpected message type {} from {from}",
-                other.msg_type()
-            ),
-        }
+        self.dispatch(now, conn, from, msg, &mut out);
+        self.drive(now, &mut out);
         out
     }
 
     /// A connection closed.
     pub fn handle_disconnect(&mut self, now: Instant, conn: ConnId) -> Vec<MonOutput> {
         self.subscribers.remove(&conn);
+        self.peer_conns.retain(|_, c| *c != conn);
         if let Some(osd) = self.conn_osd.remove(&conn) {
             let tracking = self.osds.entry(osd).or_default();
             tracking.sessions.remove(&conn);
             if tracking.sessions.is_empty() {
-                tracking.disconnected_at = Some(now);
+                tracking.last_heard = Some(now);
+                self.pending_boots.remove(&osd);
             }
         }
         Vec::new()
     }
 
-    /// Marks OSDs down or out whose grace has passed.
+    /// Advances Raft's clock, retries what waits for a leader, expires commands, and
+    /// (at the leader) marks OSDs down or out whose time has come.
     pub fn handle_tick(&mut self, now: Instant) -> Vec<MonOutput> {
-        let mut to_down = Vec::new();
-        let mut to_out = Vec::new();
-        for (&id, tracking) in &self.osds {
-            let Some(info) = self.map.osd(id) else {
-                continue;
-            };
-            if info.up {
-                let silent = tracking
-                    .disconnected_at
-                    .is_some_and(|at| now.duration_since(at) >= self.config.osd_down_grace);
-                if silent && tracking.sessions.is_empty() {
-                    to_down.push(id);
-                }
-            } else if info.is_in() {
-                let long_down = tracking
-                    .down_since
-                    .is_some_and(|at| now.duration_since(at) >= self.config.osd_down_out_interval);
-                if long_down && !self.map.flags.contains(carmine_clustermap::OsdFlags::NOOUT) {
-                    to_out.push(id);
-                }
-            }
-        }
         let mut out = Vec::new();
-        if to_down.is_empty() && to_out.is_empty() {
-            return out;
+        let mut ticks = 0;
+        while self.next_tick_at <= now && ticks < TICKS_PER_CALL_MAX {
+            self.raft.tick();
+            self.next_tick_at += self.config.raft_tick;
+            ticks += 1;
         }
-        let mut next = (*self.map).clone();
-        for &id in &to_down {
-            tracing::info!("mon: marking {id} down: no session for the grace period");
-            next.mark_down(id).expect("tracked OSDs exist in the map");
-            self.osds.entry(id).or_default().down_since = Some(now);
+        if self.next_tick_at <= now {
+            self.next_tick_at = now + self.config.raft_tick;
         }
-        for &id in &to_out {
-            tracing::info!("mon: marking {id} out: down for the down-out interval");
-            next.set_weight(id, 0)
-                .expect("tracked OSDs exist in the map");
+        self.drive(now, &mut out);
+        self.expire_waiters(now, &mut out);
+        self.resend_boots(now, &mut out);
+        if self.is_leader() && !self.queue.iter().any(|op| matches!(op, Op::FailureCheck)) {
+            self.queue.push_back(Op::FailureCheck);
         }
-        self.publish(next, &mut out);
+        self.drive(now, &mut out);
         out
     }
 
-    /// When the next tick is useful.
+    /// When the next tick is due.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.osds
-            .values()
-            .filter_map(|tracking| {
-                tracking
-                    .disconnected_at
-                    .map(|at| at + self.config.osd_down_grace)
-            })
-            .min()
-    }
-
-    fn handle_get_map(&mut self, conn: ConnId, request: MonGetMap, out: &mut Vec<MonOutput>) {
-        if request.subscribe {
-            self.subscribers.insert(conn);
-        }
-        if request.have < self.map.epoch {
-            out.push(MonOutput::Send(conn, self.map_msg()));
-        }
-    }
-
-    fn handle_boot(
-        &mut self,
-        conn: ConnId,
-        from: EntityName,
-        boot: OsdBoot,
-        out: &mut Vec<MonOutput>,
-    ) {
-        if from.kind != EntityKind::Osd || from.id != u64::from(boot.osd.0) {
-            tracing::warn!("mon: {from} tried to boot as {}; ignored", boot.osd);
-            return;
-        }
-        if boot.fsid != self.map.fsid {
-            tracing::warn!("mon: {} belongs to another cluster; ignored", boot.osd);
-            return;
-        }
-        if self.map.is_up(boot.osd) {
-            // A new instance while the map says the old one is up (a restart within the
-            // grace period): mark the old instance down first, as Ceph does, so every
-            // PG it served sees a new interval and peers again.
-            let mut down = (*self.map).clone();
-            down.mark_down(boot.osd).expect("the OSD is in the map");
-            tracing::info!(
-                "mon: {} booted again; marking the old instance down",
-                boot.osd
-            );
-            self.publish(down, out);
-        }
-        let mut next = (*self.map).clone();
-        if let Err(error) = next.boot_osd(boot.osd, boot.shard_addrs, boot.host) {
-            tracing::warn!("mon: boot of {} refused: {error}", boot.osd);
-            return;
-        }
-        let tracking = self.osds.entry(boot.osd).or_default();
-        tracking.sessions.insert(conn);
-        tracking.disconnected_at = None;
-        tracking.down_since = None;
-        self.conn_osd.insert(conn, boot.osd);
-        self.subscribers.insert(conn);
-        tracing::info!("mon: {} booted", boot.osd);
-        self.publish(next, out);
-    }
-
-    fn handle_stats(&mut self, now: Instant, from: EntityName, stats: OsdStats) {
-        if from.kind != EntityKind::Osd || from.id != u64::from(stats.osd.0) {
-            return;
-        }
-        for pg in &stats.pgs {
-            let clean = PgState::ACTIVE | PgState::CLEAN;
-            let primary = self.map.pg_mapping(pg.pgid).and_then(|m| m.primary);
-            if pg.state.0 & clean == clean && primary == Some(stats.osd) {
-                self.history.report_clean(pg.pgid, pg.interval_start);
-            }
-        }
-        let tracking = self.osds.entry(stats.osd).or_default();
-        tracking.previous_stats = tracking.stats.take();
-        tracking.stats = Some((now, stats));
-    }
-
-    fn handle_command(
-        &mut self,
-        now: Instant,
-        conn: ConnId,
-        command: MonCommand,
-        out: &mut Vec<MonOutput>,
-    ) {
-        let result = self.apply_command(now, command.command, out);
-        out.push(MonOutput::Send(
-            conn,
-            Msg::MonCommandReply(MonCommandReply {
-                tid: command.tid,
-                result,
-            }),
-        ));
-    }
-
-    fn apply_command(
-        &mut self,
-        now: Instant,
-        command: Command,
-        out: &mut Vec<MonOutput>,
-    ) -> Result<CommandOutput, String> {
-        let mut next = (*self.map).clone();
-        let message = match command {
-            Command::Status => return Ok(CommandOutput::Status(self.status(now))),
-            Command::PoolCreate(spec) => {
-                let osd_count = next.osds.len();
-                if usize::from(spec.size) > osd_count {
-                    return Err(format!(
-                        "pool size {} exceeds the {osd_count} OSDs in the cluster; \
-                         use a size of at most {osd_count} or add OSDs",
-                        spec.size
-                    ));
-                }
-                let name = spec.name.clone();
-                let id = next.create_pool(spec).map_err(map_error)?;
-                format!("pool '{name}' created (id {id})")
-            }
-            Command::PoolDelete { name, confirm } => {
-                if !confirm {
-                    return Err(format!(
-                        "deleting pool '{name}' destroys its data permanently; \
-                         repeat with --yes-i-really-really-mean-it"
-                    ));
-                }
-                next.delete_pool(&name).map_err(map_error)?;
-                format!("pool '{name}' removed")
-            }
-            Command::OsdDown(id) => {
-                next.mark_down(id).map_err(map_error)?;
-                self.osds.entry(id).or_default().down_since = Some(now);
-                format!("marked down {id}")
-            }
-            Command::OsdOut(id) => {
-                next.set_weight(id, 0).map_err(map_error)?;
-                format!("marked out {id}")
-            }
-            Command::OsdIn(id) => {
-                next.set_weight(id, WEIGHT_IN).map_err(map_error)?;
-                format!("marked in {id}")
-            }
-            Command::OsdPrimaryAffinity(id, affinity) => {
-                next.set_primary_affinity(id, affinity).map_err(map_error)?;
-                format!(
-                    "set {id} primary-affinity to {}",
-                    f64::from(affinity) / 65536.0
-                )
-            }
-        };
-        let epoch = self.publish(next, out);
-        Ok(CommandOutput::Done { epoch, message })
-    }
-
-    /// Bumps the epoch of `next`, makes it current, persists and pushes it.
-    fn publish(&mut self, mut next: OsdMap, out: &mut Vec<MonOutput>) -> Epoch {
-        next.epoch = self.map.epoch.next();
-        self.history.advance(&self.map, &mut next);
-        self.map = Arc::new(next);
-        out.push(MonOutput::PersistMap(self.map.clone()));
-        let msg = self.map_msg();
-        for &conn in &self.subscribers {
-            out.push(MonOutput::Send(conn, msg.clone()));
-        }
-        self.map.epoch
-    }
-
-    fn map_msg(&self) -> Msg {
-        Msg::OsdMap(OsdMapMsg {
-            map: self.map.clone(),
-        })
+        Some(self.next_tick_at)
     }
 }
 
-fn map_error(error: OsdMapError) -> String {
-    error.to_string()
+/// Raft ids start at 1; ranks at 0.
+fn raft_id(rank: u64) -> u64 {
+    rank + 1
 }
 
+#[cfg(test)]
+mod group_tests;
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,9 @@ impl Monitor {
         let mut status = ClusterStatus {
             fsid: map.fsid,
             epoch: map.epoch,
-            mon_count: self.config.mon_count,
+            mon_count: self.ranks.len() as u32,
+            mon_leader: self.known_leader,
+            mon_quorum: self.quorum(now),
             osd_count: map.osds.len() as u32,
             osds_up: map.up_count() as u32,
             osds_in: map.in_count() as u32,
@@ -29,6 +31,21 @@ impl Monitor {
             "HEALTH_WARN".into()
         };
         status
+    }
+
+    /// This monitor and the peers it heard from within two election timeouts, when it
+    /// leads (followers hear only from the leader, so they report just the two).
+    pub fn quorum(&self, now: Instant) -> Vec<u64> {
+        let window = self.config.raft_tick * (2 * self.config.election_ticks) as u32;
+        let mut quorum: Vec<u64> = self
+            .peer_heard
+            .iter()
+            .filter(|(_, &at)| now.duration_since(at) <= window)
+            .map(|(&rank, _)| rank)
+            .collect();
+        quorum.push(self.rank);
+        quorum.sort_unstable();
+        quorum
     }
 
     /// The newest report for each PG, from the OSD the current map names primary.

@@ -1,5 +1,7 @@
 use super::*;
 use carmine_clustermap::PoolSpec;
+use carmine_proto::{Command, CommandOutput, MonCommand, OsdBoot};
+use carmine_types::Epoch;
 use std::net::SocketAddr;
 
 fn boot(mon: &mut Monitor, now: Instant, conn: ConnId, id: u32) -> Vec<MonOutput> {
@@ -13,6 +15,7 @@ fn boot(mon: &mut Monitor, now: Instant, conn: ConnId, id: u32) -> Vec<MonOutput
             shard_addrs: vec![addr],
             host: format!("host{id}"),
             fsid: 0,
+            instance: 1,
         }),
     )
 }

@@ -287,9 +287,17 @@ impl Pg {
         };
         self.pool = pool.clone();
         let mapping = map.pg_mapping(self.pgid).expect("pool exists");
+        // A member that booted after the interval started restarted (and may have lost
+        // state) even if this copy never saw the epoch that marked it down: that too
+        // starts a new interval.
+        let restarted = mapping.acting.iter().any(|&osd| {
+            map.osd(osd)
+                .is_some_and(|info| info.up_from > self.interval_start)
+        });
         let changed = mapping.acting != self.acting
             || mapping.primary != self.primary
-            || self.interval_start == Epoch(0);
+            || self.interval_start == Epoch(0)
+            || restarted;
         self.map_epoch = map.epoch;
         self.past_intervals = map.pg_history.get(&self.pgid).cloned().unwrap_or_default();
         self.peer_shards = self.shards_of(map, &mapping.acting);
@@ -306,6 +314,10 @@ impl Pg {
             } else {
                 self.phase = Phase::Replica;
             }
+        } else if self.is_primary() && self.phase != Phase::Active {
+            // Peering (or down) in the same interval: an answer may have been lost with
+            // a peer that crashed, or a peer it waits for came back. Ask again.
+            self.start_peering(map, store, out);
         }
         if self.is_primary() {
             self.complete_writes(store, out);

@@ -121,6 +121,12 @@ impl<S: ObjectStore> OsdShard<S> {
     /// A new map epoch: create the PGs this shard now serves, update every PG, remove
     /// the PGs of deleted pools, and release messages that waited for this epoch.
     pub fn handle_map(&mut self, map: Arc<OsdMap>, out: &mut Vec<Output>) {
+        let start = out.len();
+        self.handle_map_inner(map, out);
+        self.route_peer_messages(out, start);
+    }
+
+    fn handle_map_inner(&mut self, map: Arc<OsdMap>, out: &mut Vec<Output>) {
         if self.map.as_ref().is_some_and(|m| m.epoch >= map.epoch) {
             return;
         }
@@ -206,6 +212,12 @@ impl<S: ObjectStore> OsdShard<S> {
 
     /// A client request.
     pub fn handle_client_op(&mut self, client: ClientRef, op: OsdOp, out: &mut Vec<Output>) {
+        let start = out.len();
+        self.handle_client_op_inner(client, op, out);
+        self.route_peer_messages(out, start);
+    }
+
+    fn handle_client_op_inner(&mut self, client: ClientRef, op: OsdOp, out: &mut Vec<Output>) {
         let Some(map) = self.map.clone() else {
             self.hold(op.map_epoch.max(Epoch(1)), Held::Client(client, op), out);
             return;
@@ -265,6 +277,12 @@ impl<S: ObjectStore> OsdShard<S> {
 
     /// A message from another OSD.
     pub fn handle_peer_message(&mut self, from: OsdId, msg: Msg, out: &mut Vec<Output>) {
+        let start = out.len();
+        self.handle_peer_message_inner(from, msg, out);
+        self.route_peer_messages(out, start);
+    }
+
+    fn handle_peer_message_inner(&mut self, from: OsdId, msg: Msg, out: &mut Vec<Output>) {
         let epoch = self.epoch();
         let Some((pgid, sender_epoch)) = peer_message_pg(&msg) else {
             tracing::warn!("unexpected message type {} from {from}", msg.msg_type());
@@ -342,9 +360,32 @@ impl<S: ObjectStore> OsdShard<S> {
         false
     }
 
+    /// Points every peer message in `out[start..]` at the shard of its target OSD that
+    /// owns the message's PG, as the current map says (PGs need not track the shard
+    /// counts of every OSD they talk to).
+    fn route_peer_messages(&self, out: &mut [Output], start: usize) {
+        let Some(map) = &self.map else { return };
+        for output in out.iter_mut().skip(start) {
+            if let Output::Peer(osd, shard, msg) = output {
+                let (Some((pgid, _)), Some(info)) = (peer_message_pg(msg), map.osd(*osd)) else {
+                    continue;
+                };
+                if info.shard_count() > 0 {
+                    *shard = pg_shard(pgid, info.shard_count());
+                }
+            }
+        }
+    }
+
     /// Tells PGs what the store has made durable; the runtime calls this after the
     /// store reports commit progress (MemStore commits at once).
     pub fn after_io(&mut self, out: &mut Vec<Output>) {
+        let start = out.len();
+        self.after_io_inner(out);
+        self.route_peer_messages(out, start);
+    }
+
+    fn after_io_inner(&mut self, out: &mut Vec<Output>) {
         if self.pending.is_empty() {
             return;
         }

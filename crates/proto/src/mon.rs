@@ -1,10 +1,11 @@
 //! Messages to and from the monitor: map subscription, OSD boot and stats, and the
 //! operator's commands.
 
+use bytes::Bytes;
 use carmine_clustermap::{OsdMap, PoolSpec};
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 use carmine_types::limits::POOL_NAME_BYTES_MAX;
-use carmine_types::{EVersion, Epoch, OsdId, PgId};
+use carmine_types::{EVersion, EntityName, Epoch, OsdId, PgId};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct OsdBoot {
     pub shard_addrs: Vec<SocketAddr>,
     pub host: String,
     pub fsid: u128,
+    /// Random per process start; tells a restart from a reconnect.
+    pub instance: u64,
 }
 
 /// PG states, as bits that combine like Ceph's (`active+clean`).
@@ -130,6 +133,8 @@ pub enum Command {
 }
 
 /// What a successful command returns.
+// A reply lives only until it is printed or sent; boxing the status would cost more.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CommandOutput {
     Done { epoch: Epoch, message: String },
@@ -198,6 +203,34 @@ pub struct ClusterStatus {
     pub client_ops_per_second: u64,
     pub client_write_bytes_per_second: u64,
     pub client_read_bytes_per_second: u64,
+    /// The rank of the monitor leading the Raft group (encoding v2; `None` from v1).
+    pub mon_leader: Option<u64>,
+    /// Ranks of the monitors in quorum with the leader, ascending (v2; empty from v1).
+    pub mon_quorum: Vec<u64>,
+}
+
+/// Raft traffic between monitors: one raft-rs `Message` in its protobuf encoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonRaft {
+    pub from_rank: u64,
+    pub payload: Bytes,
+}
+
+/// A message that a monitor received from a client or an OSD (a command, a boot, a
+/// stats report), passed on to the leader, which alone changes the map. The leader
+/// answers a command with a [`MonCommandReply`] whose `tid` is `token`, sent to
+/// `origin_rank`, which relays it to the client; a change it commits is answered by
+/// the origin itself when it applies the entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonForward {
+    pub origin_rank: u64,
+    /// The origin's number for the request (0 when no answer is expected).
+    pub token: u64,
+    /// Who sent the inner message to the origin.
+    pub sender: EntityName,
+    /// The inner message: its wire type and encoded body.
+    pub inner_type: u16,
+    pub inner: Bytes,
 }
 
 // --- encoding -------------------------------------------------------------------
@@ -238,24 +271,26 @@ impl Decode for OsdMapMsg {
 
 impl Encode for OsdBoot {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             self.osd.encode(e);
             self.shard_addrs.encode(e);
             self.host.encode(e);
             e.put_u64(self.fsid as u64);
             e.put_u64((self.fsid >> 64) as u64);
+            e.put_u64(self.instance);
         });
     }
 }
 
 impl Decode for OsdBoot {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("OsdBoot", 1, |d, _| {
+        d.versioned("OsdBoot", 2, |d, version| {
             Ok(OsdBoot {
                 osd: OsdId::decode(d)?,
                 shard_addrs: Vec::decode(d)?,
                 host: d.get_string("host", 256)?,
                 fsid: u128::from(d.get_u64()?) | (u128::from(d.get_u64()?) << 64),
+                instance: if version >= 2 { d.get_u64()? } else { 0 },
             })
         })
     }
@@ -529,7 +564,7 @@ impl Decode for OsdUsage {
 
 impl Encode for ClusterStatus {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             e.put_u64(self.fsid as u64);
             e.put_u64((self.fsid >> 64) as u64);
             self.epoch.encode(e);
@@ -552,13 +587,15 @@ impl Encode for ClusterStatus {
             ] {
                 e.put_u64(value);
             }
+            self.mon_leader.encode(e);
+            self.mon_quorum.encode(e);
         });
     }
 }
 
 impl Decode for ClusterStatus {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("ClusterStatus", 1, |d, _| {
+        d.versioned("ClusterStatus", 2, |d, version| {
             Ok(ClusterStatus {
                 fsid: u128::from(d.get_u64()?) | (u128::from(d.get_u64()?) << 64),
                 epoch: Epoch::decode(d)?,
@@ -578,7 +615,120 @@ impl Decode for ClusterStatus {
                 client_ops_per_second: d.get_u64()?,
                 client_write_bytes_per_second: d.get_u64()?,
                 client_read_bytes_per_second: d.get_u64()?,
+                mon_leader: if version >= 2 {
+                    Option::decode(d)?
+                } else {
+                    None
+                },
+                mon_quorum: if version >= 2 {
+                    Vec::decode(d)?
+                } else {
+                    Vec::new()
+                },
             })
         })
+    }
+}
+
+impl Encode for MonRaft {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            e.put_u64(self.from_rank);
+            self.payload.encode(e);
+        });
+    }
+}
+
+impl Decode for MonRaft {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("MonRaft", 1, |d, _| {
+            Ok(MonRaft {
+                from_rank: d.get_u64()?,
+                payload: Bytes::decode(d)?,
+            })
+        })
+    }
+}
+
+impl Encode for MonForward {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            e.put_u64(self.origin_rank);
+            e.put_u64(self.token);
+            self.sender.encode(e);
+            e.put_u16(self.inner_type);
+            self.inner.encode(e);
+        });
+    }
+}
+
+impl Decode for MonForward {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("MonForward", 1, |d, _| {
+            Ok(MonForward {
+                origin_rank: d.get_u64()?,
+                token: d.get_u64()?,
+                sender: EntityName::decode(d)?,
+                inner_type: d.get_u16()?,
+                inner: Bytes::decode(d)?,
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Msg;
+
+    #[test]
+    fn cluster_status_v2_round_trips_and_v1_still_decodes() {
+        let status = ClusterStatus {
+            health: "HEALTH_OK".into(),
+            mon_count: 3,
+            mon_leader: Some(1),
+            mon_quorum: vec![0, 1, 2],
+            ..ClusterStatus::default()
+        };
+        assert_eq!(
+            ClusterStatus::from_bytes(&status.to_bytes()).unwrap(),
+            status
+        );
+        // A version 1 body is the version 2 body without the trailing monitor fields
+        // (`None`: 1 byte, an empty list: 4 bytes).
+        let v1_source = ClusterStatus {
+            mon_leader: None,
+            mon_quorum: Vec::new(),
+            ..status
+        };
+        let mut bytes = v1_source.to_bytes().to_vec();
+        bytes.truncate(bytes.len() - 5);
+        bytes[0] = 1;
+        let length = u32::from_le_bytes(bytes[2..6].try_into().unwrap()) - 5;
+        bytes[2..6].copy_from_slice(&length.to_le_bytes());
+        let decoded = ClusterStatus::from_bytes(&bytes).unwrap();
+        assert_eq!(decoded, v1_source);
+        assert_eq!(decoded.mon_leader, None);
+    }
+
+    #[test]
+    fn monitor_messages_round_trip() {
+        let raft = Msg::MonRaft(MonRaft {
+            from_rank: 2,
+            payload: Bytes::from_static(b"\x08\x01"),
+        });
+        let forward = Msg::MonForward(MonForward {
+            origin_rank: 1,
+            token: 9,
+            sender: EntityName::client(4711),
+            inner_type: crate::msg_type::MON_COMMAND,
+            inner: Bytes::from_static(b"inner"),
+        });
+        for msg in [raft, forward] {
+            assert_eq!(
+                Msg::decode(msg.msg_type(), msg.encode_front()).unwrap(),
+                msg
+            );
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! [`Msg`]: the one enum of every message, with its wire type number.
 
-use crate::mon::{MonCommand, MonCommandReply, MonGetMap, OsdBoot, OsdMapMsg, OsdStats};
+use crate::mon::{
+    MonCommand, MonCommandReply, MonForward, MonGetMap, MonRaft, OsdBoot, OsdMapMsg, OsdStats,
+};
 use crate::osd::{OsdOp, OsdOpReply, RepOp, RepOpReply};
 use crate::peering::{
     PgActivate, PgActivated, PgLogReply, PgLogRequest, PgNotify, PgPull, PgPush, PgPushReply,
@@ -31,6 +33,8 @@ pub enum Msg {
     PgPull(PgPull),
     PgPush(PgPush),
     PgPushReply(PgPushReply),
+    MonRaft(MonRaft),
+    MonForward(MonForward),
 }
 
 /// Wire type numbers. Never reuse a number.
@@ -54,6 +58,8 @@ pub mod msg_type {
     pub const PG_PULL: u16 = 46;
     pub const PG_PUSH: u16 = 47;
     pub const PG_PUSH_REPLY: u16 = 48;
+    pub const MON_RAFT: u16 = 60;
+    pub const MON_FORWARD: u16 = 61;
 }
 
 /// A message could not be decoded.
@@ -88,6 +94,8 @@ impl Msg {
             Msg::PgPull(_) => PG_PULL,
             Msg::PgPush(_) => PG_PUSH,
             Msg::PgPushReply(_) => PG_PUSH_REPLY,
+            Msg::MonRaft(_) => MON_RAFT,
+            Msg::MonForward(_) => MON_FORWARD,
         }
     }
 
@@ -114,6 +122,8 @@ impl Msg {
             Msg::PgPull(m) => m.encode(&mut e),
             Msg::PgPush(m) => m.encode(&mut e),
             Msg::PgPushReply(m) => m.encode(&mut e),
+            Msg::MonRaft(m) => m.encode(&mut e),
+            Msg::MonForward(m) => m.encode(&mut e),
         }
         e.into_bytes()
     }
@@ -146,6 +156,8 @@ impl Msg {
             PG_PULL => Msg::PgPull(PgPull::decode(&mut d).map_err(malformed)?),
             PG_PUSH => Msg::PgPush(PgPush::decode(&mut d).map_err(malformed)?),
             PG_PUSH_REPLY => Msg::PgPushReply(PgPushReply::decode(&mut d).map_err(malformed)?),
+            MON_RAFT => Msg::MonRaft(MonRaft::decode(&mut d).map_err(malformed)?),
+            MON_FORWARD => Msg::MonForward(MonForward::decode(&mut d).map_err(malformed)?),
             other => return Err(MsgError::UnknownType(other)),
         };
         d.finish().map_err(malformed)?;

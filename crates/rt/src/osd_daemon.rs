@@ -12,20 +12,24 @@ use carmine_msgr::tcp::{connect, ConnectionHandle, NetEvent};
 use carmine_msgr::{Policy, SessionConfig};
 use carmine_osd::OsdShard;
 use carmine_proto::{MonGetMap, Msg, OsdBoot, OsdStats};
-use carmine_store::MemStore;
+use carmine_store::logstore::shard_device_path;
+use carmine_store::{FileDevice, LogStore, LogStoreConfig, MemStore};
 use carmine_types::{EntityName, Epoch, OsdId, ShardIndex};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 /// Which object store backs the OSD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
     /// In memory: fast, and lost when the process stops.
     Mem,
+    /// `LogStore`: one log-structured device file per shard under the data directory
+    /// (`logstore.shardN`, created with `size_bytes`); survives restarts and crashes.
+    Log { size_bytes: u64 },
 }
 
 /// How to run an OSD.
@@ -47,6 +51,8 @@ pub struct OsdDaemonConfig {
 
 /// Reports queued from the shards to shard 0.
 const SHARD_REPORTS_QUEUED_MAX: usize = 64;
+/// Map epochs queued for one shard.
+const MAPS_QUEUED_MAX: usize = 4096;
 
 fn bind_listeners(config: &OsdDaemonConfig) -> Result<Vec<std::net::TcpListener>, DaemonError> {
     (0..config.shard_count)
@@ -86,15 +92,19 @@ pub fn run_osd(config: OsdDaemonConfig) -> Result<(), DaemonError> {
         .map(|l| l.local_addr())
         .collect::<Result<_, _>>()?;
     tracing::info!("{} shards listening on {shard_addrs:?}", config.id);
-    let (map_tx, map_rx) = watch::channel(None::<Arc<OsdMap>>);
+    // Every shard gets every epoch, in order: a PG must see each interval change.
+    let (map_txs, map_rxs): (Vec<_>, Vec<_>) = (0..config.shard_count)
+        .map(|_| mpsc::channel::<Arc<OsdMap>>(MAPS_QUEUED_MAX))
+        .unzip();
+    let mut map_rxs = map_rxs.into_iter();
+    let shard0_map_rx = map_rxs.next().expect("at least one shard");
     let (report_tx, report_rx) = mpsc::channel(SHARD_REPORTS_QUEUED_MAX);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut threads = Vec::new();
     let mut listeners = listeners.into_iter();
     let shard0_listener = listeners.next().expect("at least one shard");
-    for (offset, listener) in listeners.enumerate() {
+    for (offset, (listener, map_rx)) in listeners.zip(map_rxs).enumerate() {
         let index = ShardIndex(offset as u16 + 1);
-        let map_rx = map_rx.clone();
         let report_tx = report_tx.clone();
         let config = config.clone();
         let pin = config.pin_threads && usize::from(config.shard_count) <= cpus;
@@ -111,12 +121,12 @@ pub fn run_osd(config: OsdDaemonConfig) -> Result<(), DaemonError> {
     if config.pin_threads && usize::from(config.shard_count) <= cpus {
         pin_to_cpu(0);
     }
-    let global = Some((shard_addrs, map_tx, report_rx));
+    let global = Some((shard_addrs, map_txs, report_rx));
     let result = run_shard(
         &config,
         ShardIndex(0),
         shard0_listener,
-        map_rx,
+        shard0_map_rx,
         report_tx,
         global,
     );
@@ -128,7 +138,7 @@ pub fn run_osd(config: OsdDaemonConfig) -> Result<(), DaemonError> {
 
 type Global = (
     Vec<SocketAddr>,
-    watch::Sender<Option<Arc<OsdMap>>>,
+    Vec<mpsc::Sender<Arc<OsdMap>>>,
     mpsc::Receiver<ShardReport>,
 );
 
@@ -136,7 +146,7 @@ fn run_shard(
     config: &OsdDaemonConfig,
     index: ShardIndex,
     listener: std::net::TcpListener,
-    map_rx: watch::Receiver<Option<Arc<OsdMap>>>,
+    map_rx: mpsc::Receiver<Arc<OsdMap>>,
     report_tx: mpsc::Sender<ShardReport>,
     global: Option<Global>,
 ) -> Result<(), DaemonError> {
@@ -145,17 +155,48 @@ fn run_shard(
         .build()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        let store = match config.store {
-            StoreKind::Mem => MemStore::new(),
-        };
-        let shard = OsdShard::new(config.id, index, config.shard_count, store);
-        if let Some((addrs, map_tx, report_rx)) = global {
-            let global = GlobalTask::new(config.clone(), addrs, map_tx, report_rx);
+        if let Some((addrs, map_txs, report_rx)) = global {
+            let global = GlobalTask::new(config.clone(), addrs, map_txs, report_rx);
             tokio::spawn(global.run());
         }
-        ShardLoop::new(shard, map_rx, report_tx).run(listener).await;
+        match config.store {
+            StoreKind::Mem => {
+                let shard = OsdShard::new(config.id, index, config.shard_count, MemStore::new());
+                ShardLoop::new(shard, map_rx, report_tx).run(listener).await;
+            }
+            StoreKind::Log { size_bytes } => {
+                let store = open_log_store(config, index, size_bytes)?;
+                let shard = OsdShard::new(config.id, index, config.shard_count, store);
+                ShardLoop::new(shard, map_rx, report_tx).run(listener).await;
+            }
+        }
         Ok(())
     })
+}
+
+/// Opens (recovering) or creates the shard's LogStore device file.
+fn open_log_store(
+    config: &OsdDaemonConfig,
+    index: ShardIndex,
+    size_bytes: u64,
+) -> Result<LogStore<FileDevice>, DaemonError> {
+    let path = shard_device_path(&config.data_dir, usize::from(index.0));
+    let device = FileDevice::open_or_create(&path, size_bytes)?;
+    let store =
+        LogStore::open(device, LogStoreConfig::default()).map_err(|e| DaemonError::Corrupt {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        })?;
+    tracing::info!("{} shard {}: opened {}", config.id, index.0, path.display());
+    Ok(store)
+}
+
+/// A random instance id (not on the data path: once per process).
+fn random_instance() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    hasher.finish() | 1
 }
 
 /// Pins the calling thread to one CPU, so a shard keeps its caches and never migrates.
@@ -177,37 +218,38 @@ fn pin_to_cpu(cpu: usize) {
 struct GlobalTask {
     config: OsdDaemonConfig,
     shard_addrs: Vec<SocketAddr>,
-    map_tx: watch::Sender<Option<Arc<OsdMap>>>,
+    map_txs: Vec<mpsc::Sender<Arc<OsdMap>>>,
+    newest: Option<Arc<OsdMap>>,
     report_rx: mpsc::Receiver<ShardReport>,
     reports: BTreeMap<ShardIndex, ShardReport>,
     mon_index: usize,
     booted_epoch: Epoch,
+    /// Random per process start, so the monitor tells a restart from a reconnect.
+    instance: u64,
 }
 
 impl GlobalTask {
     fn new(
         config: OsdDaemonConfig,
         shard_addrs: Vec<SocketAddr>,
-        map_tx: watch::Sender<Option<Arc<OsdMap>>>,
+        map_txs: Vec<mpsc::Sender<Arc<OsdMap>>>,
         report_rx: mpsc::Receiver<ShardReport>,
     ) -> Self {
         Self {
             config,
             shard_addrs,
-            map_tx,
+            map_txs,
+            newest: None,
             report_rx,
             reports: BTreeMap::new(),
             mon_index: 0,
             booted_epoch: Epoch(0),
+            instance: random_instance(),
         }
     }
 
     fn epoch(&self) -> Epoch {
-        self.map_tx
-            .borrow()
-            .as_ref()
-            .map(|m| m.epoch)
-            .unwrap_or(Epoch(0))
+        self.newest.as_ref().map(|m| m.epoch).unwrap_or(Epoch(0))
     }
 
     async fn run(mut self) {
@@ -235,6 +277,7 @@ impl GlobalTask {
             shard_addrs: self.shard_addrs.clone(),
             host: self.config.host.clone(),
             fsid: self.config.fsid,
+            instance: self.instance,
         });
         let epoch = self.epoch();
         self.booted_epoch = epoch;
@@ -284,11 +327,18 @@ impl GlobalTask {
         if map.epoch <= self.epoch() {
             return;
         }
-        let marked_down = map.osd(self.config.id).is_some_and(|info| !info.up)
-            || map
-                .osd(self.config.id)
-                .is_some_and(|info| info.shard_addrs != self.shard_addrs);
-        self.map_tx.send_replace(Some(map.clone()));
+        let marked_down = map.osd(self.config.id).is_some_and(|info| {
+            !info.up || info.shard_addrs != self.shard_addrs || info.instance != self.instance
+        });
+        self.newest = Some(map.clone());
+        for tx in &self.map_txs {
+            if tx.try_send(map.clone()).is_err() {
+                tracing::error!(
+                    "{}: a shard is {MAPS_QUEUED_MAX} maps behind",
+                    self.config.id
+                );
+            }
+        }
         if marked_down && map.epoch > self.booted_epoch {
             // The map says we are down (or elsewhere) while we run: assert ourselves.
             tracing::warn!(

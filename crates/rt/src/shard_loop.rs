@@ -14,7 +14,7 @@ use carmine_types::{EntityKind, EntityName, OsdId, ShardIndex};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 /// How often a shard reports its stats to shard 0.
 pub const SHARD_REPORT_INTERVAL: Duration = Duration::from_secs(1);
@@ -35,7 +35,7 @@ pub struct ShardLoop<S: ObjectStore> {
     events_rx: mpsc::UnboundedReceiver<NetEvent>,
     events_tx: mpsc::UnboundedSender<NetEvent>,
     connected_rx: mpsc::UnboundedReceiver<PeerConnected>,
-    map_rx: watch::Receiver<Option<Arc<OsdMap>>>,
+    map_rx: mpsc::Receiver<Arc<OsdMap>>,
     report_tx: mpsc::Sender<ShardReport>,
     outputs: Vec<Output>,
 }
@@ -43,7 +43,7 @@ pub struct ShardLoop<S: ObjectStore> {
 impl<S: ObjectStore> ShardLoop<S> {
     pub fn new(
         shard: OsdShard<S>,
-        map_rx: watch::Receiver<Option<Arc<OsdMap>>>,
+        map_rx: mpsc::Receiver<Arc<OsdMap>>,
         report_tx: mpsc::Sender<ShardReport>,
     ) -> Self {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
@@ -73,15 +73,10 @@ impl<S: ObjectStore> ShardLoop<S> {
             tokio::select! {
                 Some(event) = self.events_rx.recv() => self.handle_event(event),
                 Some(connected) = self.connected_rx.recv() => self.peers.handle_connected(connected),
-                changed = self.map_rx.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    let map = self.map_rx.borrow_and_update().clone();
-                    if let Some(map) = map {
-                        self.shard.handle_map(map, &mut self.outputs);
-                    }
-                }
+                map = self.map_rx.recv() => match map {
+                    Some(map) => self.shard.handle_map(map, &mut self.outputs),
+                    None => return,
+                },
                 _ = report.tick() => self.report(),
             }
             self.carry_out();

@@ -38,6 +38,8 @@ pub struct OsdNode {
     /// The global task's newest map (what the shards got).
     pub map: Option<Arc<OsdMap>>,
     pub booted_epoch: Epoch,
+    /// Process starts so far; the boot's instance id (a restart is a new instance).
+    pub starts: u64,
 }
 
 impl OsdNode {
@@ -55,6 +57,7 @@ impl OsdNode {
             mon_session: None,
             map: None,
             booted_epoch: Epoch(0),
+            starts: 1,
         }
     }
 
@@ -123,6 +126,7 @@ impl Sim {
             shard_addrs: node.addrs.clone(),
             host: format!("host{}", osd.0),
             fsid: self.mon.map().fsid,
+            instance: (u64::from(osd.0) << 32) | node.starts,
         });
         let from = Endpoint::Osd(osd, ShardIndex(0));
         self.send_session(session, from, boot);
@@ -178,9 +182,10 @@ impl Sim {
         if map.epoch <= node.epoch() {
             return;
         }
-        let marked_down = map
-            .osd(osd)
-            .is_some_and(|info| !info.up || info.shard_addrs != node.addrs);
+        let marked_down = map.osd(osd).is_some_and(|info| {
+            let instance = (u64::from(osd.0) << 32) | node.starts;
+            !info.up || info.shard_addrs != node.addrs || info.instance != instance
+        });
         node.map = Some(map.clone());
         let reboot = marked_down && map.epoch > node.booted_epoch && node.mon_session.is_some();
         for index in 0..node.shard_count {
@@ -288,6 +293,7 @@ impl Sim {
             .map(|(index, store)| OsdShard::new(osd, ShardIndex(index as u16), count, store))
             .collect();
         node.process = Process::Up(shards);
+        node.starts += 1;
         self.trace.note(self.now(), || format!("{osd} restarts"));
         self.schedule(MILLISECOND, Event::OsdConnectMon(osd));
     }

@@ -14,46 +14,13 @@ fn assert_all_pass(seeds: impl Iterator<Item = u64>, faults: FaultClasses) {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
-/// Peering sends `PgLogRequest` to a peer outside the acting set (a stray holding the
-/// newest log) on shard 0 rather than on the shard that owns the PG; that shard drops
-/// it and the PG stays `peering` forever. Only OSDs with 2+ shards; no fault needed.
+/// Rare failures with every fault class, in 1,400 seeds:
+/// - 826, 1240: a replica keeps a `missing.NAME` marker in its PG metadata for an
+///   object it holds (recovery bookkeeping; the data matches).
+/// - 1132: a primary cut off from the monitor (but not from clients) serves reads
+///   after a new primary has taken writes: a stale read. Ceph prevents it with read
+///   leases; Carmine has none yet.
 #[test]
-fn regression_log_request_to_a_stray_reaches_the_owning_shard() {
-    for seed in [13, 68, 179, 215, 235, 258, 277] {
-        let report = run(seed);
-        assert!(report.ok, "{}", format_report(&report));
-    }
-}
-
-/// An OSD whose monitor session resets boots again; the monitor publishes "down" then
-/// "up", but the rebooting OSD subscribes only before the second, so it never sees the
-/// down epoch, keeps its old interval, and ignores the primary's `PgActivate` for the
-/// new one: the PG stays `peering`.
-#[test]
-fn osd_monitor_session_resets() {
-    let faults = FaultClasses {
-        osd_mon_resets: true,
-        ..FaultClasses::handled()
-    };
-    assert_all_pass(0..30, faults);
-}
-
-/// OSD crash and restart on the same store.
-#[test]
-fn osd_crashes() {
-    let faults = FaultClasses {
-        crashes: true,
-        ..FaultClasses::handled()
-    };
-    assert_all_pass(0..30, faults);
-}
-
-/// OSD ↔ OSD and OSD ↔ monitor partitions, both ways and one way.
-#[test]
-fn osd_partitions() {
-    let faults = FaultClasses {
-        osd_partitions: true,
-        ..FaultClasses::handled()
-    };
-    assert_all_pass(0..30, faults);
+fn rare_failures_with_every_fault_class() {
+    assert_all_pass([826, 1132, 1240].into_iter(), FaultClasses::ALL);
 }

@@ -1,22 +1,19 @@
-//! The fixed seed set: 200 seeds with the fault classes the code handles today
-//! (latency and reordering, client session resets, slow links, client partitions).
-//! Each must pass every checker. A failing seed prints its report; reproduce it with
-//! `carmine sim --seed N` (or the `sim_seed` example).
+//! The fixed seed sets. Every seed must pass every checker. A failing seed prints its
+//! report; reproduce it with `carmine sim --seed N [--faults all]`.
 //!
-//! Seeds excluded here fail for a known reason and live in `tests/known_gaps.rs`.
+//! - 200 seeds with the network faults (latency and reordering, session resets, slow
+//!   links, client partitions), including the seeds that once hit a misrouted
+//!   `PgLogRequest` to a stray (13, 68, 179, 215, 235, 258, 277).
+//! - 120 seeds with every fault class: OSD crashes and restarts (stores kept), OSD
+//!   partitions (one-way and both ways), OSD↔monitor session resets, on top of the
+//!   network faults. These exercise peering, recovery and the monitor's failure
+//!   detection.
+//!
+//! Seeds that fail today live in `tests/known_gaps.rs`.
 
-use carmine_sim::{format_report, run, SimReport};
+use carmine_sim::{format_report, run, run_with_faults, FaultClasses, SimReport};
 
-/// Seeds that stall peering: a `PgLogRequest` to a peer outside the acting set goes to
-/// shard 0 instead of the shard that owns the PG (see `known_gaps.rs`).
-pub const MISROUTED_PEERING_SEEDS: [u64; 7] = [13, 68, 179, 215, 235, 258, 277];
-
-#[test]
-fn fixed_seeds_pass_with_the_handled_faults() {
-    let reports: Vec<SimReport> = (0..200)
-        .filter(|seed| !MISROUTED_PEERING_SEEDS.contains(seed))
-        .map(run)
-        .collect();
+fn check(reports: &[SimReport], faults_min: u64, acked_min: u64) {
     let failed: Vec<String> = reports
         .iter()
         .filter(|r| !r.ok)
@@ -25,6 +22,20 @@ fn fixed_seeds_pass_with_the_handled_faults() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
     let faults: u64 = reports.iter().map(|r| r.faults).sum();
     let acked: u64 = reports.iter().map(|r| r.ops_acked).sum();
-    assert!(faults > 500, "only {faults} faults injected");
-    assert!(acked > 50_000, "only {acked} ops acknowledged");
+    assert!(faults > faults_min, "only {faults} faults injected");
+    assert!(acked > acked_min, "only {acked} ops acknowledged");
+}
+
+#[test]
+fn fixed_seeds_pass_with_the_network_faults() {
+    let reports: Vec<SimReport> = (0..200).map(run).collect();
+    check(&reports, 500, 50_000);
+}
+
+#[test]
+fn fixed_seeds_pass_with_every_fault_class() {
+    let reports: Vec<SimReport> = (1000..1120)
+        .map(|seed| run_with_faults(seed, FaultClasses::ALL))
+        .collect();
+    check(&reports, 500, 30_000);
 }

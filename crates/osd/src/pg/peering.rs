@@ -184,8 +184,9 @@ impl Pg {
     /// with a copy that already existed then and was not activated in it (only the
     /// primary activates a PG, and activation is recorded before any write is served).
     fn never_activated_in(&self, interval: &carmine_clustermap::PastInterval) -> bool {
+        // A merged interval (no single primary) can never be proven inactive.
         let Some(primary) = interval.primary else {
-            return true;
+            return false;
         };
         self.notifies.get(&primary).is_some_and(|n| {
             n.exists
@@ -438,9 +439,12 @@ impl Pg {
         activate: PgActivate,
         out: &mut Vec<Output>,
     ) {
-        if activate.interval != self.interval_start || self.primary != Some(from) {
+        if activate.interval < self.interval_start || self.primary != Some(from) {
             return;
         }
+        // The primary saw an interval change this copy missed (it skipped an epoch):
+        // the primary's interval is the one that counts.
+        self.interval_start = activate.interval;
         let mut missing = if activate.backfill {
             BTreeSet::new()
         } else {
@@ -512,8 +516,29 @@ impl Pg {
     }
 
     /// Writes in flight from an earlier interval reach the new replicas by push: the
-    /// pushed copy holds every write applied here.
+    /// pushed copy holds every write applied here. Writes whose log entry did not
+    /// survive peering (this copy's divergent history was rolled back) are dropped
+    /// unanswered: the client resends, and the write runs again.
     fn requeue_in_flight(&mut self) {
+        let log = &self.log;
+        self.in_flight
+            .retain(|w| w.rep.is_none() || log.contains(w.version));
+        self.writes_per_object.clear();
+        for write in &self.in_flight {
+            *self.writes_per_object.entry(write.oid.clone()).or_default() += 1;
+        }
+        let unblocked: Vec<String> = self
+            .blocked_reads
+            .keys()
+            .filter(|oid| !self.writes_per_object.contains_key(*oid))
+            .cloned()
+            .collect();
+        for oid in unblocked {
+            if let Some(reads) = self.blocked_reads.remove(&oid) {
+                self.blocked_read_count -= reads.len();
+                self.waiting_for_active.extend(reads);
+            }
+        }
         let replicas = self.replicas();
         for write in self.in_flight.iter_mut().filter(|w| w.rep.is_some()) {
             write.waiting_on = replicas.iter().copied().collect();

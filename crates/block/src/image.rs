@@ -1,0 +1,308 @@
+//! [`Image`]: an open image, for byte-range I/O.
+//!
+//! Reads and writes are split at object boundaries and the pieces run concurrently.
+//! Absent objects read as zeros; short objects are padded with zeros. Discard and
+//! write-zeroes remove whole objects and zero partial ranges, so a discarded range
+//! costs no space.
+
+use crate::concurrent::join_all;
+use crate::header::{data_object, ImageHeader};
+use crate::layout::{extents, in_bounds, object_size_bytes, ObjectExtent};
+use crate::spec::ImageSpec;
+use crate::tracker::{WriteGuard, WriteTracker};
+use crate::{admin, BlockError};
+use bytes::{Bytes, BytesMut};
+use carmine_client::{Client, ClientError};
+use carmine_proto::{OpCode, OpError, OpOutput};
+use carmine_types::limits::WRITE_BYTES_MAX;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// An open image. Cheap to share behind an `Arc`: every method takes `&self`, and
+/// flushes see the writes of every user of the same handle.
+pub struct Image {
+    client: Client,
+    spec: ImageSpec,
+    id: String,
+    order: u8,
+    size_bytes: AtomicU64,
+    tracker: WriteTracker,
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Image")
+            .field("spec", &self.spec)
+            .field("id", &self.id)
+            .field("order", &self.order)
+            .field("size_bytes", &self.size())
+            .finish()
+    }
+}
+
+impl Image {
+    /// Opens `spec`: looks its id up in the pool's directory and loads its header.
+    pub async fn open(client: &Client, spec: &ImageSpec) -> Result<Image, BlockError> {
+        let id = admin::lookup_id(client, spec).await?;
+        let (header, _) = admin::load_header(client, spec, &id).await?;
+        Ok(Image::from_header(client.clone(), spec.clone(), &header))
+    }
+
+    pub(crate) fn from_header(client: Client, spec: ImageSpec, header: &ImageHeader) -> Image {
+        Image {
+            client,
+            spec,
+            id: header.id.clone(),
+            order: header.order,
+            size_bytes: AtomicU64::new(header.size_bytes),
+            tracker: WriteTracker::default(),
+        }
+    }
+
+    pub fn spec(&self) -> &ImageSpec {
+        &self.spec
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn order(&self) -> u8 {
+        self.order
+    }
+
+    pub fn object_size_bytes(&self) -> u64 {
+        object_size_bytes(self.order)
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size_bytes.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn check_range(&self, offset: u64, length: u64) -> Result<(), BlockError> {
+        let size_bytes = self.size();
+        if in_bounds(offset, length, size_bytes) {
+            Ok(())
+        } else {
+            Err(BlockError::OutOfRange {
+                offset,
+                length,
+                size_bytes,
+            })
+        }
+    }
+
+    /// Reads `length` bytes at `offset`.
+    pub async fn read(&self, offset: u64, length: u64) -> Result<Bytes, BlockError> {
+        self.check_range(offset, length)?;
+        let pieces: Vec<_> = extents(offset, length, self.order)
+            .map(|extent| {
+                let (client, pool) = (self.client.clone(), self.spec.pool.clone());
+                let oid = data_object(&self.id, extent.object_number);
+                async move { read_extent(&client, &pool, &oid, extent).await }
+            })
+            .collect();
+        let mut pieces = join_all(pieces).await?;
+        if pieces.len() == 1 {
+            return Ok(pieces.pop().expect("one piece"));
+        }
+        let mut buffer = BytesMut::with_capacity(length as usize);
+        for piece in pieces {
+            buffer.extend_from_slice(&piece);
+        }
+        assert_eq!(buffer.len() as u64, length);
+        Ok(buffer.freeze())
+    }
+
+    /// Registers a write that is about to start, so that a flush issued after this
+    /// call waits for it (the NBD server calls this in request order, before it spawns
+    /// the request).
+    pub fn start_write(&self) -> WriteGuard {
+        self.tracker.begin()
+    }
+
+    /// Writes `data` at `offset`. Returns once every replica has it durable.
+    pub async fn write(&self, offset: u64, data: Bytes) -> Result<(), BlockError> {
+        self.write_started(self.start_write(), offset, data).await
+    }
+
+    /// [`Image::write`] for a write registered with [`Image::start_write`].
+    pub async fn write_started(
+        &self,
+        guard: WriteGuard,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<(), BlockError> {
+        self.check_range(offset, data.len() as u64)?;
+        let guard = Arc::new(guard);
+        let mut writes = Vec::new();
+        for extent in extents(offset, data.len() as u64, self.order) {
+            let start = extent.buffer_offset as usize;
+            let piece = data.slice(start..start + extent.length as usize);
+            // Objects of order 25 are larger than one message may carry.
+            for chunk_start in (0..piece.len()).step_by(WRITE_BYTES_MAX) {
+                let chunk_end = (chunk_start + WRITE_BYTES_MAX).min(piece.len());
+                let op = OpCode::Write {
+                    offset: extent.offset_in_object + chunk_start as u64,
+                    data: piece.slice(chunk_start..chunk_end),
+                };
+                writes.push(self.object_op(extent.object_number, vec![op], guard.clone()));
+            }
+        }
+        join_all(writes).await?;
+        Ok(())
+    }
+
+    /// Deallocates `[offset, offset + length)`: it reads as zeros afterwards.
+    pub async fn discard(&self, offset: u64, length: u64) -> Result<(), BlockError> {
+        self.discard_started(self.start_write(), offset, length)
+            .await
+    }
+
+    /// [`Image::discard`] for a write registered with [`Image::start_write`].
+    pub async fn discard_started(
+        &self,
+        guard: WriteGuard,
+        offset: u64,
+        length: u64,
+    ) -> Result<(), BlockError> {
+        self.check_range(offset, length)?;
+        let guard = Arc::new(guard);
+        let order = self.order;
+        let ops: Vec<_> = extents(offset, length, order)
+            .map(|extent| {
+                let op = if extent.is_whole_object(order) {
+                    OpCode::Remove
+                } else {
+                    OpCode::Zero {
+                        offset: extent.offset_in_object,
+                        length: extent.length,
+                    }
+                };
+                self.object_op(extent.object_number, vec![op], guard.clone())
+            })
+            .collect();
+        join_all(ops).await?;
+        Ok(())
+    }
+
+    /// Makes `[offset, offset + length)` read as zeros; the same as a discard, since
+    /// deallocated ranges read as zeros.
+    pub async fn write_zeroes(&self, offset: u64, length: u64) -> Result<(), BlockError> {
+        self.discard(offset, length).await
+    }
+
+    /// Returns once every write that started before this call is durable.
+    pub async fn flush(&self) -> Result<(), BlockError> {
+        self.tracker.wait_for_earlier().await;
+        Ok(())
+    }
+
+    /// Changes the size (see [`admin::resize`]) and this handle's view of it.
+    pub async fn resize(&self, size_bytes: u64, allow_shrink: bool) -> Result<(), BlockError> {
+        self.flush().await?;
+        admin::resize(&self.client, &self.spec, size_bytes, allow_shrink).await?;
+        self.size_bytes.store(size_bytes, Ordering::Release);
+        Ok(())
+    }
+
+    /// One op on one data object; a missing object is fine for removes and zeroes.
+    fn object_op(
+        &self,
+        object_number: u64,
+        ops: Vec<OpCode>,
+        guard: Arc<WriteGuard>,
+    ) -> impl std::future::Future<Output = Result<(), BlockError>> + Send + 'static {
+        let (client, pool) = (self.client.clone(), self.spec.pool.clone());
+        let oid = data_object(&self.id, object_number);
+        async move {
+            let result = client.operate(&pool, &oid, ops).await;
+            drop(guard);
+            match result {
+                Ok(_) => Ok(()),
+                Err(error) if error.is_not_found() => Ok(()),
+                Err(error) => Err(error.into()),
+            }
+        }
+    }
+}
+
+/// Reads one extent of one object, as zeros where the object has no data.
+pub(crate) async fn read_extent(
+    client: &Client,
+    pool: &str,
+    oid: &str,
+    extent: ObjectExtent,
+) -> Result<Bytes, BlockError> {
+    let ops = vec![OpCode::Read {
+        offset: extent.offset_in_object,
+        length: extent.length,
+    }];
+    let data = match client.operate(pool, oid, ops).await {
+        Ok(reply) => match reply.outputs.first() {
+            Some(OpOutput::Data(data)) => data.clone(),
+            _ => return Err(ClientError::Op(OpError::Io("read reply without data".into())).into()),
+        },
+        Err(error) if error.is_not_found() => Bytes::new(),
+        Err(error) => return Err(error.into()),
+    };
+    Ok(pad_to(data, extent.length as usize))
+}
+
+/// The ops that replace a whole object's data with `data`, in pieces no larger than
+/// one write may carry.
+pub(crate) fn whole_object_writes(data: Bytes) -> Vec<OpCode> {
+    let mut ops = vec![OpCode::WriteFull {
+        data: data.slice(..data.len().min(WRITE_BYTES_MAX)),
+    }];
+    for start in (WRITE_BYTES_MAX..data.len()).step_by(WRITE_BYTES_MAX) {
+        let end = (start + WRITE_BYTES_MAX).min(data.len());
+        ops.push(OpCode::Write {
+            offset: start as u64,
+            data: data.slice(start..end),
+        });
+    }
+    ops
+}
+
+/// `data` padded with zeros (or cut) to exactly `length` bytes.
+fn pad_to(data: Bytes, length: usize) -> Bytes {
+    if data.len() == length {
+        return data;
+    }
+    if data.len() > length {
+        return data.slice(..length);
+    }
+    let mut padded = BytesMut::with_capacity(length);
+    padded.extend_from_slice(&data);
+    padded.resize(length, 0);
+    padded.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pads_short_reads() {
+        assert_eq!(&pad_to(Bytes::from_static(b"ab"), 4)[..], b"ab\0\0");
+        assert_eq!(&pad_to(Bytes::new(), 3)[..], b"\0\0\0");
+        assert_eq!(&pad_to(Bytes::from_static(b"abcd"), 2)[..], b"ab");
+    }
+
+    #[test]
+    fn splits_large_object_writes() {
+        let data = Bytes::from(vec![7u8; WRITE_BYTES_MAX * 2 + 3]);
+        let ops = whole_object_writes(data);
+        assert_eq!(ops.len(), 3);
+        assert!(matches!(&ops[0], OpCode::WriteFull { data } if data.len() == WRITE_BYTES_MAX));
+        assert!(
+            matches!(&ops[2], OpCode::Write { offset, data } if *offset == 2 * WRITE_BYTES_MAX as u64 && data.len() == 3)
+        );
+        assert_eq!(whole_object_writes(Bytes::from_static(b"x")).len(), 1);
+    }
+}

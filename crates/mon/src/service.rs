@@ -1,0 +1,416 @@
+//! The map service: what clients and OSDs ask of a monitor, and how the leader turns
+//! commands, boots and silence into the next map.
+
+use crate::entry::{MonEntry, Origin};
+use crate::{ConnId, MonOutput, Monitor, Op, QUEUED_OPS_MAX};
+use carmine_clustermap::{HistoryTracker, OsdFlags, OsdMap, OsdMapError, WEIGHT_IN};
+use carmine_proto::{
+    Command, CommandOutput, MonCommand, MonForward, MonGetMap, Msg, OsdBoot, OsdMapMsg, OsdStats,
+    PgState,
+};
+use carmine_types::{EntityKind, EntityName};
+use std::time::Instant;
+
+impl Monitor {
+    pub(crate) fn dispatch(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        from: EntityName,
+        msg: Msg,
+        out: &mut Vec<MonOutput>,
+    ) {
+        match msg {
+            Msg::MonGetMap(request) => self.handle_get_map(conn, request, out),
+            Msg::OsdBoot(boot) => self.handle_boot(now, conn, from, boot, out),
+            Msg::OsdStats(stats) => self.handle_stats(now, from, stats, out),
+            Msg::MonCommand(command) => self.accept_command(now, conn, from, command, out),
+            Msg::MonRaft(raft) => self.handle_raft(now, from, raft),
+            Msg::MonForward(forward) if from.kind == EntityKind::Mon => {
+                self.route(now, forward, out)
+            }
+            Msg::MonCommandReply(reply) if from.kind == EntityKind::Mon => {
+                let origin = Origin {
+                    rank: self.rank,
+                    token: reply.tid,
+                };
+                self.answer(origin, reply.result, out);
+            }
+            other => tracing::warn!(
+                "mon.{}: ignoring unexpected message type {} from {from}",
+                self.rank,
+                other.msg_type()
+            ),
+        }
+    }
+
+    /// Serves a map request from the applied state: to a holder of an older map, every
+    /// epoch after it while they are kept (a PG must see each interval change); to a
+    /// newcomer (`have` 0) or one too far behind, the newest map alone.
+    fn handle_get_map(&mut self, conn: ConnId, request: MonGetMap, out: &mut Vec<MonOutput>) {
+        if request.subscribe {
+            self.subscribers.insert(conn);
+        }
+        if request.have >= self.map.epoch {
+            return;
+        }
+        let oldest_kept = self.recent_maps.front().map(|m| m.epoch);
+        let newcomer = request.have.0 == 0;
+        if !newcomer && oldest_kept.is_some_and(|oldest| oldest.0 <= request.have.0 + 1) {
+            for map in self.recent_maps.iter().filter(|m| m.epoch > request.have) {
+                let msg = Msg::OsdMap(OsdMapMsg { map: map.clone() });
+                out.push(MonOutput::Send(conn, msg));
+            }
+        } else {
+            let msg = Msg::OsdMap(OsdMapMsg {
+                map: self.map.clone(),
+            });
+            out.push(MonOutput::Send(conn, msg));
+        }
+    }
+
+    fn handle_boot(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        from: EntityName,
+        boot: OsdBoot,
+        out: &mut Vec<MonOutput>,
+    ) {
+        if from.kind != EntityKind::Osd || from.id != u64::from(boot.osd.0) {
+            tracing::warn!(
+                "mon.{}: {from} tried to boot as {}; ignored",
+                self.rank,
+                boot.osd
+            );
+            return;
+        }
+        if boot.fsid != self.map.fsid {
+            tracing::warn!(
+                "mon.{}: {} belongs to another cluster; ignored",
+                self.rank,
+                boot.osd
+            );
+            return;
+        }
+        // Subscribe first, so the new instance sees every epoch published from here on.
+        self.subscribers.insert(conn);
+        let tracking = self.osds.entry(boot.osd).or_default();
+        tracking.sessions.insert(conn);
+        tracking.last_heard = Some(now);
+        self.conn_osd.insert(conn, boot.osd);
+        let osd = boot.osd;
+        let inner = Msg::OsdBoot(boot);
+        let forward = MonForward {
+            origin_rank: self.rank,
+            token: 0,
+            sender: from,
+            inner_type: inner.msg_type(),
+            inner: inner.encode_front(),
+        };
+        self.add_pending_boot(forward, osd);
+        self.resend_boots(now, out);
+    }
+
+    fn handle_stats(
+        &mut self,
+        now: Instant,
+        from: EntityName,
+        stats: OsdStats,
+        out: &mut Vec<MonOutput>,
+    ) {
+        if from.kind != EntityKind::Osd || from.id != u64::from(stats.osd.0) {
+            return;
+        }
+        if self.is_leader() {
+            self.record_stats(now, stats);
+        } else if self.known_leader.is_some() {
+            let inner = Msg::OsdStats(stats);
+            let forward = MonForward {
+                origin_rank: self.rank,
+                token: 0,
+                sender: from,
+                inner_type: inner.msg_type(),
+                inner: inner.encode_front(),
+            };
+            self.route(now, forward, out);
+        }
+    }
+
+    fn record_stats(&mut self, now: Instant, stats: OsdStats) {
+        for pg in &stats.pgs {
+            let clean = PgState::ACTIVE | PgState::CLEAN;
+            let primary = self.map.pg_mapping(pg.pgid).and_then(|m| m.primary);
+            if pg.state.0 & clean == clean && primary == Some(stats.osd) {
+                self.history.report_clean(pg.pgid, pg.interval_start);
+            }
+        }
+        let tracking = self.osds.entry(stats.osd).or_default();
+        tracking.last_heard = Some(now);
+        tracking.previous_stats = tracking.stats.take();
+        tracking.stats = Some((now, stats));
+    }
+
+    /// The leader's side of a request: commands and boots are queued for proposal.
+    pub(crate) fn lead_forward(
+        &mut self,
+        now: Instant,
+        forward: MonForward,
+        out: &mut Vec<MonOutput>,
+    ) {
+        let msg = match Msg::decode(forward.inner_type, forward.inner) {
+            Ok(msg) => msg,
+            Err(error) => {
+                tracing::warn!("mon.{}: bad forwarded message: {error}", self.rank);
+                return;
+            }
+        };
+        let origin = Origin {
+            rank: forward.origin_rank,
+            token: forward.token,
+        };
+        let sender = forward.sender;
+        match msg {
+            Msg::MonCommand(MonCommand {
+                command: Command::Status,
+                ..
+            }) => {
+                let status = self.status(now);
+                self.answer(origin, Ok(CommandOutput::Status(status)), out);
+            }
+            Msg::MonCommand(MonCommand { command, .. }) => {
+                if self.queue.len() >= QUEUED_OPS_MAX {
+                    let error = "the monitor leader is overloaded; retry later".to_string();
+                    self.answer(origin, Err(error), out);
+                    return;
+                }
+                self.queue.push_back(Op::Command { origin, command });
+            }
+            Msg::OsdBoot(boot) if sender == EntityName::osd(boot.osd) => {
+                let tracking = self.osds.entry(boot.osd).or_default();
+                tracking.last_heard = Some(now);
+                let osd = boot.osd;
+                self.queue
+                    .retain(|op| !matches!(op, Op::Boot(queued) if queued.osd == osd));
+                self.queue.push_back(Op::Boot(boot));
+            }
+            Msg::OsdStats(stats) if sender == EntityName::osd(stats.osd) => {
+                self.record_stats(now, stats)
+            }
+            other => tracing::warn!(
+                "mon.{}: ignoring forwarded message type {} from {sender}",
+                self.rank,
+                other.msg_type()
+            ),
+        }
+    }
+
+    /// Turns a queued operation into the entry to propose (or answers it at once).
+    pub(crate) fn evaluate(
+        &mut self,
+        now: Instant,
+        op: Op,
+        out: &mut Vec<MonOutput>,
+    ) -> Option<MonEntry> {
+        match op {
+            Op::Command { origin, command } => match self.command_maps(command) {
+                Ok((message, maps)) => Some(MonEntry {
+                    origin: Some(origin),
+                    message,
+                    maps,
+                }),
+                Err(error) => {
+                    self.answer(origin, Err(error), out);
+                    None
+                }
+            },
+            Op::Boot(boot) => self.boot_maps(boot).map(|maps| MonEntry {
+                origin: None,
+                message: String::new(),
+                maps,
+            }),
+            Op::FailureCheck => self.failure_maps(now).map(|maps| MonEntry {
+                origin: None,
+                message: String::new(),
+                maps,
+            }),
+        }
+    }
+
+    fn command_maps(&self, command: Command) -> Result<(String, Vec<OsdMap>), String> {
+        let mut builder = MapBuilder::new(self);
+        let message = match command {
+            Command::Status => unreachable!("status is answered without a proposal"),
+            Command::PoolCreate(spec) => {
+                let osd_count = self.map.osds.len();
+                if usize::from(spec.size) > osd_count {
+                    return Err(format!(
+                        "pool size {} exceeds the {osd_count} OSDs in the cluster; \
+                         use a size of at most {osd_count} or add OSDs",
+                        spec.size
+                    ));
+                }
+                let name = spec.name.clone();
+                let mut id = None;
+                builder.step(|next| {
+                    id = Some(next.create_pool(spec)?);
+                    Ok(())
+                })?;
+                format!("pool '{name}' created (id {})", id.expect("created"))
+            }
+            Command::PoolDelete { name, confirm } => {
+                if !confirm {
+                    return Err(format!(
+                        "deleting pool '{name}' destroys its data permanently; \
+                         repeat with --yes-i-really-really-mean-it"
+                    ));
+                }
+                builder.step(|next| next.delete_pool(&name).map(|_| ()))?;
+                format!("pool '{name}' removed")
+            }
+            Command::OsdDown(id) => {
+                builder.step(|next| next.mark_down(id))?;
+                format!("marked down {id}")
+            }
+            Command::OsdOut(id) => {
+                builder.step(|next| next.set_weight(id, 0))?;
+                format!("marked out {id}")
+            }
+            Command::OsdIn(id) => {
+                builder.step(|next| next.set_weight(id, WEIGHT_IN))?;
+                format!("marked in {id}")
+            }
+            Command::OsdPrimaryAffinity(id, affinity) => {
+                builder.step(|next| next.set_primary_affinity(id, affinity))?;
+                format!(
+                    "set {id} primary-affinity to {}",
+                    f64::from(affinity) / 65536.0
+                )
+            }
+        };
+        Ok((message, builder.maps))
+    }
+
+    /// A boot changes the map unless the map already shows this instance up (the same
+    /// instance id and addresses: an OSD that only reconnected or moved to another
+    /// monitor). A new instance of an OSD the map shows up is first marked down, as
+    /// Ceph does, so every PG it served sees a new interval and peers again.
+    fn boot_maps(&self, boot: OsdBoot) -> Option<Vec<OsdMap>> {
+        if boot.fsid != self.map.fsid {
+            return None;
+        }
+        let current = self.map.osd(boot.osd);
+        let same_instance = |info: &carmine_clustermap::OsdInfo| {
+            info.up && info.shard_addrs == boot.shard_addrs && info.instance == boot.instance
+        };
+        if current.is_some_and(same_instance) {
+            return None;
+        }
+        let mut builder = MapBuilder::new(self);
+        if self.map.is_up(boot.osd) {
+            tracing::info!(
+                "mon.{}: {} booted again; marking the old instance down",
+                self.rank,
+                boot.osd
+            );
+            builder.step(|next| next.mark_down(boot.osd)).ok()?;
+        }
+        let osd = boot.osd;
+        let instance = boot.instance;
+        let booted = builder.step(|next| {
+            next.boot_osd(boot.osd, boot.shard_addrs, boot.host)?;
+            next.set_instance(osd, instance)
+        });
+        if let Err(error) = booted {
+            tracing::warn!("mon.{}: boot of {osd} refused: {error}", self.rank);
+            return None;
+        }
+        tracing::info!("mon.{}: {osd} booted", self.rank);
+        Some(builder.maps)
+    }
+
+    /// OSDs silent for the grace period go down; down ones out after the interval.
+    fn failure_maps(&self, now: Instant) -> Option<Vec<OsdMap>> {
+        let mut to_down = Vec::new();
+        let mut to_out = Vec::new();
+        for (&id, tracking) in &self.osds {
+            let Some(info) = self.map.osd(id) else {
+                continue;
+            };
+            if info.up {
+                let silent = tracking
+                    .last_heard
+                    .filter(|&at| now.duration_since(at) < self.config.osd_down_grace)
+                    .is_none();
+                if silent
+                    && tracking.sessions.is_empty()
+                    && !self.map.flags.contains(OsdFlags::NODOWN)
+                {
+                    to_down.push(id);
+                }
+            } else if info.is_in() {
+                let long_down = tracking
+                    .down_since
+                    .is_some_and(|at| now.duration_since(at) >= self.config.osd_down_out_interval);
+                if long_down && !self.map.flags.contains(OsdFlags::NOOUT) {
+                    to_out.push(id);
+                }
+            }
+        }
+        if to_down.is_empty() && to_out.is_empty() {
+            return None;
+        }
+        let mut builder = MapBuilder::new(self);
+        builder
+            .step(|next| {
+                for &id in &to_down {
+                    tracing::info!(
+                        "mon.{}: marking {id} down: silent for the grace period",
+                        self.rank
+                    );
+                    next.mark_down(id)?;
+                }
+                for &id in &to_out {
+                    tracing::info!(
+                        "mon.{}: marking {id} out: down for the down-out interval",
+                        self.rank
+                    );
+                    next.set_weight(id, 0)?;
+                }
+                Ok(())
+            })
+            .ok()?;
+        Some(builder.maps)
+    }
+}
+
+/// Builds the next epoch(s) from the applied map, the PG histories advanced as the
+/// monitor will advance them on apply.
+struct MapBuilder {
+    last: OsdMap,
+    tracker: HistoryTracker,
+    maps: Vec<OsdMap>,
+}
+
+impl MapBuilder {
+    fn new(monitor: &Monitor) -> Self {
+        Self {
+            last: (*monitor.map).clone(),
+            tracker: monitor.history.clone(),
+            maps: Vec::new(),
+        }
+    }
+
+    fn step(
+        &mut self,
+        change: impl FnOnce(&mut OsdMap) -> Result<(), OsdMapError>,
+    ) -> Result<(), String> {
+        let mut next = self.last.clone();
+        change(&mut next).map_err(|error| error.to_string())?;
+        next.epoch = self.last.epoch.next();
+        self.tracker.advance(&self.last, &mut next);
+        self.last = next.clone();
+        self.maps.push(next);
+        Ok(())
+    }
+}
