@@ -3,7 +3,7 @@
 //! default run when the fix lands (regression seeds go to `tests/seeds.rs`).
 #![cfg(feature = "known-gaps")]
 
-use carmine_sim::{format_report, run, run_with_faults, FaultClasses};
+use carmine_sim::{format_report, run_with_faults, FaultClasses};
 
 fn assert_all_pass(seeds: impl Iterator<Item = u64>, faults: FaultClasses) {
     let failed: Vec<String> = seeds
