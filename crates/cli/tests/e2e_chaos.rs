@@ -1,0 +1,151 @@
+//! Chaos with real processes: four OSDs, a writer of versioned objects running the
+//! whole time, OSDs killed with SIGKILL and restarted (MemStore: they come back empty
+//! and must be backfilled), an OSD marked out and back in; then every object must hold
+//! exactly its last acknowledged version (or a later attempt that was not
+//! acknowledged), replicas must match, and every PG must be active+clean.
+
+mod common;
+
+use bytes::Bytes;
+use carmine_client::{Client, ClientConfig};
+use common::{carmine, DevCluster};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const OBJECTS: usize = 24;
+
+/// Per object: the last acknowledged version, and versions attempted after it.
+type Ledger = Arc<Mutex<BTreeMap<String, (u64, Vec<u64>)>>>;
+
+fn content(name: &str, version: u64) -> Bytes {
+    Bytes::from(format!(
+        "{name} version {version} {}",
+        "z".repeat((version % 7) as usize * 300)
+    ))
+}
+
+async fn writer(client: Client, ledger: Ledger, stop: Arc<AtomicBool>) {
+    let mut version = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        version += 1;
+        let name = format!("chaos-{}", version as usize % OBJECTS);
+        ledger
+            .lock()
+            .unwrap()
+            .entry(name.clone())
+            .or_default()
+            .1
+            .push(version);
+        let result = client
+            .write_full("rbd", &name, content(&name, version))
+            .await;
+        if result.is_ok() {
+            let mut ledger = ledger.lock().unwrap();
+            let entry = ledger.get_mut(&name).unwrap();
+            entry.0 = version;
+            entry.1.retain(|&v| v > version);
+        }
+    }
+}
+
+fn wait_clean(cluster: &DevCluster, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let status = cluster.ok(&["--format", "json", "status"]);
+        let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+        let states = &status["pgmap"]["pgs_by_state"];
+        let clean = states
+            .as_array()
+            .is_some_and(|s| s.len() == 1 && s[0]["state_name"] == "active+clean")
+            && status["osdmap"]["num_up_osds"] == status["osdmap"]["num_osds"];
+        if clean {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not clean in {within:?}: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn writes_survive_kills_restarts_and_out_in() {
+    let cluster = DevCluster::start("chaos", &["--osds", "4", "--osd-down-grace-seconds", "1"]);
+    cluster.ok(&["pool", "create", "rbd", "--size", "3", "--pg-num", "32"]);
+    let dir = cluster.dir.to_str().unwrap().to_string();
+    let ledger: Ledger = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut config = ClientConfig::new(cluster.mon_addrs());
+    config.op_timeout = Duration::from_secs(20);
+    let client = runtime.block_on(Client::connect(config)).unwrap();
+    let task = runtime.spawn(writer(client.clone(), ledger.clone(), stop.clone()));
+
+    for (round, osd) in [1, 3, 0, 2, 1].into_iter().enumerate() {
+        std::thread::sleep(Duration::from_millis(700));
+        let name = format!("osd.{osd}");
+        let killed = carmine()
+            .args(["vstop", "--only", &name, "--kill", "--dir", &dir])
+            .output()
+            .unwrap();
+        assert!(killed.status.success(), "round {round}");
+        std::thread::sleep(Duration::from_millis(1500));
+        cluster.ok(&["vstart", "--only", &name, "--dir", &dir]);
+        wait_clean(&cluster, Duration::from_secs(60));
+    }
+    cluster.ok(&["osd", "out", "2"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.ok(&["osd", "in", "2"]);
+    wait_clean(&cluster, Duration::from_secs(60));
+
+    stop.store(true, Ordering::Relaxed);
+    runtime.block_on(task).unwrap();
+    wait_clean(&cluster, Duration::from_secs(60));
+    let ledger = ledger.lock().unwrap().clone();
+    let acked: u64 = ledger.values().filter(|(v, _)| *v > 0).count() as u64;
+    assert!(
+        acked as usize >= OBJECTS / 2,
+        "too few acknowledged writes: {ledger:?}"
+    );
+    runtime.block_on(async {
+        for (name, (last, later)) in &ledger {
+            let data = match client.read("rbd", name, 0, 0).await {
+                Ok(data) => data,
+                Err(e) if e.is_not_found() && *last == 0 => continue,
+                Err(e) => panic!("{name}: {e}"),
+            };
+            let allowed: Vec<u64> = std::iter::once(*last)
+                .chain(later.iter().copied())
+                .collect();
+            assert!(
+                allowed.iter().any(|&v| v > 0 && data == content(name, v)),
+                "{name}: holds {:?}..., last acknowledged version {last}, later attempts {later:?}",
+                String::from_utf8_lossy(&data[..data.len().min(40)])
+            );
+            // Every replica holds the same bytes.
+            let map = client.map();
+            let pg = map
+                .object_to_pg(client.pool_id("rbd").unwrap(), name)
+                .unwrap();
+            for osd in map.pg_mapping(pg).unwrap().acting {
+                let ops = vec![carmine_proto::OpCode::Read {
+                    offset: 0,
+                    length: 0,
+                }];
+                let reply = client.operate_on_osd("rbd", name, ops, osd).await.unwrap();
+                assert_eq!(
+                    reply.outputs,
+                    vec![carmine_proto::OpOutput::Data(data.clone())],
+                    "{name} on {osd}"
+                );
+            }
+        }
+    });
+}
