@@ -206,12 +206,13 @@ impl Bucket {
 
     /// straw2: `bucket_straw2_choose`, with optional choose_args weights and ids.
     pub(crate) fn straw2_choose(&self, x: u32, r: u32, weights: &[u32], ids: &[i32]) -> i32 {
+        assert!(weights.len() >= self.items.len() && ids.len() >= self.items.len());
         let mut high = 0;
         let mut high_draw = 0i64;
-        for index in 0..self.items.len() {
-            let weight = weights[index];
+        // Zipped iterators: no bounds check per item in this, CRUSH's hottest loop.
+        for (index, (&weight, &id)) in weights.iter().zip(ids).take(self.items.len()).enumerate() {
             let draw = if weight != 0 {
-                let u = crush_hash32_rjenkins1_3(x, ids[index] as u32, r) & 0xffff;
+                let u = crush_hash32_rjenkins1_3(x, id as u32, r) & 0xffff;
                 let ln = crush_ln(u) as i64 - 0x1_0000_0000_0000;
                 ln / i64::from(weight)
             } else {
