@@ -42,6 +42,9 @@ pub struct OsdShard<S: ObjectStore> {
     pending: BTreeSet<PgId>,
     waiting_for_map: VecDeque<(Epoch, Held)>,
     counters: ShardCounters,
+    /// The runtime flushes once per event-loop turn ([`OsdShard::flush`]), so that
+    /// every transaction of the turn shares one sync (group commit).
+    deferred_flush: bool,
 }
 
 impl<S: ObjectStore> OsdShard<S> {
@@ -57,6 +60,7 @@ impl<S: ObjectStore> OsdShard<S> {
             pending: BTreeSet::new(),
             waiting_for_map: VecDeque::new(),
             counters: ShardCounters::default(),
+            deferred_flush: false,
         }
     }
 
@@ -74,6 +78,24 @@ impl<S: ObjectStore> OsdShard<S> {
 
     pub fn store_mut(&mut self) -> &mut S {
         &mut self.store
+    }
+
+    /// With `true`, handling a message no longer flushes the store; the runtime calls
+    /// [`OsdShard::flush`] once it has handled every message that was ready.
+    pub fn set_deferred_flush(&mut self, deferred: bool) {
+        self.deferred_flush = deferred;
+    }
+
+    /// Makes every submitted transaction durable with one store flush, then completes
+    /// the PG work that waited for it.
+    pub fn flush(&mut self, out: &mut Vec<Output>) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if let Err(error) = self.store.flush() {
+            tracing::error!("store flush failed: {error}");
+        }
+        self.after_io(out);
     }
 
     /// Ends this shard, keeping its store (a process restart rebuilds a shard on it).
@@ -389,8 +411,10 @@ impl<S: ObjectStore> OsdShard<S> {
         if self.pending.is_empty() {
             return;
         }
-        if let Err(error) = self.store.flush() {
-            tracing::error!("store flush failed: {error}");
+        if !self.deferred_flush {
+            if let Err(error) = self.store.flush() {
+                tracing::error!("store flush failed: {error}");
+            }
         }
         let committed = self.store.committed_through();
         let pending = std::mem::take(&mut self.pending);

@@ -16,6 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+/// Most queued events handled before the shard flushes its store and sends replies.
+pub const EVENTS_PER_TURN_MAX: usize = 256;
+
 /// How often a shard reports its stats to shard 0.
 pub const SHARD_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -69,9 +72,20 @@ impl<S: ObjectStore> ShardLoop<S> {
         let session = SessionConfig::new(name, Policy::Lossy);
         tokio::spawn(serve(listener, session, self.events_tx.clone()));
         let mut report = tokio::time::interval(SHARD_REPORT_INTERVAL);
+        self.shard.set_deferred_flush(true);
         loop {
             tokio::select! {
-                Some(event) = self.events_rx.recv() => self.handle_event(event),
+                Some(event) = self.events_rx.recv() => {
+                    self.handle_event(event);
+                    // Run to completion: handle everything already queued, then make
+                    // it durable with one flush (group commit) before replying.
+                    for _ in 0..EVENTS_PER_TURN_MAX {
+                        match self.events_rx.try_recv() {
+                            Ok(event) => self.handle_event(event),
+                            Err(_) => break,
+                        }
+                    }
+                }
                 Some(connected) = self.connected_rx.recv() => self.peers.handle_connected(connected),
                 map = self.map_rx.recv() => match map {
                     Some(map) => self.shard.handle_map(map, &mut self.outputs),
@@ -79,6 +93,7 @@ impl<S: ObjectStore> ShardLoop<S> {
                 },
                 _ = report.tick() => self.report(),
             }
+            self.shard.flush(&mut self.outputs);
             self.carry_out();
         }
     }
