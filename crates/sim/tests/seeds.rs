@@ -39,3 +39,15 @@ fn fixed_seeds_pass_with_every_fault_class() {
         .collect();
     check(&reports, 500, 30_000);
 }
+
+/// Seeds that once failed with every fault class: a primary whose pull was cut short by
+/// a new peering round kept lacking an object, became authoritative, and activated
+/// without recovering it.
+#[test]
+fn regression_an_authoritative_primary_recovers_what_it_lacks_first() {
+    let reports: Vec<SimReport> = [826, 1240]
+        .into_iter()
+        .map(|seed| run_with_faults(seed, FaultClasses::ALL))
+        .collect();
+    check(&reports, 20, 300);
+}

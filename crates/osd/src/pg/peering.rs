@@ -137,7 +137,15 @@ impl Pg {
         }
         let auth = self.choose_auth();
         if auth == self.whoami {
-            self.activate_replicas(store, out);
+            // Authoritative, but this copy may still lack objects (a pull cut short by a
+            // new peering round, or a restart): fetch them before serving anything.
+            match self.source_for_missing() {
+                Some(source) => {
+                    let names = self.missing.clone();
+                    self.start_pull(store, source, names, false, out);
+                }
+                None => self.activate_replicas(store, out),
+            }
             return;
         }
         let request = Msg::PgLogRequest(PgLogRequest {
@@ -193,6 +201,27 @@ impl Pg {
                 && n.info.created <= interval.first
                 && n.info.last_epoch_started < interval.first
         })
+    }
+
+    /// A peer whose log matches ours and that holds every object we lack.
+    fn source_for_missing(&self) -> Option<OsdId> {
+        if self.missing.is_empty() {
+            return None;
+        }
+        let source = self.notifies.iter().find(|(osd, n)| {
+            **osd != self.whoami
+                && n.exists
+                && n.info.last_update == self.info.last_update
+                && !n.missing.iter().any(|name| self.missing.contains(name))
+        });
+        if source.is_none() {
+            tracing::error!(
+                "{}: no peer holds the {} objects this primary lacks; they are unfound",
+                self.pgid,
+                self.missing.len()
+            );
+        }
+        source.map(|(osd, _)| *osd)
     }
 
     fn choose_auth(&self) -> OsdId {
