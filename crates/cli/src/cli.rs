@@ -96,6 +96,18 @@ pub struct BenchCli {
     pub run_name: Option<String>,
 }
 
+impl Cli {
+    /// Whether the command runs a long-lived server (a daemon or the NBD export).
+    pub fn runs_a_server(&self) -> bool {
+        match &self.command {
+            Command::Mon(args) => args.command.is_none(),
+            Command::Osd(args) => args.command.is_none(),
+            Command::Image(command) => command.is_server(),
+            _ => false,
+        }
+    }
+}
+
 /// Runs `call` with a client connected to the configured cluster.
 pub fn with_client<F, Fut, T>(cli_conf: Option<&std::path::Path>, call: F) -> Result<T>
 where

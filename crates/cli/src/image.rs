@@ -88,6 +88,13 @@ pub enum ImageCommand {
     },
 }
 
+impl ImageCommand {
+    /// Whether the command serves clients until stopped (the NBD export).
+    pub fn is_server(&self) -> bool {
+        matches!(self, ImageCommand::Nbd { .. })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum IoType {
     Write,

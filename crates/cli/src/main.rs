@@ -17,8 +17,22 @@ mod vstart;
 
 use clap::Parser;
 
+/// Command-line tools exit quietly when their output pipe closes (`carmine obj ls |
+/// head`), as Unix tools do. Daemons and the NBD server keep SIGPIPE ignored (Rust's
+/// default): a peer closing a socket must be an error they handle, not their death.
+#[allow(unsafe_code)]
+fn exit_quietly_on_broken_pipe() {
+    // SAFETY: resetting a signal disposition to its default touches no Rust state.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
     let cli = cli::Cli::parse();
+    if !cli.runs_a_server() {
+        exit_quietly_on_broken_pipe();
+    }
     if let Err(error) = cli::dispatch(cli) {
         let mut message = format!("{error}");
         let mut source = error.source();
