@@ -18,11 +18,13 @@
 //! assert_eq!(shard.pg_count(), 0);
 //! ```
 
+mod direct;
 mod exec;
 mod pg;
 mod pglog;
 mod shard;
 
+pub use direct::DirectClient;
 pub use pg::Pg;
 pub use pglog::{PgLog, LOG_ENTRIES_MAX};
 pub use shard::{OsdShard, ShardCounters};
