@@ -8,7 +8,6 @@ use carmine_proto::{OpCode, OpOutput, OsdOp, OsdOpReply};
 use carmine_types::limits::{LIST_ENTRIES_MAX, OBJECT_NAME_BYTES_MAX};
 use carmine_types::{OsdId, PgId, PoolId};
 use std::collections::BTreeMap;
-use tokio::sync::oneshot;
 
 /// What `stat` reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +89,6 @@ impl Client {
             return Err(ClientError::Invalid("no operations given".into()));
         }
         let pool = self.pool_id(pool)?;
-        let (reply, _) = oneshot::channel();
         self.submit(OpRequest {
             pool,
             oid: oid.to_string(),
@@ -98,7 +96,6 @@ impl Client {
             ops,
             flags,
             pinned_osd,
-            reply,
         })
         .await
     }
@@ -194,7 +191,6 @@ impl Client {
         cursor: Option<String>,
         max_entries: u32,
     ) -> Result<(Vec<String>, Option<String>), ClientError> {
-        let (reply, _) = oneshot::channel();
         let reply = self
             .submit(OpRequest {
                 pool: pg.pool,
@@ -206,7 +202,6 @@ impl Client {
                 }],
                 flags: 0,
                 pinned_osd: None,
-                reply,
             })
             .await?;
         match output(&reply, 0)? {

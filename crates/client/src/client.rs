@@ -47,11 +47,10 @@ pub(crate) struct OpRequest {
     pub ops: Vec<OpCode>,
     pub flags: u32,
     pub pinned_osd: Option<OsdId>,
-    pub reply: OpReplySender,
 }
 
 pub(crate) enum Request {
-    Op(OpRequest),
+    Op(OpRequest, OpReplySender),
     Command(Command, CommandReplySender),
 }
 
@@ -140,12 +139,8 @@ impl Client {
 
     pub(crate) async fn submit(&self, request: OpRequest) -> Result<OsdOpReply, ClientError> {
         let (reply_tx, reply_rx) = oneshot::channel();
-        let request = OpRequest {
-            reply: reply_tx,
-            ..request
-        };
         self.requests
-            .send(Request::Op(request))
+            .send(Request::Op(request, reply_tx))
             .map_err(|_| ClientError::Disconnected)?;
         let reply = reply_rx.await.map_err(|_| ClientError::Disconnected)?;
         let reply = reply.map_err(ClientError::from)?;
@@ -286,7 +281,7 @@ impl Driver {
 
     fn handle_request(&mut self, request: Request, out: &mut Vec<ObjecterOutput>) {
         match request {
-            Request::Op(op) => {
+            Request::Op(op, reply) => {
                 let mtime_ns = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_nanos() as u64)
@@ -302,7 +297,7 @@ impl Driver {
                     op.pinned_osd,
                     out,
                 );
-                self.op_waiters.insert(tid, op.reply);
+                self.op_waiters.insert(tid, reply);
             }
             Request::Command(command, reply) => {
                 let tid = self.next_command_tid;

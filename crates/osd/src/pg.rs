@@ -8,7 +8,7 @@
 use crate::exec::{self, store_error};
 use crate::pglog::{pgmeta_oid, PgLog, INFO_KEY};
 use crate::{ClientRef, Output};
-use carmine_clustermap::{pg_shard, OsdMap, PoolInfo};
+use carmine_clustermap::{OsdMap, PoolInfo};
 use carmine_proto::{
     LogEntry, Msg, OpCode, OpError, OpOutput, OsdOp, OsdOpReply, PgInfo, PgStat, PgState,
 };
@@ -27,9 +27,9 @@ pub const IN_FLIGHT_WRITES_MAX: usize = 4096;
 struct InFlightWrite {
     version: EVersion,
     rep_tid: u64,
-    /// The replication message, kept to resend in a new interval; `None` for a failed
-    /// write whose error reply waits behind earlier writes to the same object.
-    rep: Option<carmine_proto::RepOp>,
+    /// A replicated write; `false` for a failed write whose error reply only waits
+    /// behind earlier writes to the same object.
+    is_write: bool,
     oid: String,
     clients: Vec<ClientRef>,
     reply: OsdOpReply,
@@ -82,8 +82,6 @@ pub struct Pg {
     pool: PoolInfo,
     acting: Vec<OsdId>,
     primary: Option<OsdId>,
-    /// The shard of each acting OSD that owns this PG.
-    peer_shards: BTreeMap<OsdId, ShardIndex>,
     map_epoch: Epoch,
     interval_start: Epoch,
     info: PgInfo,
@@ -133,7 +131,6 @@ impl Pg {
             pool,
             acting: Vec::new(),
             primary: None,
-            peer_shards: BTreeMap::new(),
             map_epoch: Epoch(0),
             interval_start: Epoch(0),
             info: PgInfo {
@@ -300,7 +297,6 @@ impl Pg {
             || restarted;
         self.map_epoch = map.epoch;
         self.past_intervals = map.pg_history.get(&self.pgid).cloned().unwrap_or_default();
-        self.peer_shards = self.shards_of(map, &mapping.acting);
         if changed {
             let was_primary = self.is_primary();
             self.acting = mapping.acting;
@@ -328,16 +324,6 @@ impl Pg {
                 }
             }
         }
-    }
-
-    /// The shard owning this PG on each of `osds` that is up in `map`.
-    fn shards_of(&self, map: &OsdMap, osds: &[OsdId]) -> BTreeMap<OsdId, ShardIndex> {
-        osds.iter()
-            .filter_map(|&osd| {
-                let info = map.osd(osd).filter(|info| info.up)?;
-                Some((osd, pg_shard(self.pgid, info.shard_count())))
-            })
-            .collect()
     }
 
     fn replicas(&self) -> Vec<OsdId> {
@@ -489,6 +475,13 @@ impl Pg {
         let next = if more { names.last().cloned() } else { None };
         Ok(OpOutput::List { names, next })
     }
+}
+
+/// A message to another OSD about this PG. The shard index is filled in by
+/// `OsdShard`, which routes every peer message to the target OSD's shard that owns the
+/// message's PG (from the current map), so PGs keep no shard bookkeeping.
+pub(crate) fn peer_output(osd: OsdId, msg: Msg) -> Output {
+    Output::Peer(osd, ShardIndex::default(), msg)
 }
 
 /// Checks a request's shape before it is routed or executed.

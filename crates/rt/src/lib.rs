@@ -19,12 +19,9 @@ pub use osd_daemon::{run_osd, OsdDaemonConfig, StoreKind};
 
 use carmine_msgr::Message;
 use carmine_proto::Msg;
-use carmine_types::Epoch;
 
-/// Wraps a message for the messenger.
-pub fn to_message(msg: &Msg, epoch: Epoch) -> Message {
-    Message::new(msg.msg_type(), 0, epoch.0, msg.encode_front())
-}
+/// Wraps a message for the messenger (the client library's, shared by the daemons).
+pub use carmine_client::to_message;
 
 /// Unwraps a received message; a malformed one is logged and dropped.
 pub fn from_message(message: Message, from: &dyn std::fmt::Display) -> Option<Msg> {

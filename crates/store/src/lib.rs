@@ -27,6 +27,7 @@
 pub mod device;
 pub mod logstore;
 mod memstore;
+mod omap;
 mod transaction;
 
 pub use device::{BlockDevice, FaultConfig, FaultyDevice, FileDevice, MemDevice};

@@ -18,7 +18,7 @@
 //!    objects it must receive. Once all have acknowledged, the PG is active; missing
 //!    objects are pushed in the background (see `recovery.rs`).
 
-use super::{Pg, Phase};
+use super::{peer_output, Pg, Phase};
 use crate::pglog::{missing_key, pgmeta_oid, INFO_KEY};
 use crate::Output;
 use bytes::Bytes;
@@ -42,8 +42,7 @@ enum CatchUp {
 
 impl Pg {
     fn send(&self, osd: OsdId, msg: Msg, out: &mut Vec<Output>) {
-        let shard = self.peer_shards.get(&osd).copied().unwrap_or_default();
-        out.push(Output::Peer(osd, shard, msg));
+        out.push(peer_output(osd, msg));
     }
 
     fn my_notify(&self) -> PgNotify {
@@ -75,7 +74,6 @@ impl Pg {
         }
         probe.remove(&self.whoami);
         let probe: Vec<OsdId> = probe.into_iter().filter(|&o| map.is_up(o)).collect();
-        self.peer_shards.extend(self.shards_of(map, &probe));
         for &osd in &probe {
             let query = Msg::PgQuery(PgQuery {
                 pgid: self.pgid,
@@ -94,16 +92,7 @@ impl Pg {
     pub fn handle_query(&mut self, from: OsdId, query: PgQuery, out: &mut Vec<Output>) {
         let mut notify = self.my_notify();
         notify.interval = query.interval;
-        out.push(Output::Peer(
-            from,
-            self.shard_for_reply(from),
-            Msg::PgNotify(notify),
-        ));
-    }
-
-    /// The shard of `osd` for this PG, for answers to OSDs outside the acting set.
-    fn shard_for_reply(&self, osd: OsdId) -> carmine_types::ShardIndex {
-        self.peer_shards.get(&osd).copied().unwrap_or_default()
+        out.push(peer_output(from, Msg::PgNotify(notify)));
     }
 
     pub fn handle_notify(
@@ -261,7 +250,7 @@ impl Pg {
             info: self.info.clone(),
             entries,
         });
-        out.push(Output::Peer(from, self.shard_for_reply(from), reply));
+        out.push(peer_output(from, reply));
     }
 
     /// Primary: the authoritative log arrived; adopt it and pull what we lack.
@@ -551,7 +540,7 @@ impl Pg {
     fn requeue_in_flight(&mut self) {
         let log = &self.log;
         self.in_flight
-            .retain(|w| w.rep.is_none() || log.contains(w.version));
+            .retain(|w| !w.is_write || log.contains(w.version));
         self.writes_per_object.clear();
         for write in &self.in_flight {
             *self.writes_per_object.entry(write.oid.clone()).or_default() += 1;
@@ -569,7 +558,7 @@ impl Pg {
             }
         }
         let replicas = self.replicas();
-        for write in self.in_flight.iter_mut().filter(|w| w.rep.is_some()) {
+        for write in self.in_flight.iter_mut().filter(|w| w.is_write) {
             write.waiting_on = replicas.iter().copied().collect();
             for replica in &replicas {
                 self.peer_missing

@@ -9,7 +9,7 @@
 //! A push carries the object's whole state (data, xattrs with the object info, omap),
 //! or its absence, and replaces the receiver's copy in one transaction.
 
-use super::{Pg, Phase};
+use super::{peer_output, Pg, Phase};
 use crate::pglog::missing_key;
 use crate::Output;
 use carmine_proto::{Msg, ObjectCopy, ObjectState, PgPull, PgPush, PgPushReply};
@@ -101,8 +101,7 @@ impl Pg {
             oids: names.into_iter().collect(),
             all,
         });
-        let shard = self.peer_shards.get(&source).copied().unwrap_or_default();
-        out.push(Output::Peer(source, shard, pull));
+        out.push(peer_output(source, pull));
         self.phase = Phase::Pull { source, all };
     }
 
@@ -119,7 +118,6 @@ impl Pg {
         } else {
             pull.oids
         };
-        let shard = self.peer_shards.get(&from).copied().unwrap_or_default();
         let chunks: Vec<&[String]> = names.chunks(OBJECTS_PER_PUSH_MAX).collect();
         let chunk_count = chunks.len().max(1);
         for index in 0..chunk_count {
@@ -135,7 +133,7 @@ impl Pg {
                 objects,
                 last,
             });
-            out.push(Output::Peer(from, shard, push));
+            out.push(peer_output(from, push));
         }
     }
 
@@ -222,7 +220,7 @@ impl Pg {
             }
         }
         for write in self.in_flight.iter_mut() {
-            if reply.oids.contains(&write.oid) && write.rep.is_some() {
+            if reply.oids.contains(&write.oid) && write.is_write {
                 write.waiting_on.remove(&from);
             }
         }
@@ -277,8 +275,7 @@ impl Pg {
             objects: vec![copy],
             last: None,
         });
-        let shard = self.peer_shards.get(&replica).copied().unwrap_or_default();
-        out.push(Output::Peer(replica, shard, push));
+        out.push(peer_output(replica, push));
     }
 
     /// Primary, before a write to `name`: replicas still missing it get it now, ahead of

@@ -1,7 +1,7 @@
 //! The write path: ordering, local submission, replication, commit tracking and the
 //! client reply; and the replica's side of it.
 
-use super::{InFlightWrite, Pg, ReplicaAck, IN_FLIGHT_WRITES_MAX};
+use super::{peer_output, InFlightWrite, Pg, ReplicaAck, IN_FLIGHT_WRITES_MAX};
 use crate::exec::{self, store_error};
 use crate::{ClientRef, Output};
 use carmine_proto::{LogEntry, LogOp, Msg, OpError, OsdOp, OsdOpReply, RepOp, RepOpReply};
@@ -51,7 +51,7 @@ impl Pg {
         self.in_flight.push_back(InFlightWrite {
             version: EVersion::ZERO,
             rep_tid: 0,
-            rep: None,
+            is_write: false,
             oid: op.oid.clone(),
             clients: vec![client],
             reply,
@@ -122,30 +122,33 @@ impl Pg {
         self.push_before_write(store, &op.oid, out);
         let mut tx = run.tx;
         self.log.persist_append(&entry, &info, &mut tx);
-        let local_seq = store.submit(tx.clone()).map_err(store_error)?;
+        let replicas = self.replicas();
+        // The replicas apply the same transaction; copy it only when there are any.
+        let replica_tx = (!replicas.is_empty()).then(|| tx.clone());
+        let local_seq = store.submit(tx).map_err(store_error)?;
         self.last_submitted = local_seq;
         self.info = info;
         self.log.push(entry.clone());
         let rep_tid = self.next_rep_tid;
         self.next_rep_tid += 1;
-        let replicas = self.replicas();
-        let rep = RepOp {
-            pgid: self.pgid,
-            map_epoch: self.map_epoch,
-            rep_tid,
-            entry,
-            info: self.info.clone(),
-            tx,
-        };
-        for &osd in &replicas {
-            let shard = self.peer_shards.get(&osd).copied().unwrap_or_default();
-            out.push(Output::Peer(osd, shard, Msg::RepOp(rep.clone())));
+        if let Some(tx) = replica_tx {
+            let rep = RepOp {
+                pgid: self.pgid,
+                map_epoch: self.map_epoch,
+                rep_tid,
+                entry,
+                info: self.info.clone(),
+                tx,
+            };
+            for &osd in &replicas {
+                out.push(peer_output(osd, Msg::RepOp(rep.clone())));
+            }
         }
         *self.writes_per_object.entry(op.oid.clone()).or_default() += 1;
         self.in_flight.push_back(InFlightWrite {
             version,
             rep_tid,
-            rep: Some(rep),
+            is_write: true,
             oid: op.oid.clone(),
             clients: vec![client],
             reply: OsdOpReply {
@@ -182,9 +185,7 @@ impl Pg {
             .is_some_and(|ack| ack.seq <= committed)
         {
             let ack = self.replica_acks.pop_front().expect("checked non-empty");
-            let shard = self.peer_shards.get(&ack.primary).copied();
-            let shard = shard.unwrap_or_default();
-            out.push(Output::Peer(ack.primary, shard, ack.reply));
+            out.push(peer_output(ack.primary, ack.reply));
         }
         self.complete_writes(store, out);
     }
@@ -298,8 +299,7 @@ impl Pg {
             }
             Err(error) => {
                 reply.result = Err(store_error(error));
-                let shard = self.peer_shards.get(&from).copied().unwrap_or_default();
-                out.push(Output::Peer(from, shard, Msg::RepOpReply(reply)));
+                out.push(peer_output(from, Msg::RepOpReply(reply)));
             }
         }
     }

@@ -326,12 +326,7 @@ impl<D: BlockDevice> ObjectStore for LogStore<D> {
         max_entries: usize,
     ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
         let omap = &self.onode(coll, oid)?.omap;
-        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
-        Ok(omap
-            .range::<[u8], _>((start, Bound::Unbounded))
-            .take(max_entries)
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect())
+        Ok(crate::omap::range(omap, after, max_entries))
     }
 
     /// Returns the entries in key order, each key once, whatever the order of `keys`.
@@ -342,12 +337,7 @@ impl<D: BlockDevice> ObjectStore for LogStore<D> {
         keys: &[Bytes],
     ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
         let omap = &self.onode(coll, oid)?.omap;
-        let found: BTreeMap<Bytes, Bytes> = keys
-            .iter()
-            .filter_map(|key| omap.get_key_value(key))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect();
-        Ok(found.into_iter().collect())
+        Ok(crate::omap::lookup(omap, keys))
     }
 
     fn list_objects(
