@@ -370,7 +370,7 @@ async fn osd_df(client: &Client, json: bool) -> Result<()> {
         let nodes: Vec<_> = status
             .osds
             .iter()
-            .map(|o| json!({"id": o.osd.0, "up": o.up, "reweight": f64::from(o.weight) / f64::from(WEIGHT_IN), "objects": o.object_count, "data_bytes": o.data_bytes, "pgs": o.pg_count}))
+            .map(|o| json!({"id": o.osd.0, "up": o.up, "reweight": f64::from(o.weight) / f64::from(WEIGHT_IN), "objects": o.object_count, "data_bytes": o.data_bytes, "pgs": o.pg_count, "shards": o.shard_count, "ops": o.ops_total, "wrong_shard_ops": o.wrong_shard_total}))
             .collect();
         println!("{}", json!({"nodes": nodes}));
         return Ok(());

@@ -95,17 +95,23 @@ pub struct BenchSummary {
 /// Runs one benchmark against `args.pool`, printing progress and a summary (or,
 /// with `json`, only the summary as JSON), and returns the summary.
 pub async fn run(client: &Client, args: BenchArgs) -> anyhow::Result<BenchSummary> {
-    validate_args(&args)?;
-    client
-        .pool_id(&args.pool)
-        .with_context(|| format!("cannot bench pool '{}'", args.pool))?;
-    let summary = match args.mode {
-        BenchMode::Write => run_write(client, &args).await?,
-        BenchMode::Seq | BenchMode::Rand => run_read(client, &args).await?,
-    };
+    let summary = measure(client, &args).await?;
     print_summary(&summary, args.json)?;
     check_error_rate(summary.ops, summary.errors)?;
     Ok(summary)
+}
+
+/// Runs one benchmark and returns its summary without printing it (progress rows
+/// are printed unless `args.json`).
+pub async fn measure(client: &Client, args: &BenchArgs) -> anyhow::Result<BenchSummary> {
+    validate_args(args)?;
+    client
+        .pool_id(&args.pool)
+        .with_context(|| format!("cannot bench pool '{}'", args.pool))?;
+    match args.mode {
+        BenchMode::Write => run_write(client, args).await,
+        BenchMode::Seq | BenchMode::Rand => run_read(client, args).await,
+    }
 }
 
 fn validate_args(args: &BenchArgs) -> anyhow::Result<()> {
@@ -726,7 +732,7 @@ fn mb_per_second(bytes: u64, seconds: f64) -> f64 {
 }
 
 /// Fails the run when more than [`ERROR_PERCENT_MAX`] percent of its ops failed.
-fn check_error_rate(ops: u64, errors: u64) -> anyhow::Result<()> {
+pub fn check_error_rate(ops: u64, errors: u64) -> anyhow::Result<()> {
     let total = ops + errors;
     if errors * 100 > total * ERROR_PERCENT_MAX {
         bail!("{errors} of {total} ops failed (more than {ERROR_PERCENT_MAX}%)");

@@ -56,7 +56,8 @@ pub enum Command {
     /// Objects, as the `rados` tool: put, get, stat, ls, rm, xattrs, omap.
     #[command(subcommand)]
     Obj(objects::ObjCommand),
-    /// Benchmark a pool, as `rados bench`.
+    /// Benchmark a pool, as `rados bench` (`carmine bench POOL write|seq|rand`), or one
+    /// layer alone (`carmine bench osd`).
     Bench(BenchCli),
     /// Check or describe an OSD's LogStore (`--data DIR`) without starting it.
     #[command(subcommand)]
@@ -77,10 +78,16 @@ pub enum Command {
 }
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct BenchCli {
-    pub pool: String,
-    #[arg(value_enum)]
-    pub mode: BenchMode,
+    /// A benchmark of one layer alone instead of a pool.
+    #[command(subcommand)]
+    pub layer: Option<BenchLayer>,
+    /// The pool to benchmark.
+    #[arg(required = true)]
+    pub pool: Option<String>,
+    #[arg(value_enum, required = true)]
+    pub mode: Option<BenchMode>,
     /// Object size in bytes.
     #[arg(short = 'b', long = "block-size", default_value_t = 4 * 1024 * 1024)]
     pub block_size: usize,
@@ -94,6 +101,14 @@ pub struct BenchCli {
     pub no_cleanup: bool,
     #[arg(long)]
     pub run_name: Option<String>,
+}
+
+/// Benchmarks of one layer, run in this process with no cluster.
+#[derive(Subcommand, Debug)]
+pub enum BenchLayer {
+    /// The OSD core alone (`--path direct`) or through the messenger on loopback
+    /// (`--path net`): MemStore, 4 KiB writes and reads, many in flight.
+    Osd(crate::bench_osd::OsdBenchArgs),
 }
 
 impl Cli {
@@ -163,10 +178,18 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Bench(BenchCli {
+            layer: Some(layer), ..
+        }) => match layer {
+            BenchLayer::Osd(args) => crate::bench_osd::run(args, json),
+        },
         Command::Bench(args) => with_client(conf, |c| async move {
+            let (Some(pool), Some(mode)) = (args.pool, args.mode) else {
+                anyhow::bail!("usage: carmine bench POOL write|seq|rand");
+            };
             let args = bench::BenchArgs {
-                pool: args.pool,
-                mode: args.mode,
+                pool,
+                mode,
                 block_size_bytes: args.block_size,
                 concurrency: args.concurrency,
                 seconds: args.seconds,

@@ -137,6 +137,10 @@ pub struct OsdDaemonArgs {
     /// Do not pin shard threads to CPUs.
     #[arg(long)]
     pub no_pin: bool,
+    /// Pin shard i to CPU (FIRST_CPU + i) mod the CPU count (vstart spreads its OSDs
+    /// this way).
+    #[arg(long, default_value_t = 0)]
+    pub first_cpu: usize,
 }
 
 pub fn init_daemon_logging() {
@@ -222,6 +226,7 @@ pub fn osd(args: OsdArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
         store,
         host: daemon.host.unwrap_or_else(|| format!("host{id}")),
         pin_threads: !daemon.no_pin,
+        first_cpu: daemon.first_cpu,
     };
     run_osd(config).with_context(|| format!("osd.{id} failed"))
 }

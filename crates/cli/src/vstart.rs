@@ -31,6 +31,9 @@ pub struct VstartArgs {
     /// Shards (pinned threads) per OSD.
     #[arg(long, default_value_t = 1)]
     pub shards: u16,
+    /// Shards of each OSD in turn, overriding --shards (a mixed cluster): `1,2,3`.
+    #[arg(long, value_delimiter = ',')]
+    pub shards_per_osd: Vec<u16>,
     /// Object store: mem (in memory) or log (persistent).
     #[arg(long, default_value = "mem")]
     pub store: String,
@@ -185,7 +188,7 @@ fn daemon_specs(args: &VstartArgs, dir: &Path, fsid: &str, mons: &[SocketAddr]) 
             "--fsid".into(),
             fsid.into(),
             "--shards".into(),
-            args.shards.to_string(),
+            osd_shards(args, id).to_string(),
             "--store".into(),
             args.store.clone(),
             "--store-size-mib".into(),
@@ -193,12 +196,38 @@ fn daemon_specs(args: &VstartArgs, dir: &Path, fsid: &str, mons: &[SocketAddr]) 
             "--host".into(),
             format!("host{id}"),
         ]);
+        // Each shard gets a CPU of its own while there are enough of them; past
+        // that, pinning would stack shards on one CPU while another idles, so the
+        // kernel places the threads instead.
+        let first_cpu: u32 = (0..id)
+            .map(|earlier| u32::from(osd_shards(args, earlier)))
+            .sum();
+        let total: u32 = (0..args.osds)
+            .map(|osd| u32::from(osd_shards(args, osd)))
+            .sum();
+        if total as usize <= available_cpus() {
+            daemon_args.extend(["--first-cpu".into(), first_cpu.to_string()]);
+        } else {
+            daemon_args.push("--no-pin".into());
+        }
         specs.push(DaemonSpec {
             args: daemon_args,
             name,
         });
     }
     specs
+}
+
+fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The shard count of OSD `id`.
+fn osd_shards(args: &VstartArgs, id: u32) -> u16 {
+    args.shards_per_osd
+        .get(id as usize)
+        .copied()
+        .unwrap_or(args.shards)
 }
 
 fn validate(args: &VstartArgs) -> Result<()> {
@@ -214,6 +243,16 @@ fn validate(args: &VstartArgs) -> Result<()> {
     if args.shards == 0 || args.shards > 64 {
         bail!("--shards {} is outside 1..=64", args.shards);
     }
+    if !args.shards_per_osd.is_empty() && args.shards_per_osd.len() != args.osds as usize {
+        bail!(
+            "--shards-per-osd names {} shard counts for {} OSDs",
+            args.shards_per_osd.len(),
+            args.osds
+        );
+    }
+    if let Some(bad) = args.shards_per_osd.iter().find(|s| !(1..=64).contains(*s)) {
+        bail!("--shards-per-osd: {bad} is outside 1..=64");
+    }
     match args.store.as_str() {
         "mem" => Ok(()),
         "log" => Ok(()),
@@ -222,11 +261,20 @@ fn validate(args: &VstartArgs) -> Result<()> {
 }
 
 pub fn vstart(args: VstartArgs) -> Result<()> {
-    let dir = absolute(&args.dir)?;
     if let Some(name) = args.only.clone() {
-        return restart_one(&dir, &name);
+        return restart_one(&absolute(&args.dir)?, &name);
     }
-    validate(&args)?;
+    let conf = start(&args)?;
+    let dir = absolute(&args.dir)?;
+    print_started(&dir, &conf, &args);
+    Ok(())
+}
+
+/// Starts a fresh dev cluster in `args.dir` and waits until it is healthy, printing
+/// nothing; returns its configuration (also saved as `DIR/carmine.toml`).
+pub fn start(args: &VstartArgs) -> Result<Conf> {
+    let dir = absolute(&args.dir)?;
+    validate(args)?;
     if let Ok(existing) = Conf::load(&dir.join(CONF_FILE)) {
         for spec in existing.dev.iter().flat_map(|d| d.daemons.iter()) {
             if let Some(pid) = running_pid(&dir, &spec.name) {
@@ -260,7 +308,7 @@ pub fn vstart(args: VstartArgs) -> Result<()> {
         }
         mon_addrs.push(addr);
     }
-    let daemons = daemon_specs(&args, &dir, &fsid, &mon_addrs);
+    let daemons = daemon_specs(args, &dir, &fsid, &mon_addrs);
     let conf = Conf {
         fsid,
         mon_addrs: mon_addrs.clone(),
@@ -280,8 +328,7 @@ pub fn vstart(args: VstartArgs) -> Result<()> {
     }
     wait_healthy(&dir, &conf, &daemons, args.osds)?;
     wait_quorum(&conf, None)?;
-    print_started(&dir, &conf, &args);
-    Ok(())
+    Ok(conf)
 }
 
 fn print_started(dir: &Path, conf: &Conf, args: &VstartArgs) {
@@ -290,11 +337,16 @@ fn print_started(dir: &Path, conf: &Conf, args: &VstartArgs) {
         .unwrap_or_else(|_| "carmine".into());
     let conf_path = dir.join(CONF_FILE);
     let mons: Vec<String> = conf.mon_addrs.iter().map(|a| a.to_string()).collect();
+    let shards = if args.shards_per_osd.is_empty() {
+        args.shards.to_string()
+    } else {
+        let counts: Vec<String> = args.shards_per_osd.iter().map(u16::to_string).collect();
+        counts.join(",")
+    };
     println!(
-        "dev cluster up: {} mon, {} osds x {} shards ({} store), monitors {}",
+        "dev cluster up: {} mon, {} osds x {shards} shards ({} store), monitors {}",
         args.mons,
         args.osds,
-        args.shards,
         args.store,
         mons.join(", ")
     );
@@ -472,25 +524,45 @@ pub fn vstop(args: VstopArgs, cli_conf: Option<&Path>) -> Result<()> {
         // OSDs first, so the monitor sees them leave.
         None => dev.daemons.iter().rev().map(|s| s.name.clone()).collect(),
     };
-    let mut stopped = 0;
-    for name in names {
-        let Some(pid) = running_pid(&dir, &name) else {
-            if args.only.is_some() {
-                bail!("{name} is not running");
-            }
-            continue;
-        };
-        stop(&dir, &name, pid, args.kill)?;
+    if let Some(name) = &args.only {
+        if running_pid(&dir, name).is_none() {
+            bail!("{name} is not running");
+        }
+    }
+    let stopped = stop_daemons(&dir, &names, args.kill)?;
+    for (name, pid) in &stopped {
         println!(
             "stopped {name} (pid {pid}{})",
             if args.kill { ", SIGKILL" } else { "" }
         );
-        stopped += 1;
     }
-    if stopped == 0 {
+    if stopped.is_empty() {
         println!("no daemons were running in {}", dir.display());
     }
     Ok(())
+}
+
+/// Stops every daemon of the dev cluster in `dir` (OSDs first), printing nothing;
+/// returns the names and pids it stopped.
+pub fn stop_all(dir: &Path) -> Result<Vec<(String, i32)>> {
+    let conf = Conf::load(&dir.join(CONF_FILE))?;
+    let dev = conf
+        .dev
+        .context("the configuration describes no dev cluster")?;
+    let names: Vec<String> = dev.daemons.iter().rev().map(|s| s.name.clone()).collect();
+    stop_daemons(dir, &names, false)
+}
+
+fn stop_daemons(dir: &Path, names: &[String], kill: bool) -> Result<Vec<(String, i32)>> {
+    let mut stopped = Vec::new();
+    for name in names {
+        let Some(pid) = running_pid(dir, name) else {
+            continue;
+        };
+        stop(dir, name, pid, kill)?;
+        stopped.push((name.clone(), pid));
+    }
+    Ok(stopped)
 }
 
 fn stop(dir: &Path, name: &str, pid: i32, kill: bool) -> Result<()> {

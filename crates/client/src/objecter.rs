@@ -236,7 +236,10 @@ impl Objecter {
         };
         let current = self.map.as_ref().map(|m| m.epoch).unwrap_or(Epoch(0));
         match &reply.result {
-            Err(OpError::WrongPrimary) | Err(OpError::NotActive) | Err(OpError::Busy) => {
+            Err(OpError::WrongPrimary)
+            | Err(OpError::WrongShard { .. })
+            | Err(OpError::NotActive)
+            | Err(OpError::Busy) => {
                 // Wait for a map that moves the op, or the next retry tick.
                 inflight.target = None;
                 if reply.map_epoch >= current {

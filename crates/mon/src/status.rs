@@ -104,6 +104,7 @@ impl Monitor {
                 osd: osd.id,
                 up: osd.up,
                 weight: osd.weight,
+                shard_count: osd.shard_count(),
                 ..OsdUsage::default()
             };
             let tracking = self.osds.get(&osd.id);
@@ -112,6 +113,8 @@ impl Monitor {
                 usage.data_bytes = stats.data_bytes;
                 usage.capacity_bytes = stats.capacity_bytes;
                 usage.pg_count = stats.pgs.len() as u32;
+                usage.ops_total = stats.ops_total;
+                usage.wrong_shard_total = stats.wrong_shard_total;
                 let fresh = now.duration_since(*at).as_secs_f64() < 10.0;
                 if let (true, Some((before_at, before))) = (
                     fresh && osd.up,

@@ -18,7 +18,7 @@
 //! ```
 
 use crate::{OsdShard, Output};
-use carmine_clustermap::{OsdMap, PoolSpec};
+use carmine_clustermap::{pg_shard, OsdMap, PoolSpec};
 use carmine_proto::{Msg, OpCode, OpError, OsdOp, OsdOpReply};
 use carmine_store::ObjectStore;
 use carmine_types::{Epoch, OsdId, PoolId, ReqId, ShardIndex};
@@ -33,6 +33,8 @@ pub struct DirectClient<S: ObjectStore> {
     shard: OsdShard<S>,
     map: Arc<OsdMap>,
     pool: PoolId,
+    index: ShardIndex,
+    shard_count: u16,
     next_tid: u64,
     outputs: Vec<Output>,
 }
@@ -40,6 +42,12 @@ pub struct DirectClient<S: ObjectStore> {
 impl<S: ObjectStore> DirectClient<S> {
     /// A one-OSD cluster with a size-1 pool of `pg_num` PGs on `store`.
     pub fn new(store: S, pg_num: u32) -> Self {
+        Self::for_shard(store, pg_num, ShardIndex(0), 1)
+    }
+
+    /// Shard `index` of a one-OSD cluster whose OSD runs `shard_count` shards; it
+    /// serves only the PGs [`pg_shard`] gives it (see [`DirectClient::owns`]).
+    pub fn for_shard(store: S, pg_num: u32, index: ShardIndex, shard_count: u16) -> Self {
         let mut map = OsdMap::new_dev(1);
         let addr = SocketAddr::from(([127, 0, 0, 1], 6800));
         map.boot_osd(OsdId(0), vec![addr], "host0".into())
@@ -49,7 +57,7 @@ impl<S: ObjectStore> DirectClient<S> {
             .expect("a valid pool");
         map.epoch = Epoch(2);
         let map = Arc::new(map);
-        let mut shard = OsdShard::new(OsdId(0), ShardIndex(0), 1, store);
+        let mut shard = OsdShard::new(OsdId(0), index, shard_count, store);
         let mut outputs = Vec::new();
         shard.handle_map(map.clone(), &mut outputs);
         assert!(
@@ -60,6 +68,8 @@ impl<S: ObjectStore> DirectClient<S> {
             shard,
             map,
             pool,
+            index,
+            shard_count,
             next_tid: 1,
             outputs,
         }
@@ -69,8 +79,31 @@ impl<S: ObjectStore> DirectClient<S> {
         &self.shard
     }
 
+    /// Whether this shard owns the PG of object `oid`.
+    pub fn owns(&self, oid: &str) -> bool {
+        let pgid = self
+            .map
+            .object_to_pg(self.pool, oid)
+            .expect("the pool exists");
+        pg_shard(pgid, self.shard_count) == self.index
+    }
+
     /// Runs a compound op on object `oid` and returns the OSD's reply.
     pub fn operate(&mut self, oid: &str, ops: Vec<OpCode>) -> Result<OsdOpReply, OpError> {
+        let tid = self.submit(oid, ops);
+        self.shard.flush(&mut self.outputs);
+        let reply = self.outputs.drain(..).find_map(|output| match output {
+            Output::Client(_, Msg::OsdOpReply(reply)) if reply.reqid.tid == tid => Some(reply),
+            _ => None,
+        });
+        let reply = reply.ok_or_else(|| OpError::Io("the shard did not answer".into()))?;
+        reply.result.clone().map(|()| reply)
+    }
+
+    /// Hands a compound op to the shard without waiting for the end of the turn,
+    /// as the runtime does with every message it reads in one event-loop turn;
+    /// [`DirectClient::complete`] ends the turn. Returns the op's tid.
+    pub fn submit(&mut self, oid: &str, ops: Vec<OpCode>) -> u64 {
         let pgid = self
             .map
             .object_to_pg(self.pool, oid)
@@ -88,13 +121,17 @@ impl<S: ObjectStore> DirectClient<S> {
         };
         self.shard
             .handle_client_op(DIRECT_CLIENT, op, &mut self.outputs);
+        tid
+    }
+
+    /// Ends the turn: flushes the store (one group commit for every op submitted
+    /// since the last call) and returns the replies of the ops that completed.
+    pub fn complete(&mut self, replies: &mut Vec<OsdOpReply>) {
         self.shard.flush(&mut self.outputs);
-        let reply = self.outputs.drain(..).find_map(|output| match output {
-            Output::Client(_, Msg::OsdOpReply(reply)) if reply.reqid.tid == tid => Some(reply),
+        replies.extend(self.outputs.drain(..).filter_map(|output| match output {
+            Output::Client(_, Msg::OsdOpReply(reply)) => Some(reply),
             _ => None,
-        });
-        let reply = reply.ok_or_else(|| OpError::Io("the shard did not answer".into()))?;
-        reply.result.clone().map(|()| reply)
+        }));
     }
 }
 

@@ -255,8 +255,12 @@ impl<S: ObjectStore> OsdShard<S> {
             return;
         }
         if !self.owns(op.pgid) {
+            // A stale map sent it here: redirect the sender to a newer map.
             self.counters.wrong_shard_total += 1;
-            out.push(error_reply(client, &op, OpError::WrongPrimary, map.epoch));
+            let error = OpError::WrongShard {
+                shard_count: self.shard_count,
+            };
+            out.push(error_reply(client, &op, error, map.epoch));
             return;
         }
         let local_read = op.flags & OsdOp::FLAG_LOCAL_READ != 0 && !op.is_write();

@@ -771,7 +771,7 @@ fn misrouted_and_malformed_requests_are_refused() {
     let wrong_shard = (primary, ShardIndex(1 - shard.0));
     cluster.send_to(wrong_shard, CLIENT, op.clone());
     let reply = cluster.take_replies_for(op.reqid).pop().unwrap();
-    assert_eq!(reply.result, Err(OpError::WrongPrimary));
+    assert_eq!(reply.result, Err(OpError::WrongShard { shard_count: 2 }));
     assert_eq!(cluster.shard(wrong_shard).counters().wrong_shard_total, 1);
 
     // A replica, and an OSD outside the acting set.

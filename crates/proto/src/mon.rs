@@ -113,6 +113,9 @@ pub struct OsdStats {
     pub ops_total: u64,
     pub write_bytes_total: u64,
     pub read_bytes_total: u64,
+    /// Client ops that reached a shard not owning their PG and were redirected
+    /// (encoding v2; 0 from v1).
+    pub wrong_shard_total: u64,
 }
 
 /// An operator command for the monitor.
@@ -175,6 +178,11 @@ pub struct OsdUsage {
     pub data_bytes: u64,
     pub capacity_bytes: u64,
     pub pg_count: u32,
+    /// From the OSD's map entry and its last report (ClusterStatus encoding v3; 0
+    /// from older encodings).
+    pub shard_count: u16,
+    pub ops_total: u64,
+    pub wrong_shard_total: u64,
 }
 
 /// The cluster at a glance (`carmine status`, like `ceph -s`).
@@ -332,7 +340,7 @@ impl Decode for PgStat {
 
 impl Encode for OsdStats {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             self.osd.encode(e);
             self.map_epoch.encode(e);
             self.pgs.encode(e);
@@ -343,6 +351,7 @@ impl Encode for OsdStats {
                 self.ops_total,
                 self.write_bytes_total,
                 self.read_bytes_total,
+                self.wrong_shard_total,
             ] {
                 e.put_u64(value);
             }
@@ -352,7 +361,7 @@ impl Encode for OsdStats {
 
 impl Decode for OsdStats {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("OsdStats", 1, |d, _| {
+        d.versioned("OsdStats", 2, |d, version| {
             Ok(OsdStats {
                 osd: OsdId::decode(d)?,
                 map_epoch: Epoch::decode(d)?,
@@ -363,6 +372,7 @@ impl Decode for OsdStats {
                 ops_total: d.get_u64()?,
                 write_bytes_total: d.get_u64()?,
                 read_bytes_total: d.get_u64()?,
+                wrong_shard_total: if version >= 2 { d.get_u64()? } else { 0 },
             })
         })
     }
@@ -558,13 +568,17 @@ impl Decode for OsdUsage {
             data_bytes: d.get_u64()?,
             capacity_bytes: d.get_u64()?,
             pg_count: d.get_u32()?,
+            // Filled in by the ClusterStatus v3 trailer.
+            shard_count: 0,
+            ops_total: 0,
+            wrong_shard_total: 0,
         })
     }
 }
 
 impl Encode for ClusterStatus {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(2, 1, |e| {
+        e.versioned(3, 1, |e| {
             e.put_u64(self.fsid as u64);
             e.put_u64((self.fsid >> 64) as u64);
             self.epoch.encode(e);
@@ -589,14 +603,20 @@ impl Encode for ClusterStatus {
             }
             self.mon_leader.encode(e);
             self.mon_quorum.encode(e);
+            // v3: each OSD's shards and op counters, in the order of `osds`.
+            for osd in &self.osds {
+                e.put_u16(osd.shard_count);
+                e.put_u64(osd.ops_total);
+                e.put_u64(osd.wrong_shard_total);
+            }
         });
     }
 }
 
 impl Decode for ClusterStatus {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("ClusterStatus", 2, |d, version| {
-            Ok(ClusterStatus {
+        d.versioned("ClusterStatus", 3, |d, version| {
+            let mut status = ClusterStatus {
                 fsid: u128::from(d.get_u64()?) | (u128::from(d.get_u64()?) << 64),
                 epoch: Epoch::decode(d)?,
                 health: String::decode(d)?,
@@ -625,7 +645,15 @@ impl Decode for ClusterStatus {
                 } else {
                     Vec::new()
                 },
-            })
+            };
+            if version >= 3 {
+                for osd in &mut status.osds {
+                    osd.shard_count = d.get_u16()?;
+                    osd.ops_total = d.get_u64()?;
+                    osd.wrong_shard_total = d.get_u64()?;
+                }
+            }
+            Ok(status)
         })
     }
 }
@@ -709,6 +737,54 @@ mod tests {
         let decoded = ClusterStatus::from_bytes(&bytes).unwrap();
         assert_eq!(decoded, v1_source);
         assert_eq!(decoded.mon_leader, None);
+    }
+
+    #[test]
+    fn cluster_status_v3_carries_osd_counters_and_v2_decodes_without_them() {
+        let osd = OsdUsage {
+            osd: OsdId(2),
+            up: true,
+            pg_count: 5,
+            shard_count: 3,
+            ops_total: 1234,
+            wrong_shard_total: 7,
+            ..OsdUsage::default()
+        };
+        let status = ClusterStatus {
+            osds: vec![osd.clone()],
+            mon_leader: Some(0),
+            ..ClusterStatus::default()
+        };
+        assert_eq!(
+            ClusterStatus::from_bytes(&status.to_bytes()).unwrap(),
+            status
+        );
+        // A version 2 body is the version 3 body without the trailing counters
+        // (2 + 8 + 8 bytes per OSD).
+        let mut bytes = status.to_bytes().to_vec();
+        bytes.truncate(bytes.len() - 18);
+        bytes[0] = 2;
+        let length = u32::from_le_bytes(bytes[2..6].try_into().unwrap()) - 18;
+        bytes[2..6].copy_from_slice(&length.to_le_bytes());
+        let decoded = ClusterStatus::from_bytes(&bytes).unwrap();
+        assert_eq!(decoded.osds[0].pg_count, 5);
+        assert_eq!(decoded.osds[0].shard_count, 0);
+        assert_eq!(decoded.osds[0].wrong_shard_total, 0);
+    }
+
+    #[test]
+    fn osd_stats_v2_round_trips() {
+        let stats = OsdStats {
+            osd: OsdId(1),
+            ops_total: 10,
+            wrong_shard_total: 3,
+            ..OsdStats::default()
+        };
+        let msg = Msg::OsdStats(stats);
+        assert_eq!(
+            Msg::decode(msg.msg_type(), msg.encode_front()).unwrap(),
+            msg
+        );
     }
 
     #[test]

@@ -151,6 +151,12 @@ pub enum OpError {
     NoSpace,
     #[error("this OSD is not the primary for the PG; retry with a newer map")]
     WrongPrimary,
+    /// The op reached a shard that does not own its PG: the sender's map gave the OSD
+    /// another shard count or other shard addresses (it restarted since). A redirect:
+    /// the reply's epoch is the OSD's, and the sender retries once it holds a map at
+    /// least that new that places the PG on the right shard.
+    #[error("this OSD shard does not own the PG (the OSD runs {shard_count} shards); retry with a newer map")]
+    WrongShard { shard_count: u16 },
     #[error("the PG is not active (fewer than min_size replicas up); retry later")]
     NotActive,
     #[error("the OSD is overloaded; retry")]
@@ -172,6 +178,7 @@ impl OpError {
             OpError::TooLarge { .. } => 27,
             OpError::NoSpace => 28,
             OpError::WrongPrimary => 6,
+            OpError::WrongShard { .. } => 18,
             OpError::NotActive => 11,
             OpError::Busy => 16,
             OpError::Io(_) => 5,
@@ -482,6 +489,7 @@ impl Encode for OpError {
             }
             OpError::Invalid(text) | OpError::Io(text) => text.encode(e),
             OpError::TooLarge { limit_bytes } => e.put_u64(*limit_bytes),
+            OpError::WrongShard { shard_count } => e.put_u16(*shard_count),
             _ => {}
         }
     }
@@ -505,6 +513,9 @@ impl Decode for OpError {
             },
             28 => OpError::NoSpace,
             6 => OpError::WrongPrimary,
+            18 => OpError::WrongShard {
+                shard_count: d.get_u16()?,
+            },
             11 => OpError::NotActive,
             16 => OpError::Busy,
             5 => OpError::Io(d.get_string("error text", 4096)?),
@@ -543,5 +554,41 @@ impl Decode for ObjectInfo {
                 user_version: d.get_u64()?,
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_round_trips_with_its_details() {
+        let errors = [
+            OpError::NotFound,
+            OpError::Exists,
+            OpError::NoSuchXattr,
+            OpError::Canceled,
+            OpError::VersionMismatch {
+                expected: 3,
+                actual: 9,
+            },
+            OpError::Invalid("bad".into()),
+            OpError::TooLarge {
+                limit_bytes: 1 << 30,
+            },
+            OpError::NoSpace,
+            OpError::WrongPrimary,
+            OpError::WrongShard { shard_count: 7 },
+            OpError::NotActive,
+            OpError::Busy,
+            OpError::Io("disk".into()),
+        ];
+        for error in errors {
+            let mut e = Encoder::new();
+            error.encode(&mut e);
+            let mut d = Decoder::new(e.into_bytes());
+            assert_eq!(OpError::decode(&mut d).unwrap(), error);
+            d.finish().unwrap();
+        }
     }
 }

@@ -15,7 +15,7 @@ mod peers;
 mod shard_loop;
 
 pub use mon_daemon::{run_monitor, MonDaemonConfig};
-pub use osd_daemon::{run_osd, OsdDaemonConfig, StoreKind};
+pub use osd_daemon::{pin_current_thread, run_osd, OsdDaemonConfig, StoreKind};
 
 use carmine_msgr::Message;
 use carmine_proto::Msg;

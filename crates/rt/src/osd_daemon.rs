@@ -47,6 +47,9 @@ pub struct OsdDaemonConfig {
     /// The CRUSH host this OSD sits in.
     pub host: String,
     pub pin_threads: bool,
+    /// Shard `i` is pinned to CPU `(first_cpu + i) % cpus`, so that several OSDs on
+    /// one machine (a dev cluster) do not all pile onto CPU 0.
+    pub first_cpu: usize,
 }
 
 /// Reports queued from the shards to shard 0.
@@ -112,14 +115,14 @@ pub fn run_osd(config: OsdDaemonConfig) -> Result<(), DaemonError> {
             .name(format!("{}-shard{}", config.id, index.0))
             .spawn(move || {
                 if pin {
-                    pin_to_cpu(usize::from(index.0));
+                    pin_current_thread((config.first_cpu + usize::from(index.0)) % cpus);
                 }
                 run_shard(&config, index, listener, map_rx, report_tx, None)
             })?;
         threads.push(thread);
     }
     if config.pin_threads && usize::from(config.shard_count) <= cpus {
-        pin_to_cpu(0);
+        pin_current_thread(config.first_cpu % cpus);
     }
     let global = Some((shard_addrs, map_txs, report_rx));
     let result = run_shard(
@@ -201,7 +204,7 @@ fn random_instance() -> u64 {
 
 /// Pins the calling thread to one CPU, so a shard keeps its caches and never migrates.
 #[allow(unsafe_code)]
-fn pin_to_cpu(cpu: usize) {
+pub fn pin_current_thread(cpu: usize) {
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it, and
     // sched_setaffinity(0, ..) reads it for the calling thread.
     unsafe {
@@ -366,6 +369,7 @@ impl GlobalTask {
             stats.ops_total += report.counters.ops_total;
             stats.write_bytes_total += report.counters.write_bytes_total;
             stats.read_bytes_total += report.counters.read_bytes_total;
+            stats.wrong_shard_total += report.counters.wrong_shard_total;
         }
         let _ = mon.send(to_message(&Msg::OsdStats(stats), self.epoch()));
     }
