@@ -3,7 +3,7 @@
 use crate::output::{bytes, count};
 use anyhow::{bail, Context, Result};
 use carmine_client::Client;
-use carmine_clustermap::{PoolSpec, WEIGHT_IN};
+use carmine_clustermap::{OsdFlags, PoolSpec, WEIGHT_IN};
 use carmine_proto::{ClusterStatus, Command, CommandOutput};
 use carmine_types::OsdId;
 use clap::Subcommand;
@@ -34,6 +34,28 @@ pub enum PoolCommand {
         #[arg(long = "yes-i-really-really-mean-it")]
         confirm: bool,
     },
+    /// Change a pool setting (size, min_size, crush_rule), as `ceph osd pool set`.
+    Set {
+        name: String,
+        key: String,
+        value: String,
+    },
+    /// Show a pool's settings (one, or all), as `ceph osd pool get`.
+    Get {
+        name: String,
+        /// size, min_size, pg_num, pgp_num, crush_rule or all.
+        #[arg(default_value = "all")]
+        key: String,
+    },
+}
+
+/// `carmine pg ...`, as `ceph pg`.
+#[derive(Subcommand, Debug)]
+pub enum PgCommand {
+    /// PG counts by state, data and usage, as `ceph pg stat`.
+    Stat,
+    /// Every PG with its state, acting set, objects and bytes, as `ceph pg dump`.
+    Dump,
 }
 
 #[derive(Subcommand, Debug)]
@@ -54,6 +76,12 @@ pub enum OsdCommand {
     Map { pool: String, object: String },
     /// Set how willing an OSD is to be primary, 0.0..=1.0, as `ceph osd primary-affinity`.
     PrimaryAffinity { id: u32, weight: f64 },
+    /// Set an override weight, 0.0 (out) ..= 1.0, as `ceph osd reweight`.
+    Reweight { id: u32, weight: f64 },
+    /// Set a cluster flag: noout, nodown, noup or noin, as `ceph osd set`.
+    Set { flag: String },
+    /// Clear a cluster flag, as `ceph osd unset`.
+    Unset { flag: String },
 }
 
 async fn command(client: &Client, command: Command) -> Result<CommandOutput> {
@@ -72,14 +100,16 @@ async fn done(client: &Client, command_: Command, json: bool) -> Result<()> {
             client.wait_for_epoch(epoch).await?;
             Ok(())
         }
-        CommandOutput::Status(_) => bail!("the monitor answered with a status"),
+        CommandOutput::Status(_) | CommandOutput::PgStats { .. } => {
+            bail!("the monitor answered with a report instead of a result")
+        }
     }
 }
 
 pub async fn fetch_status(client: &Client) -> Result<ClusterStatus> {
     match command(client, Command::Status).await? {
         CommandOutput::Status(status) => Ok(status),
-        CommandOutput::Done { .. } => bail!("the monitor did not answer with a status"),
+        _ => bail!("the monitor did not answer with a status"),
     }
 }
 
@@ -228,6 +258,10 @@ pub async fn pool(client: &Client, command_: PoolCommand, json: bool) -> Result<
         PoolCommand::Rm { name, confirm } => {
             done(client, Command::PoolDelete { name, confirm }, json).await
         }
+        PoolCommand::Set { name, key, value } => {
+            done(client, Command::PoolSet { name, key, value }, json).await
+        }
+        PoolCommand::Get { name, key } => pool_get(client, &name, &key, json),
         PoolCommand::Ls => {
             let map = client.map();
             if json {
@@ -273,6 +307,141 @@ pub async fn osd(client: &Client, command_: OsdCommand, json: bool) -> Result<()
                 json,
             )
             .await
+        }
+        OsdCommand::Reweight { id, weight } => {
+            if !(0.0..=1.0).contains(&weight) {
+                bail!("reweight must be between 0 and 1, got {weight}");
+            }
+            let weight = (weight * f64::from(WEIGHT_IN)).round() as u32;
+            done(client, Command::OsdReweight(OsdId(id), weight), json).await
+        }
+        OsdCommand::Set { flag } => set_flag(client, &flag, true, json).await,
+        OsdCommand::Unset { flag } => set_flag(client, &flag, false, json).await,
+    }
+}
+
+async fn set_flag(client: &Client, name: &str, set: bool, json: bool) -> Result<()> {
+    let Some(flag) = OsdFlags::by_name(name) else {
+        let known: Vec<&str> = OsdFlags::NAMED.iter().map(|(n, _)| *n).collect();
+        bail!(
+            "unknown flag {name:?}; expected one of {}",
+            known.join(", ")
+        );
+    };
+    done(client, Command::OsdFlag { flag, set }, json).await
+}
+
+/// `carmine pool get NAME KEY|all`.
+fn pool_get(client: &Client, name: &str, key: &str, json: bool) -> Result<()> {
+    let map = client.map();
+    let pool = map
+        .pool_by_name(name)
+        .with_context(|| format!("pool '{name}' does not exist"))?;
+    let values: Vec<(&str, u64)> = vec![
+        ("size", u64::from(pool.size)),
+        ("min_size", u64::from(pool.min_size)),
+        ("pg_num", u64::from(pool.pg_num)),
+        ("pgp_num", u64::from(pool.pgp_num)),
+        ("crush_rule", u64::from(pool.crush_rule)),
+    ];
+    let chosen: Vec<(&str, u64)> = if key == "all" {
+        values
+    } else {
+        let found = values.into_iter().find(|(k, _)| *k == key);
+        vec![found.with_context(|| {
+            format!("unknown pool setting {key:?}; expected size, min_size, pg_num, pgp_num, crush_rule or all")
+        })?]
+    };
+    if json {
+        let mut object = serde_json::Map::new();
+        object.insert("pool".into(), json!(pool.name));
+        object.insert("pool_id".into(), json!(pool.id.0));
+        for (k, v) in &chosen {
+            object.insert((*k).into(), json!(v));
+        }
+        println!("{}", serde_json::Value::Object(object));
+    } else {
+        for (k, v) in chosen {
+            println!("{k}: {v}");
+        }
+    }
+    Ok(())
+}
+
+pub async fn pg(client: &Client, command_: PgCommand, json: bool) -> Result<()> {
+    match command_ {
+        PgCommand::Stat => {
+            let status = fetch_status(client).await?;
+            if json {
+                let states: Vec<_> = status
+                    .pg_states
+                    .iter()
+                    .map(|(name, count)| json!({"name": name, "num": count}))
+                    .collect();
+                println!(
+                    "{}",
+                    json!({"pg_summary": {"num_pgs": status.pg_count, "num_pg_by_state": states, "num_bytes": status.data_bytes, "raw_bytes_used": status.raw_used_bytes, "num_objects": status.object_count}})
+                );
+            } else {
+                let states: Vec<String> = status
+                    .pg_states
+                    .iter()
+                    .map(|(name, count)| format!("{count} {name}"))
+                    .collect();
+                println!(
+                    "{} pgs: {}; {} data, {} used, {} objects",
+                    status.pg_count,
+                    states.join(", "),
+                    bytes(status.data_bytes),
+                    bytes(status.raw_used_bytes),
+                    status.object_count
+                );
+            }
+            Ok(())
+        }
+        PgCommand::Dump => {
+            let (epoch, pgs) = match command(client, Command::PgDump).await? {
+                CommandOutput::PgStats { epoch, pgs } => (epoch, pgs),
+                _ => bail!("the monitor did not answer with PG stats"),
+            };
+            if json {
+                let stats: Vec<_> = pgs
+                    .iter()
+                    .map(|pg| {
+                        json!({
+                            "pgid": pg.pgid.to_string(),
+                            "state": pg.state.name(),
+                            "num_objects": pg.object_count,
+                            "num_bytes": pg.data_bytes,
+                            "last_update": pg.last_update.to_string(),
+                            "acting": pg.acting.iter().map(|o| o.0).collect::<Vec<_>>(),
+                            "acting_primary": pg.acting.first().map(|o| o.0),
+                        })
+                    })
+                    .collect();
+                println!(
+                    "{}",
+                    json!({"pg_map": {"epoch": epoch.0, "pg_stats": stats}})
+                );
+            } else {
+                println!(
+                    "{:<10} {:>8} {:>12} {:<28} {:<14} ACTING",
+                    "PG_STAT", "OBJECTS", "BYTES", "STATE", "LOG_HEAD"
+                );
+                for pg in &pgs {
+                    let acting: Vec<String> = pg.acting.iter().map(|o| o.0.to_string()).collect();
+                    println!(
+                        "{:<10} {:>8} {:>12} {:<28} {:<14} [{}]",
+                        pg.pgid.to_string(),
+                        pg.object_count,
+                        pg.data_bytes,
+                        pg.state.name(),
+                        pg.last_update.to_string(),
+                        acting.join(",")
+                    );
+                }
+            }
+            Ok(())
         }
     }
 }
@@ -326,16 +495,22 @@ fn osd_dump(client: &Client, json: bool) {
         let osds: Vec<_> = map
             .osds
             .values()
-            .map(|o| json!({"osd": o.id.0, "up": o.up, "in": o.is_in(), "weight": f64::from(o.weight) / f64::from(WEIGHT_IN), "up_from": o.up_from.0, "down_at": o.down_at.0, "host": o.host, "addrs": o.shard_addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>()}))
+            .map(|o| json!({"osd": o.id.0, "up": o.up, "in": o.is_in(), "weight": f64::from(o.weight) / f64::from(WEIGHT_IN), "up_from": o.up_from.0, "down_at": o.down_at.0, "host": o.host, "primary_affinity": f64::from(o.primary_affinity) / 65536.0, "addrs": o.shard_addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>()}))
+            .collect();
+        let pools: Vec<_> = map
+            .pools
+            .values()
+            .map(|p| json!({"pool": p.id.0, "pool_name": p.name, "size": p.size, "min_size": p.min_size, "crush_rule": p.crush_rule, "pg_num": p.pg_num, "pg_placement_num": p.pgp_num}))
             .collect();
         println!(
             "{}",
-            json!({"epoch": map.epoch.0, "fsid": format!("{:032x}", map.fsid), "osds": osds})
+            json!({"epoch": map.epoch.0, "fsid": format!("{:032x}", map.fsid), "flags": map.flags.names().join(","), "pools": pools, "osds": osds})
         );
         return;
     }
     println!("epoch {}", map.epoch.0);
     println!("fsid {:032x}", map.fsid);
+    println!("flags {}", map.flags.names().join(","));
     for pool in map.pools.values() {
         println!(
             "pool {} '{}' replicated size {} min_size {} crush_rule {} pg_num {} pgp_num {}",

@@ -286,6 +286,7 @@ fn run_net(args: &OsdBenchArgs) -> Result<Vec<OsdBenchRow>> {
         only: None,
         mon_port: 0,
         osd_down_grace_seconds: 3,
+        osd_down_out_seconds: 600,
     };
     let cluster = TempCluster { dir };
     let conf = vstart::start(&vstart_args).context("cannot start the bench cluster")?;

@@ -50,9 +50,12 @@ pub enum Command {
     Mon(daemons::MonArgs),
     /// Run an OSD daemon (`carmine osd --id N`), or OSD admin verbs (`carmine osd tree`).
     Osd(daemons::OsdArgs),
-    /// Pools: create, ls, rm, get.
+    /// Pools: create, ls, rm, set, get.
     #[command(subcommand)]
     Pool(admin::PoolCommand),
+    /// Placement groups: stat, dump, as `ceph pg`.
+    #[command(subcommand)]
+    Pg(admin::PgCommand),
     /// Objects, as the `rados` tool: put, get, stat, ls, rm, xattrs, omap.
     #[command(subcommand)]
     Obj(objects::ObjCommand),
@@ -160,6 +163,9 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 conf,
                 |c| async move { admin::pool(&c, command, json).await },
             )
+        }
+        Command::Pg(command) => {
+            with_client(conf, |c| async move { admin::pg(&c, command, json).await })
         }
         Command::Obj(command) => {
             with_client(

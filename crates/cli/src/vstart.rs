@@ -49,6 +49,9 @@ pub struct VstartArgs {
     /// Seconds without a session before the monitor marks an OSD down.
     #[arg(long, default_value_t = 3)]
     pub osd_down_grace_seconds: u64,
+    /// Seconds an OSD stays down before the monitor marks it out (unless noout).
+    #[arg(long, default_value_t = 600)]
+    pub osd_down_out_seconds: u64,
 }
 
 #[derive(Args, Debug)]
@@ -161,6 +164,8 @@ fn daemon_specs(args: &VstartArgs, dir: &Path, fsid: &str, mons: &[SocketAddr]) 
             args.osds.to_string(),
             "--osd-down-grace-seconds".into(),
             args.osd_down_grace_seconds.to_string(),
+            "--osd-down-out-seconds".into(),
+            args.osd_down_out_seconds.to_string(),
         ];
         for (peer, peer_addr) in mons.iter().enumerate().filter(|(p, _)| *p != rank) {
             daemon_args.push("--peer".into());

@@ -28,8 +28,33 @@ impl OsdFlags {
     pub const NOUP: u32 = 1 << 2;
     pub const NOIN: u32 = 1 << 3;
 
+    /// Every flag with its `ceph osd set` name.
+    pub const NAMED: [(&'static str, u32); 4] = [
+        ("noout", Self::NOOUT),
+        ("nodown", Self::NODOWN),
+        ("noup", Self::NOUP),
+        ("noin", Self::NOIN),
+    ];
+
     pub fn contains(self, flag: u32) -> bool {
         self.0 & flag != 0
+    }
+
+    /// The flag called `name` (`noout`, `nodown`, `noup`, `noin`).
+    pub fn by_name(name: &str) -> Option<u32> {
+        Self::NAMED
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, flag)| *flag)
+    }
+
+    /// The names of the flags set, in `NAMED` order.
+    pub fn names(self) -> Vec<&'static str> {
+        Self::NAMED
+            .iter()
+            .filter(|(_, flag)| self.contains(*flag))
+            .map(|(name, _)| *name)
+            .collect()
     }
 }
 
@@ -90,6 +115,8 @@ pub enum OsdMapError {
     InvalidBoot(String),
     #[error("primary affinity {0:#x} is above 1.0 (0x10000)")]
     InvalidPrimaryAffinity(u32),
+    #[error("reweight {0:#x} is above 1.0 (0x10000)")]
+    InvalidReweight(u32),
 }
 
 /// The cluster map at one epoch.
@@ -212,6 +239,63 @@ impl OsdMap {
         Ok(id)
     }
 
+    /// Changes one setting of pool `name`, as `ceph osd pool set NAME KEY VALUE`:
+    /// `size`, `min_size` or `crush_rule`. `pg_num`/`pgp_num` would need PG
+    /// splitting and merging, which Carmine does not do yet, so they are refused.
+    pub fn set_pool_value(
+        &mut self,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), OsdMapError> {
+        let invalid = |text: String| Err(OsdMapError::InvalidPool(text));
+        let number: u32 = match value.parse() {
+            Ok(number) => number,
+            Err(_) => return invalid(format!("{key} must be a number, not {value:?}")),
+        };
+        let has_rule = self.crush.has_rule(number);
+        let pool = self
+            .pools
+            .values_mut()
+            .find(|pool| pool.name == name)
+            .ok_or_else(|| OsdMapError::NoSuchPool(name.to_string()))?;
+        match key {
+            "size" => {
+                if number == 0 || number > u32::from(POOL_SIZE_MAX) {
+                    return invalid(format!("size {number} is outside 1..={POOL_SIZE_MAX}"));
+                }
+                let size = number as u8;
+                // Ceph keeps min_size where it was unless it no longer fits.
+                pool.min_size = pool.min_size.min(size);
+                pool.size = size;
+            }
+            "min_size" => {
+                if number == 0 || number > u32::from(pool.size) {
+                    return invalid(format!("min_size {number} is outside 1..={}", pool.size));
+                }
+                pool.min_size = number as u8;
+            }
+            "crush_rule" => {
+                if !has_rule {
+                    return invalid(format!("CRUSH rule {number} does not exist"));
+                }
+                pool.crush_rule = number;
+            }
+            "pg_num" | "pgp_num" => {
+                return invalid(format!(
+                    "changing {key} needs PG splitting and merging, which Carmine does not do yet; \
+                     create a new pool with the pg_num you want"
+                ))
+            }
+            other => {
+                return invalid(format!(
+                    "unknown pool setting {other:?}; expected size, min_size or crush_rule"
+                ))
+            }
+        }
+        Ok(())
+    }
+
     pub fn delete_pool(&mut self, name: &str) -> Result<PoolId, OsdMapError> {
         let id = self
             .pool_by_name(name)
@@ -276,6 +360,14 @@ impl OsdMap {
         osd.up = false;
         osd.down_at = next;
         Ok(())
+    }
+
+    /// `ceph osd reweight`: an override weight, 16.16 from 0 (out) to 1.0 (in).
+    pub fn reweight(&mut self, id: OsdId, weight: u32) -> Result<(), OsdMapError> {
+        if weight > WEIGHT_IN {
+            return Err(OsdMapError::InvalidReweight(weight));
+        }
+        self.set_weight(id, weight)
     }
 
     pub fn set_weight(&mut self, id: OsdId, weight: u32) -> Result<(), OsdMapError> {

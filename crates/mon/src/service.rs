@@ -178,6 +178,14 @@ impl Monitor {
                 let status = self.status(now);
                 self.answer(origin, Ok(CommandOutput::Status(status)), out);
             }
+            Msg::MonCommand(MonCommand {
+                command: Command::PgDump,
+                ..
+            }) => {
+                let pgs = self.pg_dump();
+                let epoch = self.map.epoch;
+                self.answer(origin, Ok(CommandOutput::PgStats { epoch, pgs }), out);
+            }
             Msg::MonCommand(MonCommand { command, .. }) => {
                 if self.queue.len() >= QUEUED_OPS_MAX {
                     let error = "the monitor leader is overloaded; retry later".to_string();
@@ -240,7 +248,9 @@ impl Monitor {
     fn command_maps(&self, command: Command) -> Result<(String, Vec<OsdMap>), String> {
         let mut builder = MapBuilder::new(self);
         let message = match command {
-            Command::Status => unreachable!("status is answered without a proposal"),
+            Command::Status | Command::PgDump => {
+                unreachable!("reports are answered without a proposal")
+            }
             Command::PoolCreate(spec) => {
                 let osd_count = self.map.osds.len();
                 if usize::from(spec.size) > osd_count {
@@ -287,6 +297,42 @@ impl Monitor {
                     f64::from(affinity) / 65536.0
                 )
             }
+            Command::OsdFlag { flag, set } => {
+                let Some((name, _)) = OsdFlags::NAMED.iter().find(|(_, f)| *f == flag) else {
+                    return Err(format!("unknown OSD flag {flag:#x}"));
+                };
+                if self.map.flags.contains(flag) == set {
+                    return Err(format!(
+                        "{name} is already {}",
+                        if set { "set" } else { "unset" }
+                    ));
+                }
+                builder.step(|next| {
+                    if set {
+                        next.flags.0 |= flag;
+                    } else {
+                        next.flags.0 &= !flag;
+                    }
+                    Ok(())
+                })?;
+                format!("{name} is {}", if set { "set" } else { "unset" })
+            }
+            Command::OsdReweight(id, weight) => {
+                builder.step(|next| next.reweight(id, weight))?;
+                format!("reweighted {id} to {}", f64::from(weight) / 65536.0)
+            }
+            Command::PoolSet { name, key, value } => {
+                if key == "size" {
+                    let osd_count = self.map.osds.len();
+                    if value.parse::<usize>().is_ok_and(|size| size > osd_count) {
+                        return Err(format!(
+                            "pool size {value} exceeds the {osd_count} OSDs in the cluster"
+                        ));
+                    }
+                }
+                builder.step(|next| next.set_pool_value(&name, &key, &value))?;
+                format!("set pool '{name}' {key} to {value}")
+            }
         };
         Ok((message, builder.maps))
     }
@@ -304,6 +350,11 @@ impl Monitor {
             info.up && info.shard_addrs == boot.shard_addrs && info.instance == boot.instance
         };
         if current.is_some_and(same_instance) {
+            return None;
+        }
+        if self.map.flags.contains(OsdFlags::NOUP) {
+            // The OSD keeps asking; it comes up once an operator unsets noup.
+            tracing::info!("mon.{}: noup is set; {} stays down", self.rank, boot.osd);
             return None;
         }
         let mut builder = MapBuilder::new(self);

@@ -1,7 +1,7 @@
 //! `carmine status`: the cluster summarised from the map and the OSDs' latest reports.
 
 use crate::Monitor;
-use carmine_proto::{ClusterStatus, OsdUsage, PgStat, PoolStatus};
+use carmine_proto::{ClusterStatus, OsdUsage, PgStat, PgState, PoolStatus};
 use carmine_types::PgId;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -49,6 +49,40 @@ impl Monitor {
     }
 
     /// The newest report for each PG, from the OSD the current map names primary.
+    /// Every PG of every pool: its primary's last report, or (never reported, or its
+    /// primary is down) its state as the map alone tells it, as `ceph pg dump` lists
+    /// PGs whose primary went away as stale.
+    pub(crate) fn pg_dump(&self) -> Vec<PgStat> {
+        let reported = self.current_pg_stats();
+        let mut pgs = Vec::new();
+        for pool in self.map.pools.values() {
+            for seed in 0..pool.pg_num {
+                let pgid = PgId {
+                    pool: pool.id,
+                    seed,
+                };
+                let stat = reported.get(&pgid).cloned().unwrap_or_else(|| {
+                    let acting = self
+                        .map
+                        .pg_mapping(pgid)
+                        .map(|m| m.acting)
+                        .unwrap_or_default();
+                    PgStat {
+                        pgid,
+                        state: PgState(PgState::STALE),
+                        object_count: 0,
+                        data_bytes: 0,
+                        last_update: Default::default(),
+                        acting,
+                        interval_start: Default::default(),
+                    }
+                });
+                pgs.push(stat);
+            }
+        }
+        pgs
+    }
+
     fn current_pg_stats(&self) -> BTreeMap<PgId, PgStat> {
         let mut pgs = BTreeMap::new();
         for tracking in self.osds.values() {
@@ -150,6 +184,10 @@ impl Monitor {
         }
         if status.osd_count == 0 {
             checks.push("OSD_COUNT: no OSDs have booted".into());
+        }
+        let flags = self.map.flags.names();
+        if !flags.is_empty() {
+            checks.push(format!("OSDMAP_FLAGS: {} flag(s) set", flags.join(",")));
         }
         let not_clean: u32 = status
             .pg_states

@@ -138,3 +138,182 @@ fn status_counts_unknown_pgs_until_primaries_report() {
     assert_eq!(status.pg_states.get("unknown"), Some(&8));
     assert_eq!(status.osds_up, 3);
 }
+
+fn done(result: Result<CommandOutput, String>) -> Epoch {
+    match result {
+        Ok(CommandOutput::Done { epoch, .. }) => epoch,
+        other => panic!("expected a done reply, got {other:?}"),
+    }
+}
+
+#[test]
+fn noout_keeps_a_down_osd_in_until_unset() {
+    let (mut mon, now) = cluster(3);
+    let noout = carmine_clustermap::OsdFlags::NOOUT;
+    done(command(
+        &mut mon,
+        now,
+        Command::OsdFlag {
+            flag: noout,
+            set: true,
+        },
+    ));
+    let error = command(
+        &mut mon,
+        now,
+        Command::OsdFlag {
+            flag: noout,
+            set: true,
+        },
+    )
+    .unwrap_err();
+    assert!(error.contains("already set"), "{error}");
+    assert!(mon
+        .status(now)
+        .health_checks
+        .iter()
+        .any(|c| c.contains("OSDMAP_FLAGS: noout")));
+    mon.handle_disconnect(now, 2);
+    let config = MonConfig::default();
+    let late = now + config.osd_down_grace + config.osd_down_out_interval * 2;
+    mon.handle_tick(now + config.osd_down_grace);
+    assert!(!mon.map().is_up(OsdId(1)));
+    mon.handle_tick(late);
+    assert!(
+        mon.map().osd(OsdId(1)).unwrap().is_in(),
+        "noout keeps it in"
+    );
+    done(command(
+        &mut mon,
+        late,
+        Command::OsdFlag {
+            flag: noout,
+            set: false,
+        },
+    ));
+    mon.handle_tick(late + Duration::from_secs(1));
+    assert!(
+        !mon.map().osd(OsdId(1)).unwrap().is_in(),
+        "out once noout is unset"
+    );
+}
+
+#[test]
+fn noup_keeps_a_booting_osd_down() {
+    let (mut mon, now) = cluster(3);
+    let noup = carmine_clustermap::OsdFlags::NOUP;
+    done(command(
+        &mut mon,
+        now,
+        Command::OsdFlag {
+            flag: noup,
+            set: true,
+        },
+    ));
+    command(&mut mon, now, Command::OsdDown(OsdId(2))).unwrap();
+    assert!(!mon.map().is_up(OsdId(2)));
+    let mut second = OsdBoot {
+        osd: OsdId(2),
+        shard_addrs: vec!["127.0.0.1:6900".parse().unwrap()],
+        host: "host2".into(),
+        fsid: 0,
+        instance: 2,
+    };
+    mon.handle_message(
+        now,
+        50,
+        EntityName::osd(OsdId(2)),
+        Msg::OsdBoot(second.clone()),
+    );
+    assert!(!mon.map().is_up(OsdId(2)), "noup refuses the boot");
+    done(command(
+        &mut mon,
+        now,
+        Command::OsdFlag {
+            flag: noup,
+            set: false,
+        },
+    ));
+    second.instance = 3;
+    mon.handle_message(now, 50, EntityName::osd(OsdId(2)), Msg::OsdBoot(second));
+    assert!(mon.map().is_up(OsdId(2)));
+    let error = command(
+        &mut mon,
+        now,
+        Command::OsdFlag {
+            flag: 1 << 20,
+            set: true,
+        },
+    )
+    .unwrap_err();
+    assert!(error.contains("unknown OSD flag"), "{error}");
+}
+
+#[test]
+fn reweight_and_pool_set_validate_their_values() {
+    let (mut mon, now) = cluster(3);
+    done(command(
+        &mut mon,
+        now,
+        Command::OsdReweight(OsdId(0), 0x8000),
+    ));
+    assert_eq!(mon.map().osd(OsdId(0)).unwrap().weight, 0x8000);
+    assert!(command(&mut mon, now, Command::OsdReweight(OsdId(0), 0x20000)).is_err());
+    assert!(command(&mut mon, now, Command::OsdReweight(OsdId(9), 0)).is_err());
+
+    command(
+        &mut mon,
+        now,
+        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8)),
+    )
+    .unwrap();
+    let set = |key: &str, value: &str| Command::PoolSet {
+        name: "rbd".into(),
+        key: key.into(),
+        value: value.into(),
+    };
+    done(command(&mut mon, now, set("min_size", "1")));
+    done(command(&mut mon, now, set("size", "2")));
+    let pool = mon.map().pool_by_name("rbd").unwrap().clone();
+    assert_eq!((pool.size, pool.min_size), (2, 1));
+    for (key, value, expected) in [
+        ("size", "0", "outside"),
+        ("size", "4", "exceeds the 3 OSDs"),
+        ("min_size", "3", "outside"),
+        ("size", "three", "must be a number"),
+        ("crush_rule", "7", "does not exist"),
+        ("pg_num", "64", "splitting"),
+        ("colour", "1", "unknown pool setting"),
+    ] {
+        let error = command(&mut mon, now, set(key, value)).unwrap_err();
+        assert!(error.contains(expected), "{key}={value}: {error}");
+    }
+    let missing = Command::PoolSet {
+        name: "nope".into(),
+        key: "size".into(),
+        value: "1".into(),
+    };
+    assert!(command(&mut mon, now, missing)
+        .unwrap_err()
+        .contains("does not exist"));
+}
+
+#[test]
+fn pg_dump_lists_every_pg_stale_until_its_primary_reports() {
+    let (mut mon, now) = cluster(3);
+    command(
+        &mut mon,
+        now,
+        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8)),
+    )
+    .unwrap();
+    let Ok(CommandOutput::PgStats { epoch, pgs }) = command(&mut mon, now, Command::PgDump) else {
+        panic!("pg dump answers with PG stats");
+    };
+    assert_eq!(epoch, mon.map().epoch);
+    assert_eq!(pgs.len(), 8);
+    assert!(pgs
+        .iter()
+        .all(|pg| pg.state.0 == carmine_proto::PgState::STALE));
+    assert!(pgs.iter().all(|pg| pg.acting.len() == 3));
+}

@@ -118,6 +118,9 @@ pub struct OsdStats {
     pub wrong_shard_total: u64,
 }
 
+/// Longest pool setting name or value in a `PoolSet` command.
+pub const POOL_SETTING_BYTES_MAX: usize = 64;
+
 /// An operator command for the monitor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -133,6 +136,22 @@ pub enum Command {
     Status,
     /// Set an OSD's primary affinity (16.16, 0..=0x10000), as `ceph osd primary-affinity`.
     OsdPrimaryAffinity(OsdId, u32),
+    /// Set (`set: true`) or clear one of [`carmine_clustermap::OsdFlags`], as
+    /// `ceph osd set|unset FLAG`.
+    OsdFlag {
+        flag: u32,
+        set: bool,
+    },
+    /// An override weight (16.16, 0..=0x10000), as `ceph osd reweight`.
+    OsdReweight(OsdId, u32),
+    /// One pool setting, as `ceph osd pool set NAME KEY VALUE`.
+    PoolSet {
+        name: String,
+        key: String,
+        value: String,
+    },
+    /// Every PG's last report from its primary, as `ceph pg dump`.
+    PgDump,
 }
 
 /// What a successful command returns.
@@ -140,8 +159,16 @@ pub enum Command {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CommandOutput {
-    Done { epoch: Epoch, message: String },
+    Done {
+        epoch: Epoch,
+        message: String,
+    },
     Status(ClusterStatus),
+    /// The answer to [`Command::PgDump`]: the map epoch and the PGs, by id.
+    PgStats {
+        epoch: Epoch,
+        pgs: Vec<PgStat>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -429,6 +456,23 @@ impl Encode for Command {
                 osd.encode(e);
                 e.put_u32(*affinity);
             }
+            Command::OsdFlag { flag, set } => {
+                e.put_u8(8);
+                e.put_u32(*flag);
+                set.encode(e);
+            }
+            Command::OsdReweight(osd, weight) => {
+                e.put_u8(9);
+                osd.encode(e);
+                e.put_u32(*weight);
+            }
+            Command::PoolSet { name, key, value } => {
+                e.put_u8(10);
+                name.encode(e);
+                key.encode(e);
+                value.encode(e);
+            }
+            Command::PgDump => e.put_u8(11),
         });
     }
 }
@@ -447,6 +491,17 @@ impl Decode for Command {
                 5 => Command::OsdIn(OsdId::decode(d)?),
                 6 => Command::Status,
                 7 => Command::OsdPrimaryAffinity(OsdId::decode(d)?, d.get_u32()?),
+                8 => Command::OsdFlag {
+                    flag: d.get_u32()?,
+                    set: bool::decode(d)?,
+                },
+                9 => Command::OsdReweight(OsdId::decode(d)?, d.get_u32()?),
+                10 => Command::PoolSet {
+                    name: d.get_string("pool name", POOL_NAME_BYTES_MAX)?,
+                    key: d.get_string("pool setting", POOL_SETTING_BYTES_MAX)?,
+                    value: d.get_string("pool setting value", POOL_SETTING_BYTES_MAX)?,
+                },
+                11 => Command::PgDump,
                 other => {
                     return Err(DecodeError::Invalid {
                         what: "command",
@@ -488,6 +543,11 @@ impl Encode for MonCommandReply {
                     e.put_u8(1);
                     status.encode(e);
                 }
+                Ok(CommandOutput::PgStats { epoch, pgs }) => {
+                    e.put_u8(3);
+                    epoch.encode(e);
+                    pgs.encode(e);
+                }
                 Err(message) => {
                     e.put_u8(2);
                     message.encode(e);
@@ -508,6 +568,10 @@ impl Decode for MonCommandReply {
                 }),
                 1 => Ok(CommandOutput::Status(ClusterStatus::decode(d)?)),
                 2 => Err(String::decode(d)?),
+                3 => Ok(CommandOutput::PgStats {
+                    epoch: Epoch::decode(d)?,
+                    pgs: Vec::decode(d)?,
+                }),
                 other => {
                     return Err(DecodeError::Invalid {
                         what: "command result",

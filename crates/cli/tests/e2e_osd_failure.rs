@@ -1,0 +1,127 @@
+//! Failure detection with real processes and the operator's flags: an OSD killed with
+//! SIGKILL is reported down within the grace plus a bound, `carmine status` shows the
+//! degraded state with reasons, `noout` keeps the dead OSD in past the down-out
+//! interval, and once `noout` is unset the monitor marks it out. The OSD restarts and
+//! is marked in again; `pool set`/`get` and `pg stat`/`dump` see the same cluster.
+
+mod common;
+
+use common::DevCluster;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+const GRACE_SECONDS: u64 = 2;
+const DOWN_OUT_SECONDS: u64 = 4;
+/// Slack for the monitor's tick, the client's map refresh and a loaded machine.
+const DETECTION_SLACK: Duration = Duration::from_secs(6);
+
+fn json(cluster: &DevCluster, args: &[&str]) -> Value {
+    let mut full = vec!["--format", "json"];
+    full.extend_from_slice(args);
+    serde_json::from_str(&cluster.ok(&full)).expect("JSON output")
+}
+
+fn osd2(cluster: &DevCluster) -> Value {
+    json(cluster, &["osd", "dump"])["osds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["osd"] == 2)
+        .cloned()
+        .expect("osd.2 in the dump")
+}
+
+/// Polls until `done` holds; returns how long it took.
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    started.elapsed()
+}
+
+#[test]
+fn a_killed_osd_goes_down_then_out_unless_noout() {
+    let grace = GRACE_SECONDS.to_string();
+    let down_out = DOWN_OUT_SECONDS.to_string();
+    let cluster = DevCluster::start(
+        "osd-failure",
+        &[
+            "--osds",
+            "3",
+            "--osd-down-grace-seconds",
+            &grace,
+            "--osd-down-out-seconds",
+            &down_out,
+        ],
+    );
+    cluster.ok(&["pool", "create", "rbd", "--size", "3", "--pg-num", "16"]);
+    cluster.ok(&["pool", "set", "rbd", "min_size", "2"]);
+    assert_eq!(
+        json(&cluster, &["pool", "get", "rbd", "min_size"])["min_size"],
+        2
+    );
+    let input = cluster.path("object.bin");
+    common::write_file(&input, b"survives a dead OSD");
+    cluster.ok(&["obj", "put", "rbd", "greeting", input.to_str().unwrap()]);
+
+    cluster.ok(&["osd", "set", "noout"]);
+    assert_eq!(json(&cluster, &["osd", "dump"])["flags"], "noout");
+    cluster.ok(&["vstop", "--only", "osd.2", "--kill"]);
+    let took = wait_until(
+        "osd.2 marked down",
+        Duration::from_secs(GRACE_SECONDS) + DETECTION_SLACK,
+        || osd2(&cluster)["up"] == false,
+    );
+    eprintln!("osd.2 reported down {took:?} after SIGKILL");
+
+    // Degraded, with the reasons named.
+    let checks = wait_until("status shows the dead OSD", DETECTION_SLACK, || {
+        let status = json(&cluster, &["status"]);
+        let checks = status["health"]["checks"].to_string();
+        status["health"]["status"] == "HEALTH_WARN"
+            && checks.contains("OSD_DOWN")
+            && checks.contains("osd.2")
+            && checks.contains("OSDMAP_FLAGS")
+    });
+    let _ = checks;
+    let health = cluster.ok(&["health", "detail"]);
+    assert!(health.contains("OSD_DOWN"), "{health}");
+    let pg_stat = cluster.ok(&["pg", "stat"]);
+    assert!(pg_stat.starts_with("16 pgs:"), "{pg_stat}");
+
+    // The data is still served by the two survivors.
+    let output = cluster.path("read.bin");
+    cluster.ok(&["obj", "get", "rbd", "greeting", output.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&output).unwrap(), b"survives a dead OSD");
+
+    // noout holds it in well past the down-out interval.
+    std::thread::sleep(Duration::from_secs(DOWN_OUT_SECONDS + 2));
+    assert_eq!(osd2(&cluster)["in"], true, "noout keeps osd.2 in");
+
+    cluster.ok(&["osd", "unset", "noout"]);
+    wait_until(
+        "osd.2 marked out once noout is unset",
+        Duration::from_secs(DOWN_OUT_SECONDS) + DETECTION_SLACK,
+        || osd2(&cluster)["in"] == false,
+    );
+
+    // Back: restart, mark in, and every PG is listed by `pg dump`.
+    cluster.ok(&[
+        "vstart",
+        "--dir",
+        cluster.dir.to_str().unwrap(),
+        "--only",
+        "osd.2",
+    ]);
+    cluster.ok(&["osd", "in", "2"]);
+    wait_until("osd.2 up and in", DETECTION_SLACK, || {
+        let osd = osd2(&cluster);
+        osd["up"] == true && osd["in"] == true
+    });
+    let dump = json(&cluster, &["pg", "dump"]);
+    assert_eq!(dump["pg_map"]["pg_stats"].as_array().unwrap().len(), 16);
+    cluster.ok(&["obj", "get", "rbd", "greeting", output.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&output).unwrap(), b"survives a dead OSD");
+}
