@@ -1,11 +1,13 @@
 //! `carmine sim`: argument parsing and report printing, for the CLI crate to call.
 //!
 //! ```text
-//! carmine sim --seed 42 [--format json] [--faults handled|all|resets,crashes,...] [--canary] [--trace]
+//! carmine sim --seed 42 [--format json] [--faults handled|all|resets,crashes,...] [--disk mem|log]
+//!     [--canary | --canary-disk] [--trace]
 //! carmine sim --seeds 0..200 [--faults ...]
 //! ```
 //! Exits 0 when every run passed, 1 when some run failed, 2 on bad arguments.
 
+use crate::disk::DiskKind;
 use crate::{Canary, FaultClasses, SimConfig, SimReport};
 
 #[derive(Debug, PartialEq, Eq)]
@@ -13,7 +15,8 @@ struct Args {
     seeds: std::ops::Range<u64>,
     json: bool,
     faults: FaultClasses,
-    canary: bool,
+    canary: Option<Canary>,
+    disk: Option<DiskKind>,
     full_trace: bool,
 }
 
@@ -42,7 +45,8 @@ fn parse(args: &[String]) -> Result<Args, String> {
         seeds: 0..1,
         json: false,
         faults: FaultClasses::default(),
-        canary: false,
+        canary: None,
+        disk: None,
         full_trace: false,
     };
     let mut rest = args.iter();
@@ -60,7 +64,15 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 other => return Err(format!("unknown format '{other}'; use text or json")),
             },
             "--faults" => parsed.faults = FaultClasses::parse(&value(arg)?)?,
-            "--canary" => parsed.canary = true,
+            "--canary" => parsed.canary = Some(Canary::ForgedReplicaAck),
+            "--canary-disk" => parsed.canary = Some(Canary::AckBeforeSync),
+            "--disk" => {
+                parsed.disk = Some(match value(arg)?.as_str() {
+                    "mem" => DiskKind::Mem,
+                    "log" => DiskKind::Log,
+                    other => return Err(format!("unknown disk '{other}'; use mem or log")),
+                })
+            }
             "--trace" => parsed.full_trace = true,
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -115,8 +127,11 @@ pub fn main_cli(args: &[String]) -> i32 {
         .clone()
         .map(|seed| {
             let mut config = SimConfig::from_seed(seed).with_faults(args.faults);
-            if args.canary {
-                config.canary = Canary::ForgedReplicaAck;
+            if let Some(disk) = args.disk {
+                config = config.with_disk(disk);
+            }
+            if let Some(canary) = args.canary {
+                config = config.with_canary(canary);
             }
             config.full_trace = args.full_trace;
             crate::run_config(config)

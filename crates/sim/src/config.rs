@@ -1,6 +1,7 @@
 //! What a seed chooses: the cluster's shape, the workload and the fault rates; and
 //! which fault classes a run may inject.
 
+use crate::disk::DiskKind;
 use crate::network::LatencyConfig;
 use crate::rng::Rng;
 use crate::time::{Nanos, MICROSECOND, MILLISECOND, SECOND};
@@ -111,6 +112,10 @@ pub enum Canary {
     /// replica's acknowledgement: the primary acknowledges a write that a replica
     /// never committed ("acknowledge before replicas commit").
     ForgedReplicaAck,
+    /// Every OSD runs LogStore, and the stores report transactions durable as soon as
+    /// they are submitted, before their sync ("acknowledge before the disk has it"):
+    /// a crash then loses acknowledged writes.
+    AckBeforeSync,
 }
 
 /// One run's settings. [`SimConfig::from_seed`] draws them.
@@ -145,6 +150,11 @@ pub struct SimConfig {
     pub canary: Canary,
     /// Keep every event in words in the report (slow; for debugging one seed).
     pub full_trace: bool,
+    /// The OSDs' store: MemStore, or LogStore on a crash-faulty device.
+    pub disk: DiskKind,
+    /// How long a LogStore shard's sync takes.
+    pub disk_latency_min: Nanos,
+    pub disk_latency_max: Nanos,
 }
 
 /// Relative rates of each fault kind.
@@ -199,7 +209,33 @@ impl SimConfig {
             },
             canary: Canary::Off,
             full_trace: false,
+            disk: DiskKind::Mem,
+            disk_latency_min: 0,
+            disk_latency_max: 0,
         }
+        .with_disk_from_seed(seed)
+    }
+
+    /// The disk from its own stream of the seed, so the shape drawn above stays what
+    /// it was before disks were simulated: half the seeds run LogStore.
+    fn with_disk_from_seed(mut self, seed: u64) -> SimConfig {
+        let mut rng = Rng::new(seed).fork(0x4449_534b); // "DISK"
+        if rng.between(0, 1) == 1 {
+            self.disk = DiskKind::Log;
+            self.disk_latency_min = rng.between(20, 200) * MICROSECOND;
+            self.disk_latency_max = self.disk_latency_min + rng.between(0, 5) * MILLISECOND;
+        }
+        self
+    }
+
+    /// Every OSD on `disk` (overriding the seed's choice).
+    pub fn with_disk(mut self, disk: DiskKind) -> SimConfig {
+        if disk == DiskKind::Log && self.disk_latency_max == 0 {
+            self.disk_latency_min = 50 * MICROSECOND;
+            self.disk_latency_max = 2 * MILLISECOND;
+        }
+        self.disk = disk;
+        self
     }
 
     pub fn with_faults(mut self, faults: FaultClasses) -> SimConfig {
@@ -209,14 +245,22 @@ impl SimConfig {
 
     pub fn with_canary(mut self, canary: Canary) -> SimConfig {
         self.canary = canary;
+        if canary == Canary::AckBeforeSync {
+            self = self.with_disk(DiskKind::Log);
+        }
         self
     }
 
     /// A one-line summary of the shape, for reports.
     pub fn shape(&self) -> String {
         format!(
-            "{} osds x {} shards, size {}, pg_num {}, {} clients",
-            self.osd_count, self.shards_per_osd, self.pool_size, self.pg_num, self.client_count
+            "{} osds x {} shards ({:?} store), size {}, pg_num {}, {} clients",
+            self.osd_count,
+            self.shards_per_osd,
+            self.disk,
+            self.pool_size,
+            self.pg_num,
+            self.client_count
         )
     }
 }

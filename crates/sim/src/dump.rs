@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use carmine_proto::{LogEntry, PgInfo};
-use carmine_store::{CollectionId, MemStore, ObjectStore};
+use carmine_store::{CollectionId, ObjectStore};
 use carmine_types::encoding::Decode;
 use carmine_types::{ObjectId, PgId};
 use std::collections::BTreeMap;
@@ -46,7 +46,7 @@ impl ObjectDump {
 /// store has no collection for the PG.
 pub type PgDump = Option<BTreeMap<String, ObjectDump>>;
 
-pub fn dump_pg(store: &MemStore, pgid: PgId) -> PgDump {
+pub fn dump_pg(store: &dyn ObjectStore, pgid: PgId) -> PgDump {
     let coll = CollectionId::Pg(pgid);
     if !store.collection_exists(coll) {
         return None;
@@ -67,7 +67,7 @@ pub fn dump_pg(store: &MemStore, pgid: PgId) -> PgDump {
     }
 }
 
-fn dump_object(store: &MemStore, coll: CollectionId, oid: &ObjectId) -> ObjectDump {
+fn dump_object(store: &dyn ObjectStore, coll: CollectionId, oid: &ObjectId) -> ObjectDump {
     let stat = store.stat(coll, oid).expect("listed");
     ObjectDump {
         size_bytes: stat.size_bytes,

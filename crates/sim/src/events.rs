@@ -44,6 +44,13 @@ pub enum Event {
     /// Undo fault number `fault` (heal a partition, end a slow link).
     EndFault(u64),
     OsdRestart(OsdId),
+    /// A LogStore shard's disk finishes its sync (only for the process start `start`:
+    /// a sync scheduled before a crash never completes).
+    DiskSync {
+        osd: OsdId,
+        shard: carmine_types::ShardIndex,
+        start: u64,
+    },
     /// The fault phase ends: heal everything, restart every crashed OSD.
     Quiet,
     /// Clients stop issuing new ops.

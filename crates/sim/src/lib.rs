@@ -3,9 +3,13 @@
 //! One thread runs the real monitor, OSD shards and client objecters — the pure cores
 //! of DESIGN.md §3 — under virtual time, over a simulated network that delays,
 //! reorders across links, resets sessions, partitions (both ways and one way) and slows
-//! links, with OSD processes that crash and restart on their stores. A seed chooses the
-//! cluster's shape, the workload and the fault rates; the same seed and build replay
-//! the same run, event for event, and give the same trace hash.
+//! links, with OSD processes that crash and restart on their stores. Half the seeds
+//! give their OSDs the real LogStore on a fault-injecting in-memory device ([`disk`]):
+//! syncs take a seed-chosen latency, and a crash loses every unsynced write (keeping a
+//! random prefix, the first dropped write torn) before the store recovers; the other
+//! half use MemStore. A seed chooses the cluster's shape, the disks, the workload and
+//! the fault rates; the same seed and build replay the same run, event for event, and
+//! give the same trace hash.
 //!
 //! A run warms up, injects faults while clients run a random workload, heals
 //! everything, lets the cluster converge, reads every object back, and checks: no
@@ -35,6 +39,7 @@ pub mod checkers;
 mod cli;
 mod client_node;
 mod config;
+pub mod disk;
 pub mod dump;
 mod events;
 mod faults;

@@ -1,10 +1,14 @@
 //! An OSD process in the simulator: its shards (`OsdShard<MemStore>`), the global task
 //! that holds the monitor session (boot, map distribution, stats), crash and restart.
 //!
-//! A shard's `MemStore` stands for its disk: a crash drops the shards and keeps the
-//! stores; a restart builds new shards on them (`OsdShard::new` then maps), which is
-//! all the real daemon could do — whatever a PG keeps only in memory is lost.
+//! A shard's [`SimStore`] stands for its disk: a crash drops the shards and keeps the
+//! stores (a LogStore's device loses its unsynced writes and the store is recovered
+//! from the rest); a restart builds new shards on them (`OsdShard::new` then maps),
+//! which is all the real daemon could do — whatever a PG keeps only in memory is lost.
+//! LogStore shards defer their flushes to a [`Event::DiskSync`] after a seed-chosen
+//! disk latency, as the daemon's shard loop flushes once per turn.
 
+use crate::disk::{DiskKind, SimStore};
 use crate::events::Event;
 use crate::network::{Endpoint, Node, SessionId, Wire};
 use crate::sim::Sim;
@@ -12,7 +16,6 @@ use crate::time::{Nanos, MILLISECOND, SECOND};
 use carmine_clustermap::{pg_shard, OsdMap};
 use carmine_osd::{OsdShard, Output};
 use carmine_proto::{MonGetMap, Msg, OsdBoot, OsdStats, PgState};
-use carmine_store::MemStore;
 use carmine_types::{Epoch, OsdId, PgId, ShardIndex};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,8 +29,8 @@ pub const STATS_INTERVAL: Nanos = SECOND;
 
 /// A process is running its shards, or is down with only its disks.
 pub enum Process {
-    Up(Vec<OsdShard<MemStore>>),
-    Down(Vec<MemStore>),
+    Up(Vec<OsdShard<SimStore>>),
+    Down(Vec<SimStore>),
 }
 
 pub struct OsdNode {
@@ -40,15 +43,29 @@ pub struct OsdNode {
     pub booted_epoch: Epoch,
     /// Process starts so far; the boot's instance id (a restart is a new instance).
     pub starts: u64,
+    /// Shards with a [`Event::DiskSync`] on its way.
+    pub sync_scheduled: Vec<bool>,
 }
 
 impl OsdNode {
-    pub fn new(id: OsdId, shard_count: u16) -> Self {
+    pub fn new(
+        id: OsdId,
+        shard_count: u16,
+        disk: DiskKind,
+        seed: u64,
+        ack_before_sync: bool,
+    ) -> Self {
         let addrs = (0..shard_count)
             .map(|shard| SocketAddr::from(([10, 0, id.0 as u8, 1], 6800 + shard)))
             .collect();
         let shards = (0..shard_count)
-            .map(|index| OsdShard::new(id, ShardIndex(index), shard_count, MemStore::new()))
+            .map(|index| {
+                let device_seed = seed ^ (u64::from(id.0) << 20) ^ u64::from(index);
+                let store = SimStore::with_canary(disk, device_seed, ack_before_sync);
+                let mut shard = OsdShard::new(id, ShardIndex(index), shard_count, store);
+                shard.set_deferred_flush(shard.store().needs_sync());
+                shard
+            })
             .collect();
         Self {
             shard_count,
@@ -58,6 +75,7 @@ impl OsdNode {
             map: None,
             booted_epoch: Epoch(0),
             starts: 1,
+            sync_scheduled: vec![false; usize::from(shard_count)],
         }
     }
 
@@ -65,7 +83,7 @@ impl OsdNode {
         matches!(self.process, Process::Up(_))
     }
 
-    pub fn store(&self, shard: ShardIndex) -> &MemStore {
+    pub fn store(&self, shard: ShardIndex) -> &SimStore {
         match &self.process {
             Process::Up(shards) => shards[usize::from(shard.0)].store(),
             Process::Down(stores) => &stores[usize::from(shard.0)],
@@ -167,9 +185,36 @@ impl Sim {
             (from, msg) => panic!("{from} sent {osd} an unexpected {}", msg.msg_type()),
         }
         self.osd_outputs(osd, shard, out);
+        self.schedule_sync(osd, shard);
     }
 
-    fn shard_mut(&mut self, osd: OsdId, shard: ShardIndex) -> &mut OsdShard<MemStore> {
+    /// A deferred-flush shard's disk syncs after a latency; one sync at a time.
+    fn schedule_sync(&mut self, osd: OsdId, shard: ShardIndex) {
+        let node = self.osds.get_mut(&osd).expect("exists");
+        if !node.store(shard).needs_sync() || node.sync_scheduled[usize::from(shard.0)] {
+            return;
+        }
+        node.sync_scheduled[usize::from(shard.0)] = true;
+        let start = node.starts;
+        let latency = self
+            .rng
+            .between(self.config.disk_latency_min, self.config.disk_latency_max);
+        self.schedule(latency, Event::DiskSync { osd, shard, start });
+    }
+
+    /// The sync completes: the shard flushes, and the work that waited on it goes on.
+    pub(crate) fn disk_sync(&mut self, osd: OsdId, shard: ShardIndex, start: u64) {
+        let node = self.osds.get_mut(&osd).expect("exists");
+        if !node.is_up() || node.starts != start {
+            return;
+        }
+        node.sync_scheduled[usize::from(shard.0)] = false;
+        let mut out = Vec::new();
+        self.shard_mut(osd, shard).flush(&mut out);
+        self.osd_outputs(osd, shard, out);
+    }
+
+    fn shard_mut(&mut self, osd: OsdId, shard: ShardIndex) -> &mut OsdShard<SimStore> {
         match &mut self.osds.get_mut(&osd).expect("exists").process {
             Process::Up(shards) => &mut shards[usize::from(shard.0)],
             Process::Down(_) => panic!("{osd} is down"),
@@ -193,6 +238,7 @@ impl Sim {
             self.shard_mut(osd, ShardIndex(index))
                 .handle_map(map.clone(), &mut out);
             self.osd_outputs(osd, ShardIndex(index), out);
+            self.schedule_sync(osd, ShardIndex(index));
         }
         if reboot {
             self.trace.note(self.now(), || {
@@ -252,17 +298,30 @@ impl Sim {
     /// The process dies: shards and sessions go, the stores stay.
     pub(crate) fn crash_osd(&mut self, osd: OsdId) {
         let node = self.osds.get_mut(&osd).expect("exists");
-        let Process::Up(shards) = &mut node.process else {
+        if !node.is_up() {
             return;
+        }
+        let Process::Up(shards) = std::mem::replace(&mut node.process, Process::Down(Vec::new()))
+        else {
+            unreachable!("checked above");
         };
-        let stores = shards
-            .iter_mut()
-            .map(|shard| std::mem::take(shard.store_mut()))
-            .collect();
+        let mut stores = Vec::new();
+        let mut failures = Vec::new();
+        for (index, shard) in shards.into_iter().enumerate() {
+            match shard.into_store().crash() {
+                Ok(store) => stores.push(store),
+                Err(error) => {
+                    failures.push(format!("{osd} shard {index}: {error}"));
+                    stores.push(SimStore::new(DiskKind::Log, 0));
+                }
+            }
+        }
         node.process = Process::Down(stores);
+        node.sync_scheduled.iter_mut().for_each(|s| *s = false);
         node.mon_session = None;
         node.map = None;
         node.booted_epoch = Epoch(0);
+        self.violations.extend(failures);
         self.net.crash(osd);
         let closed = self
             .net
@@ -290,7 +349,12 @@ impl Sim {
         let shards = std::mem::take(stores)
             .into_iter()
             .enumerate()
-            .map(|(index, store)| OsdShard::new(osd, ShardIndex(index as u16), count, store))
+            .map(|(index, store)| {
+                let deferred = store.needs_sync();
+                let mut shard = OsdShard::new(osd, ShardIndex(index as u16), count, store);
+                shard.set_deferred_flush(deferred);
+                shard
+            })
             .collect();
         node.process = Process::Up(shards);
         node.starts += 1;

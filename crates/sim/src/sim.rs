@@ -81,7 +81,17 @@ impl Sim {
         let mon = Monitor::new(map, MonConfig::default(), clock.instant());
         let mon_epochs = vec![mon.map().epoch];
         let osds = (0..config.osd_count)
-            .map(|id| (OsdId(id), OsdNode::new(OsdId(id), config.shards_per_osd)))
+            .map(|id| {
+                let ack_before_sync = config.canary == crate::Canary::AckBeforeSync;
+                let node = OsdNode::new(
+                    OsdId(id),
+                    config.shards_per_osd,
+                    config.disk,
+                    config.seed,
+                    ack_before_sync,
+                );
+                (OsdId(id), node)
+            })
             .collect();
         let clients = (0..config.client_count)
             .map(|index| ClientNode::new(index, &config))
@@ -172,6 +182,7 @@ impl Sim {
             Event::Fault => self.inject_fault(),
             Event::EndFault(id) => self.end_fault(id),
             Event::OsdRestart(osd) => self.restart_osd(osd),
+            Event::DiskSync { osd, shard, start } => self.disk_sync(osd, shard, start),
             Event::Quiet => self.enter_quiet(),
             Event::StopWorkload => {
                 self.trace.note(self.now(), || "workload stops".into());
@@ -259,7 +270,7 @@ impl Sim {
     /// The canary: drops the first replicated write to a replica and forges the
     /// replica's acknowledgement, so the primary acks a write a replica never saw.
     fn canary_strikes(&mut self, wire: &Wire) -> bool {
-        if self.config.canary == crate::Canary::Off
+        if self.config.canary != crate::Canary::ForgedReplicaAck
             || self.canary_fired
             || self.phase != Phase::Faults
         {

@@ -20,3 +20,31 @@ fn the_checkers_catch_an_acknowledgement_before_a_replica_commits() {
         );
     }
 }
+
+/// The disk canary: LogStore reports transactions durable before their sync, so a
+/// crash loses writes that were acknowledged. On these seeds (crash faults only) the
+/// crashes hit such writes on every copy, and the checkers must report them lost;
+/// without the canary the same seeds pass.
+#[test]
+fn the_checkers_catch_an_acknowledgement_before_the_disk_sync() {
+    use carmine_sim::FaultClasses;
+    let crashes = FaultClasses::parse("crashes").unwrap();
+    for seed in [5, 13, 23] {
+        let honest = SimConfig::from_seed(seed)
+            .with_faults(crashes)
+            .with_disk(carmine_sim::disk::DiskKind::Log);
+        let report = run_config(honest.clone());
+        assert!(
+            report.ok,
+            "seed {seed} fails without the canary: {:?}",
+            report.violations
+        );
+        let report = run_config(honest.with_canary(Canary::AckBeforeSync));
+        assert!(!report.ok, "seed {seed}: the disk canary went unnoticed");
+        assert!(
+            report.violations.iter().any(|v| v.contains("is lost")),
+            "seed {seed}: {:?}",
+            report.violations
+        );
+    }
+}
