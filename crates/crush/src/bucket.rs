@@ -2,7 +2,9 @@
 //! chooses among a bucket's items (`src/crush/mapper.c`), with the derived
 //! tables Ceph's `builder.c` precomputes for list, tree and straw buckets.
 
-use crate::hash::{crush_hash32_rjenkins1_3, crush_hash32_rjenkins1_4};
+use crate::hash::{
+    crush_hash32_rjenkins1_3, crush_hash32_rjenkins1_3_lanes, crush_hash32_rjenkins1_4,
+};
 use crate::ln::crush_ln;
 
 /// A bucket algorithm, numbered as Ceph's `CRUSH_BUCKET_*`.
@@ -205,25 +207,105 @@ impl Bucket {
     }
 
     /// straw2: `bucket_straw2_choose`, with optional choose_args weights and ids.
+    ///
+    /// Ceph draws `crush_ln(hash & 0xffff) - 2^48` for every item, divides it by the
+    /// item's weight and keeps the first highest draw. This returns the same item
+    /// with less work per item (CRUSH's hottest loop):
+    ///
+    /// * the hashes are computed [`STRAW2_LANES`] items at a time, a loop the
+    ///   compiler turns into vector instructions;
+    /// * no division per item: every draw is `<= 0`, so with truncating division
+    ///   `ln / w > best` exactly when `ln > best * w` (a 128-bit product), and the
+    ///   division runs only for a new best;
+    /// * when all weights are equal, the draw only grows with the hash (`crush_ln`
+    ///   is monotonic on `0..=0xfffe`), so a group of hashes all below the best
+    ///   one's is skipped without computing a single `crush_ln`.
     pub(crate) fn straw2_choose(&self, x: u32, r: u32, weights: &[u32], ids: &[i32]) -> i32 {
-        assert!(weights.len() >= self.items.len() && ids.len() >= self.items.len());
-        let mut high = 0;
-        let mut high_draw = 0i64;
-        // Zipped iterators: no bounds check per item in this, CRUSH's hottest loop.
-        for (index, (&weight, &id)) in weights.iter().zip(ids).take(self.items.len()).enumerate() {
-            let draw = if weight != 0 {
-                let u = crush_hash32_rjenkins1_3(x, id as u32, r) & 0xffff;
-                let ln = crush_ln(u) as i64 - 0x1_0000_0000_0000;
-                ln / i64::from(weight)
+        let size = self.items.len();
+        let (weights, ids) = (&weights[..size], &ids[..size]);
+        let Some(&first) = weights.first() else {
+            return self.items[0]; // an empty bucket: Ceph's caller never gets here
+        };
+        let equal = first != 0 && weights.iter().fold(0, |acc, &w| acc | (w ^ first)) == 0;
+        let mut best = Straw2Best {
+            index: 0,
+            draw: i64::MIN,
+            // The smallest hash that may still win, when all weights are equal.
+            floor: 0,
+        };
+        let mut base = 0;
+        let mut chunks = ids.chunks_exact(STRAW2_LANES);
+        for chunk in &mut chunks {
+            let mut chunk_ids = [0u32; STRAW2_LANES];
+            for (lane, &id) in chunk_ids.iter_mut().zip(chunk) {
+                *lane = id as u32;
+            }
+            let mut hashes = crush_hash32_rjenkins1_3_lanes(x, &chunk_ids, r);
+            for hash in &mut hashes {
+                *hash &= 0xffff;
+            }
+            if equal {
+                // Only a hash at or above the floor can beat the best draw.
+                let top = hashes.iter().fold(0, |top, &hash| top.max(hash));
+                if top >= best.floor {
+                    for (lane, &hash) in hashes.iter().enumerate() {
+                        if hash >= best.floor {
+                            best.offer(base + lane, hash, first);
+                        }
+                    }
+                }
             } else {
-                i64::MIN
-            };
-            if index == 0 || draw > high_draw {
-                high = index;
-                high_draw = draw;
+                let chunk_weights = &weights[base..base + STRAW2_LANES];
+                for (lane, (&hash, &weight)) in hashes.iter().zip(chunk_weights).enumerate() {
+                    if weight != 0 {
+                        best.offer(base + lane, hash, weight);
+                    }
+                }
+            }
+            base += STRAW2_LANES;
+        }
+        for (lane, &id) in chunks.remainder().iter().enumerate() {
+            let weight = weights[base + lane];
+            if weight != 0 {
+                let hash = crush_hash32_rjenkins1_3(x, id as u32, r) & 0xffff;
+                if !equal || hash >= best.floor {
+                    best.offer(base + lane, hash, weight);
+                }
             }
         }
-        self.items[high]
+        // With every weight 0, Ceph keeps item 0 (its draw is S64_MIN).
+        self.items[best.index]
+    }
+}
+
+/// Items whose straw2 hashes are computed together (one vectorised loop).
+const STRAW2_LANES: usize = 8;
+
+/// The best straw2 draw so far.
+struct Straw2Best {
+    index: usize,
+    /// `(crush_ln(hash) - 2^48) / weight`; `i64::MIN` before the first item, as
+    /// for Ceph's zero-weight items (which therefore never win past item 0).
+    draw: i64,
+    /// For equal weights: hashes below this cannot beat `draw`.
+    floor: u32,
+}
+
+impl Straw2Best {
+    /// Item `index` with hash `hash` and weight `weight > 0` replaces the best if
+    /// its draw is strictly higher (ties keep the earlier item, as in Ceph).
+    #[inline(always)]
+    fn offer(&mut self, index: usize, hash: u32, weight: u32) {
+        let ln = crush_ln(hash) as i64 - 0x1_0000_0000_0000;
+        // ln <= 0, and for ln <= 0, w > 0 and an integer d, C's truncating
+        // ln / w > d exactly when ln > d * w: no division unless this item wins.
+        if i128::from(ln) > i128::from(self.draw) * i128::from(weight) {
+            self.index = index;
+            self.draw = ln / i64::from(weight);
+            // crush_ln grows with its input up to 0xfffe; crush_ln(0xffff) falls
+            // between crush_ln(0xfffd) and crush_ln(0xfffe).
+            self.floor = if hash == 0xffff { 0xfffe } else { hash };
+        }
     }
 }
 
@@ -351,6 +433,80 @@ mod tests {
         assert_eq!(nodes.len(), 16);
         assert_eq!(nodes[8], weights.iter().sum::<u32>());
         assert_eq!(nodes[tree_leaf_node(2)], 0x30000);
+    }
+
+    /// `bucket_straw2_choose` exactly as Ceph's `mapper.c` writes it.
+    fn straw2_reference(x: u32, r: u32, items: &[i32], weights: &[u32]) -> i32 {
+        let mut high = 0;
+        let mut high_draw = 0i64;
+        for (index, (&id, &weight)) in items.iter().zip(weights).enumerate() {
+            let draw = if weight != 0 {
+                let u = crush_hash32_rjenkins1_3(x, id as u32, r) & 0xffff;
+                (crush_ln(u) as i64 - 0x1_0000_0000_0000) / i64::from(weight)
+            } else {
+                i64::MIN
+            };
+            if index == 0 || draw > high_draw {
+                high = index;
+                high_draw = draw;
+            }
+        }
+        items[high]
+    }
+
+    #[test]
+    fn straw2_picks_what_cephs_loop_picks() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let sizes = (1..=40).chain([63, 64, 65, 1000]);
+        for size in sizes {
+            let items: Vec<i32> = (0..size as i32).map(|i| i * 3 + 1).collect();
+            // Equal, mixed (with zeros), tiny (many equal draws), all but one zero, all zero.
+            let weight_sets: Vec<Vec<u32>> = vec![
+                vec![0x10000; size],
+                (0..size)
+                    .map(|_| (next() % 0x30000) as u32 * (next() % 4 != 0) as u32)
+                    .collect(),
+                (0..size).map(|_| (next() % 3) as u32 + 1).collect(),
+                vec![u32::MAX; size],
+                (0..size)
+                    .map(|i| if i + 1 == size { 0x8000 } else { 0 })
+                    .collect(),
+                vec![0; size],
+            ];
+            for weights in &weight_sets {
+                let bucket = Bucket::new(
+                    -1,
+                    "b".into(),
+                    1,
+                    BucketAlg::Straw2,
+                    items.clone(),
+                    weights.clone(),
+                    1,
+                );
+                for _ in 0..200 {
+                    let (x, r) = (next() as u32, (next() % 8) as u32);
+                    assert_eq!(
+                        bucket.straw2_choose(x, r, weights, &items),
+                        straw2_reference(x, r, &items, weights),
+                        "size {size} x {x} r {r} weights {weights:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn crush_ln_is_what_the_straw2_shortcuts_assume() {
+        // Draws are never positive, and the floor after a 0xffff hash is 0xfffe.
+        assert!((0..=0xffff).all(|u| crush_ln(u) < 1 << 48));
+        assert!(crush_ln(0xfffd) <= crush_ln(0xffff) && crush_ln(0xffff) < crush_ln(0xfffe));
+        assert!((1..=0xfffe).all(|u| crush_ln(u - 1) <= crush_ln(u)));
     }
 
     #[test]

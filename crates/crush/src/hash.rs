@@ -29,6 +29,7 @@ fn hashmix(a: &mut u32, b: &mut u32, c: &mut u32) {
 }
 
 /// `crush_hash32_rjenkins1_2(a, b)`.
+#[inline]
 pub fn crush_hash32_rjenkins1_2(a: u32, b: u32) -> u32 {
     let (mut a, mut b) = (a, b);
     let mut hash = CRUSH_HASH_SEED ^ a ^ b;
@@ -40,7 +41,29 @@ pub fn crush_hash32_rjenkins1_2(a: u32, b: u32) -> u32 {
 }
 
 /// `crush_hash32_rjenkins1_3(a, b, c)`.
+#[inline]
 pub fn crush_hash32_rjenkins1_3(a: u32, b: u32, c: u32) -> u32 {
+    rjenkins1_3(a, b, c)
+}
+
+/// [`crush_hash32_rjenkins1_3`] of `(a, b[i], c)` for every lane: straight-line
+/// code the compiler turns into vector instructions (straw2 hashes every item of a
+/// bucket with the same `a` and `c`).
+#[inline]
+pub(crate) fn crush_hash32_rjenkins1_3_lanes<const N: usize>(
+    a: u32,
+    b: &[u32; N],
+    c: u32,
+) -> [u32; N] {
+    let mut out = [0u32; N];
+    for (out, &b) in out.iter_mut().zip(b) {
+        *out = rjenkins1_3(a, b, c);
+    }
+    out
+}
+
+#[inline(always)]
+fn rjenkins1_3(a: u32, b: u32, c: u32) -> u32 {
     let (mut a, mut b, mut c) = (a, b, c);
     let mut hash = CRUSH_HASH_SEED ^ a ^ b ^ c;
     let (mut x, mut y) = (231_232u32, 1232u32);

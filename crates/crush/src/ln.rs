@@ -148,6 +148,7 @@ static LL_TABLE: [u64; 256] = [
 
 /// `crush_ln(xin)`: `2^44 * log2(xin + 1)` in fixed point, bit-exact with
 /// Ceph's `mapper.c`. Only inputs up to 0xffff occur (straw2 masks its hash).
+#[inline]
 pub fn crush_ln(xin: u32) -> u64 {
     // Every caller masks its input to 16 bits; this runs once per bucket item per draw,
     // so the check is a debug assertion.

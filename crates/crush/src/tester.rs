@@ -1,5 +1,7 @@
 //! `crushtool --test --show-mappings`, line for line (Ceph's `CrushTester`).
 
+use std::fmt::Write;
+
 use crate::hash::crush_hash32_rjenkins1_2;
 use crate::map::CrushMap;
 
@@ -27,8 +29,22 @@ pub fn weight_from_text(text: &str) -> Option<u32> {
 
 /// Formats a mapping as crushtool does: `[3,1,7]`, holes as 2147483647.
 pub fn format_mapping(items: &[i32]) -> String {
-    let inner: Vec<String> = items.iter().map(i32::to_string).collect();
-    format!("[{}]", inner.join(","))
+    let mut text = String::with_capacity(2 + 11 * items.len());
+    push_mapping(&mut text, items);
+    text
+}
+
+/// Appends `[3,1,7]` to `text` without a string per item.
+fn push_mapping(text: &mut String, items: &[i32]) {
+    text.push('[');
+    for (index, item) in items.iter().enumerate() {
+        if index > 0 {
+            text.push(',');
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(text, "{item}");
+    }
+    text.push(']');
 }
 
 /// The lines `crushtool -i MAP --test --show-mappings` prints for the given
@@ -60,10 +76,10 @@ pub fn test_mappings(
                 None => x,
             };
             let out = map.do_rule_with_args(rule_id, input, num_rep, &weights, Some(0));
-            lines.push(format!(
-                "CRUSH rule {rule_id} x {x} {}",
-                format_mapping(&out)
-            ));
+            let mut line = String::with_capacity(64);
+            let _ = write!(line, "CRUSH rule {rule_id} x {x} ");
+            push_mapping(&mut line, &out);
+            lines.push(line);
         }
     }
     lines
