@@ -23,11 +23,13 @@ mod exec;
 mod pg;
 mod pglog;
 mod shard;
+mod tuning;
 
 pub use direct::DirectClient;
 pub use pg::Pg;
 pub use pglog::{PgLog, LOG_ENTRIES_MAX};
 pub use shard::{OsdShard, ShardCounters};
+pub use tuning::OsdTuning;
 
 use carmine_proto::Msg;
 use carmine_types::{OsdId, ShardIndex};

@@ -7,6 +7,7 @@
 
 use crate::exec::{self, store_error};
 use crate::pglog::{pgmeta_oid, PgLog, INFO_KEY};
+use crate::tuning::OsdTuning;
 use crate::{ClientRef, Output};
 use carmine_clustermap::{OsdMap, PoolInfo};
 use carmine_proto::{
@@ -86,6 +87,7 @@ pub struct Pg {
     interval_start: Epoch,
     info: PgInfo,
     log: PgLog,
+    tuning: OsdTuning,
     in_flight: VecDeque<InFlightWrite>,
     writes_per_object: HashMap<String, u32>,
     blocked_reads: HashMap<String, Vec<(ClientRef, OsdOp)>>,
@@ -117,6 +119,7 @@ impl Pg {
         whoami: OsdId,
         map: &OsdMap,
         store: &mut dyn ObjectStore,
+        tuning: OsdTuning,
     ) -> Result<Pg, OpError> {
         let pool = map
             .pools
@@ -137,7 +140,8 @@ impl Pg {
                 pgid,
                 ..PgInfo::default()
             },
-            log: PgLog::default(),
+            log: PgLog::with_entries_max(tuning.log_entries_max),
+            tuning,
             in_flight: VecDeque::new(),
             writes_per_object: HashMap::new(),
             blocked_reads: HashMap::new(),
@@ -375,7 +379,7 @@ impl Pg {
             return;
         }
         if !self.is_active() {
-            if self.waiting_for_active.len() < WAITING_OPS_MAX {
+            if self.waiting_for_active.len() < self.tuning.waiting_ops_max {
                 self.waiting_for_active.push_back((client, op));
             } else {
                 out.push(self.reply(client, &op, Err(OpError::NotActive)));
@@ -399,7 +403,7 @@ impl Pg {
     }
 
     fn block_read(&mut self, client: ClientRef, op: OsdOp, out: &mut Vec<Output>) {
-        if self.blocked_read_count >= WAITING_OPS_MAX {
+        if self.blocked_read_count >= self.tuning.waiting_ops_max {
             out.push(self.reply(client, &op, Err(OpError::Busy)));
             return;
         }
@@ -499,5 +503,5 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
 }
 
 mod peering;
-mod recovery;
+pub(crate) mod recovery;
 mod replication;

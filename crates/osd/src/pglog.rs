@@ -39,13 +39,30 @@ pub fn log_key(version: EVersion) -> Bytes {
 }
 
 /// The in-memory log with its request-id index.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PgLog {
     entries: VecDeque<LogEntry>,
     by_reqid: HashMap<ReqId, EVersion>,
+    /// Entries kept before the oldest is trimmed.
+    entries_max: usize,
+}
+
+impl Default for PgLog {
+    fn default() -> Self {
+        Self::with_entries_max(LOG_ENTRIES_MAX)
+    }
 }
 
 impl PgLog {
+    /// An empty log that keeps at most `entries_max` (at least 1) entries.
+    pub fn with_entries_max(entries_max: usize) -> Self {
+        Self {
+            entries: VecDeque::new(),
+            by_reqid: HashMap::new(),
+            entries_max: entries_max.max(1),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -84,7 +101,7 @@ impl PgLog {
         );
         assert_eq!(info.last_update, entry.version);
         let coll = CollectionId::Pg(info.pgid);
-        let excess = (self.entries.len() + 1).saturating_sub(LOG_ENTRIES_MAX);
+        let excess = (self.entries.len() + 1).saturating_sub(self.entries_max);
         let trimmed: Vec<Bytes> = self
             .entries
             .iter()
@@ -106,7 +123,7 @@ impl PgLog {
 
     /// The log tail after pushing one more entry (for the info persisted with it).
     pub fn tail_after_push(&self) -> EVersion {
-        let excess = (self.entries.len() + 1).saturating_sub(LOG_ENTRIES_MAX);
+        let excess = (self.entries.len() + 1).saturating_sub(self.entries_max);
         match self.entries.get(excess) {
             Some(oldest) => oldest.prior_version,
             None => self.head(),
@@ -141,7 +158,7 @@ impl PgLog {
         if entry.version <= self.head() {
             return;
         }
-        while self.entries.len() >= LOG_ENTRIES_MAX {
+        while self.entries.len() >= self.entries_max {
             let old = self.entries.pop_front().expect("log is not empty");
             self.by_reqid.remove(&old.reqid);
         }

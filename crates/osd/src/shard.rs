@@ -4,7 +4,7 @@
 //! its own `OsdShard`, and nothing in it is shared or locked.
 
 use crate::pg::Pg;
-use crate::{ClientRef, Output};
+use crate::{ClientRef, OsdTuning, Output};
 use carmine_clustermap::{pg_shard, OsdMap};
 use carmine_proto::{Msg, OpError, OsdOp, OsdOpReply, PgStat};
 use carmine_store::{CollectionId, ObjectStore, StoreUsage, Transaction};
@@ -45,6 +45,7 @@ pub struct OsdShard<S: ObjectStore> {
     /// The runtime flushes once per event-loop turn ([`OsdShard::flush`]), so that
     /// every transaction of the turn shares one sync (group commit).
     deferred_flush: bool,
+    tuning: OsdTuning,
 }
 
 impl<S: ObjectStore> OsdShard<S> {
@@ -61,7 +62,14 @@ impl<S: ObjectStore> OsdShard<S> {
             waiting_for_map: VecDeque::new(),
             counters: ShardCounters::default(),
             deferred_flush: false,
+            tuning: OsdTuning::default(),
         }
+    }
+
+    /// Replaces the internal limits (the simulator shrinks them); PGs opened later use
+    /// them, so call it before the first map.
+    pub fn set_tuning(&mut self, tuning: OsdTuning) {
+        self.tuning = tuning.sanitized();
     }
 
     pub fn whoami(&self) -> OsdId {
@@ -164,7 +172,7 @@ impl<S: ObjectStore> OsdShard<S> {
             .collect();
         for pgid in serving {
             if !self.pgs.contains_key(&pgid) {
-                match Pg::open(pgid, self.whoami, &map, &mut self.store) {
+                match Pg::open(pgid, self.whoami, &map, &mut self.store, self.tuning) {
                     Ok(pg) => {
                         self.pgs.insert(pgid, pg);
                     }
@@ -219,7 +227,7 @@ impl<S: ObjectStore> OsdShard<S> {
     }
 
     fn hold(&mut self, needed: Epoch, held: Held, out: &mut Vec<Output>) {
-        if self.waiting_for_map.len() < WAITING_FOR_MAP_MAX {
+        if self.waiting_for_map.len() < self.tuning.waiting_for_map_max {
             self.waiting_for_map.push_back((needed, held));
         } else if let Held::Client(client, op) = held {
             out.push(error_reply(client, &op, OpError::Busy, self.epoch()));
@@ -354,7 +362,7 @@ impl<S: ObjectStore> OsdShard<S> {
             return false;
         }
         if self.store.collection_exists(CollectionId::Pg(pgid)) {
-            match Pg::open(pgid, self.whoami, &map, &mut self.store) {
+            match Pg::open(pgid, self.whoami, &map, &mut self.store, self.tuning) {
                 Ok(mut pg) => {
                     pg.handle_map(&map, &mut self.store, out);
                     self.pgs.insert(pgid, pg);

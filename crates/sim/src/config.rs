@@ -5,6 +5,7 @@ use crate::disk::DiskKind;
 use crate::network::LatencyConfig;
 use crate::rng::Rng;
 use crate::time::{Nanos, MICROSECOND, MILLISECOND, SECOND};
+use carmine_osd::OsdTuning;
 use serde::Serialize;
 
 /// Kinds of fault. The default set is what the current code is expected to survive;
@@ -155,6 +156,10 @@ pub struct SimConfig {
     /// How long a LogStore shard's sync takes.
     pub disk_latency_min: Nanos,
     pub disk_latency_max: Nanos,
+    /// The OSDs' internal limits; half the seeds shrink them (BUGGIFY).
+    #[serde(skip)]
+    pub tuning: OsdTuning,
+    pub buggify: bool,
 }
 
 /// Relative rates of each fault kind.
@@ -212,8 +217,40 @@ impl SimConfig {
             disk: DiskKind::Mem,
             disk_latency_min: 0,
             disk_latency_max: 0,
+            tuning: OsdTuning::default(),
+            buggify: false,
         }
         .with_disk_from_seed(seed)
+        .with_buggify_from_seed(seed)
+    }
+
+    /// BUGGIFY, from its own stream of the seed: tiny push windows and batches (so
+    /// recovery takes many round trips), tiny op and map-wait queues (ops bounce with
+    /// `Busy` and are resent). The PG log length stays at the daemon's: the checkers
+    /// rebuild each object's history from the final PG log, so a log trimmed during
+    /// the run would hide writes from them (shrinking it needs a checker that keeps
+    /// its own record of every logged entry).
+    fn with_buggify_from_seed(mut self, seed: u64) -> SimConfig {
+        let mut rng = Rng::new(seed).fork(0x4255_4747); // "BUGG"
+        if rng.between(0, 1) == 1 {
+            self.buggify = true;
+            self.tuning = OsdTuning {
+                log_entries_max: OsdTuning::default().log_entries_max,
+                waiting_ops_max: rng.between(4, 64) as usize,
+                in_flight_writes_max: rng.between(1, 16) as usize,
+                pushes_in_flight_max: rng.between(1, 3) as usize,
+                objects_per_push_max: rng.between(1, 4) as usize,
+                waiting_for_map_max: rng.between(16, 256) as usize,
+            };
+        }
+        self
+    }
+
+    /// The daemons' limits instead of the seed's BUGGIFY choice.
+    pub fn without_buggify(mut self) -> SimConfig {
+        self.buggify = false;
+        self.tuning = OsdTuning::default();
+        self
     }
 
     /// The disk from its own stream of the seed, so the shape drawn above stays what
@@ -254,10 +291,11 @@ impl SimConfig {
     /// A one-line summary of the shape, for reports.
     pub fn shape(&self) -> String {
         format!(
-            "{} osds x {} shards ({:?} store), size {}, pg_num {}, {} clients",
+            "{} osds x {} shards ({:?} store{}), size {}, pg_num {}, {} clients",
             self.osd_count,
             self.shards_per_osd,
             self.disk,
+            if self.buggify { ", buggify" } else { "" },
             self.pool_size,
             self.pg_num,
             self.client_count

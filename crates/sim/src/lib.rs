@@ -24,10 +24,12 @@
 //! gaps (`tests/known_gaps.rs`, feature `known-gaps`); enable them with
 //! [`run_with_faults`] or `carmine sim --faults all`.
 //!
-//! BUGGIFY-style hooks inside the cores would need changes to other crates; the places
-//! that want them: tiny in-flight and waiting-op limits in `pg` and `pg::replication`,
-//! early objecter deadlines, deferred store commits (`committed_through` lagging),
-//! maps that skip epochs, and shortened monitor grace periods.
+//! BUGGIFY: half the seeds (their own stream of the seed) shrink the OSD's internal
+//! limits through [`carmine_osd::OsdTuning`]: tiny push windows and batches, tiny
+//! in-flight-write, waiting-op and map-wait queues. LogStore seeds also defer store
+//! commits behind a disk latency. Not yet: a tiny PG log (the checkers rebuild history
+//! from the final log, so they would need their own record of trimmed entries), early
+//! objecter deadlines, maps that skip epochs, shortened monitor grace periods.
 //!
 //! ```
 //! let report = carmine_sim::run(7);

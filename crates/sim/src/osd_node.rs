@@ -14,7 +14,7 @@ use crate::network::{Endpoint, Node, SessionId, Wire};
 use crate::sim::Sim;
 use crate::time::{Nanos, MILLISECOND, SECOND};
 use carmine_clustermap::{pg_shard, OsdMap};
-use carmine_osd::{OsdShard, Output};
+use carmine_osd::{OsdShard, OsdTuning, Output};
 use carmine_proto::{MonGetMap, Msg, OsdBoot, OsdStats, PgState};
 use carmine_types::{Epoch, OsdId, PgId, ShardIndex};
 use std::net::SocketAddr;
@@ -54,6 +54,7 @@ impl OsdNode {
         disk: DiskKind,
         seed: u64,
         ack_before_sync: bool,
+        tuning: OsdTuning,
     ) -> Self {
         let addrs = (0..shard_count)
             .map(|shard| SocketAddr::from(([10, 0, id.0 as u8, 1], 6800 + shard)))
@@ -64,6 +65,7 @@ impl OsdNode {
                 let store = SimStore::with_canary(disk, device_seed, ack_before_sync);
                 let mut shard = OsdShard::new(id, ShardIndex(index), shard_count, store);
                 shard.set_deferred_flush(shard.store().needs_sync());
+                shard.set_tuning(tuning);
                 shard
             })
             .collect();
@@ -346,6 +348,7 @@ impl Sim {
             return;
         };
         let count = node.shard_count;
+        let tuning = self.config.tuning;
         let shards = std::mem::take(stores)
             .into_iter()
             .enumerate()
@@ -353,6 +356,7 @@ impl Sim {
                 let deferred = store.needs_sync();
                 let mut shard = OsdShard::new(osd, ShardIndex(index as u16), count, store);
                 shard.set_deferred_flush(deferred);
+                shard.set_tuning(tuning);
                 shard
             })
             .collect();

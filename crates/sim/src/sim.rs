@@ -89,6 +89,7 @@ impl Sim {
                     config.disk,
                     config.seed,
                     ack_before_sync,
+                    config.tuning,
                 );
                 (OsdId(id), node)
             })

@@ -118,7 +118,7 @@ impl Pg {
         } else {
             pull.oids
         };
-        let chunks: Vec<&[String]> = names.chunks(OBJECTS_PER_PUSH_MAX).collect();
+        let chunks: Vec<&[String]> = names.chunks(self.tuning.objects_per_push_max).collect();
         let chunk_count = chunks.len().max(1);
         for index in 0..chunk_count {
             let objects = chunks
@@ -241,7 +241,7 @@ impl Pg {
         for replica in self.replicas() {
             loop {
                 let in_flight = self.pushing.get(&replica).map_or(0, BTreeSet::len);
-                if in_flight >= PUSHES_IN_FLIGHT_MAX {
+                if in_flight >= self.tuning.pushes_in_flight_max {
                     break;
                 }
                 let Some(name) = self

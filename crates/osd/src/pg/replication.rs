@@ -1,7 +1,7 @@
 //! The write path: ordering, local submission, replication, commit tracking and the
 //! client reply; and the replica's side of it.
 
-use super::{peer_output, InFlightWrite, Pg, ReplicaAck, IN_FLIGHT_WRITES_MAX};
+use super::{peer_output, InFlightWrite, Pg, ReplicaAck};
 use crate::exec::{self, store_error};
 use crate::{ClientRef, Output};
 use carmine_proto::{LogEntry, LogOp, Msg, OpError, OsdOp, OsdOpReply, RepOp, RepOpReply};
@@ -22,7 +22,7 @@ impl Pg {
             self.answer_duplicate(client, &op, version, user_version, out);
             return;
         }
-        if self.in_flight.len() >= IN_FLIGHT_WRITES_MAX {
+        if self.in_flight.len() >= self.tuning.in_flight_writes_max {
             out.push(self.reply(client, &op, Err(OpError::Busy)));
             return;
         }

@@ -1,0 +1,52 @@
+//! The OSD's internal limits, in one place so the simulator can shrink them (its
+//! BUGGIFY-style hooks): a tiny PG log makes members fall behind the log and take the
+//! backfill path, a tiny push window and batch stretch recovery across many round
+//! trips, tiny queues make ops bounce with `Busy`. Daemons use [`OsdTuning::default`].
+
+use crate::pg::recovery::{OBJECTS_PER_PUSH_MAX, PUSHES_IN_FLIGHT_MAX};
+use crate::pg::{IN_FLIGHT_WRITES_MAX, WAITING_OPS_MAX};
+use crate::pglog::LOG_ENTRIES_MAX;
+use crate::shard::WAITING_FOR_MAP_MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OsdTuning {
+    /// Entries a PG log keeps before trimming the oldest.
+    pub log_entries_max: usize,
+    /// Ops a PG holds while inactive, and reads blocked behind writes.
+    pub waiting_ops_max: usize,
+    /// Writes a PG keeps in flight.
+    pub in_flight_writes_max: usize,
+    /// Pushes in flight per recovering replica.
+    pub pushes_in_flight_max: usize,
+    /// Objects per push message.
+    pub objects_per_push_max: usize,
+    /// Messages a shard holds until it has the sender's map epoch.
+    pub waiting_for_map_max: usize,
+}
+
+impl Default for OsdTuning {
+    fn default() -> Self {
+        Self {
+            log_entries_max: LOG_ENTRIES_MAX,
+            waiting_ops_max: WAITING_OPS_MAX,
+            in_flight_writes_max: IN_FLIGHT_WRITES_MAX,
+            pushes_in_flight_max: PUSHES_IN_FLIGHT_MAX,
+            objects_per_push_max: OBJECTS_PER_PUSH_MAX,
+            waiting_for_map_max: WAITING_FOR_MAP_MAX,
+        }
+    }
+}
+
+impl OsdTuning {
+    /// Every limit at least 1 (a zero would stall, not stress).
+    pub fn sanitized(self) -> Self {
+        Self {
+            log_entries_max: self.log_entries_max.max(1),
+            waiting_ops_max: self.waiting_ops_max.max(1),
+            in_flight_writes_max: self.in_flight_writes_max.max(1),
+            pushes_in_flight_max: self.pushes_in_flight_max.max(1),
+            objects_per_push_max: self.objects_per_push_max.max(1),
+            waiting_for_map_max: self.waiting_for_map_max.max(1),
+        }
+    }
+}
