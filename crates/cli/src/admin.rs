@@ -49,6 +49,55 @@ pub enum PoolCommand {
     },
 }
 
+/// `carmine config ...`, as `ceph config-key`: key/values kept in the cluster map.
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Set KEY to VALUE.
+    Set { key: String, value: String },
+    /// Print KEY's value.
+    Get { key: String },
+    /// Remove KEY.
+    Rm { key: String },
+    /// Every key and value.
+    Dump,
+}
+
+pub async fn config(client: &Client, command_: ConfigCommand, json: bool) -> Result<()> {
+    match command_ {
+        ConfigCommand::Set { key, value } => {
+            let value = Some(value);
+            done(client, Command::ConfigSet { key, value }, json).await
+        }
+        ConfigCommand::Rm { key } => {
+            done(client, Command::ConfigSet { key, value: None }, json).await
+        }
+        ConfigCommand::Get { key } => {
+            let map = client.map();
+            let value = map
+                .config
+                .get(&key)
+                .with_context(|| format!("config key {key:?} does not exist"))?;
+            if json {
+                println!("{}", json!({ "key": key, "value": value }));
+            } else {
+                println!("{value}");
+            }
+            Ok(())
+        }
+        ConfigCommand::Dump => {
+            let map = client.map();
+            if json {
+                println!("{}", json!(map.config));
+            } else {
+                for (key, value) in &map.config {
+                    println!("{key} = {value}");
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
 /// `carmine pg ...`, as `ceph pg`.
 #[derive(Subcommand, Debug)]
 pub enum PgCommand {

@@ -53,6 +53,9 @@ pub enum Command {
     /// Pools: create, ls, rm, set, get.
     #[command(subcommand)]
     Pool(admin::PoolCommand),
+    /// Key/values kept in the cluster map: set, get, rm, dump, as `ceph config-key`.
+    #[command(subcommand)]
+    Config(admin::ConfigCommand),
     /// Placement groups: stat, dump, as `ceph pg`.
     #[command(subcommand)]
     Pg(admin::PgCommand),
@@ -162,6 +165,12 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             with_client(
                 conf,
                 |c| async move { admin::pool(&c, command, json).await },
+            )
+        }
+        Command::Config(command) => {
+            with_client(
+                conf,
+                |c| async move { admin::config(&c, command, json).await },
             )
         }
         Command::Pg(command) => {

@@ -2,7 +2,8 @@
 //! SIGKILL is reported down within the grace plus a bound, `carmine status` shows the
 //! degraded state with reasons, `noout` keeps the dead OSD in past the down-out
 //! interval, and once `noout` is unset the monitor marks it out. The OSD restarts and
-//! is marked in again; `pool set`/`get` and `pg stat`/`dump` see the same cluster.
+//! is marked in again; `pool set`/`get`, `config set|get|rm|dump` and `pg stat`/`dump`
+//! see the same cluster, and bad input gets a one-line error.
 
 mod common;
 
@@ -65,6 +66,22 @@ fn a_killed_osd_goes_down_then_out_unless_noout() {
     let input = cluster.path("object.bin");
     common::write_file(&input, b"survives a dead OSD");
     cluster.ok(&["obj", "put", "rbd", "greeting", input.to_str().unwrap()]);
+
+    // Bad input gets one clear line.
+    let error = cluster.fails(&["osd", "set", "nosuchflag"]);
+    assert!(error.contains("unknown flag"), "{error}");
+    let error = cluster.fails(&["pool", "set", "rbd", "size", "0"]);
+    assert!(error.contains("outside"), "{error}");
+    let error = cluster.fails(&["pool", "set", "rbd", "pg_num", "64"]);
+    assert!(error.contains("splitting"), "{error}");
+
+    // Config keys travel with the map.
+    cluster.ok(&["config", "set", "site/rack", "r42"]);
+    assert_eq!(cluster.ok(&["config", "get", "site/rack"]).trim(), "r42");
+    assert_eq!(json(&cluster, &["config", "dump"])["site/rack"], "r42");
+    cluster.ok(&["config", "rm", "site/rack"]);
+    let error = cluster.fails(&["config", "get", "site/rack"]);
+    assert!(error.contains("does not exist"), "{error}");
 
     cluster.ok(&["osd", "set", "noout"]);
     assert_eq!(json(&cluster, &["osd", "dump"])["flags"], "noout");

@@ -22,6 +22,9 @@ mod placement;
 mod pool;
 
 pub use history::{HistoryTracker, PastInterval, PAST_INTERVALS_MAX};
-pub use osdmap::{OsdFlags, OsdInfo, OsdMap, OsdMapError, WEIGHT_IN};
+pub use osdmap::{
+    OsdFlags, OsdInfo, OsdMap, OsdMapError, CONFIG_KEYS_MAX, CONFIG_KEY_BYTES_MAX,
+    CONFIG_VALUE_BYTES_MAX, WEIGHT_IN,
+};
 pub use placement::{pg_shard, PgMapping};
 pub use pool::{PoolInfo, PoolSpec};

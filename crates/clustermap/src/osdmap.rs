@@ -17,6 +17,10 @@ pub const WEIGHT_IN: u32 = 0x10000;
 pub const OSD_SHARDS_MAX: u16 = 256;
 /// Most OSDs a map may hold.
 pub const OSDS_MAX: usize = 65_536;
+/// Longest config key, longest value, and most keys a map may hold.
+pub const CONFIG_KEY_BYTES_MAX: usize = 256;
+pub const CONFIG_VALUE_BYTES_MAX: usize = 4096;
+pub const CONFIG_KEYS_MAX: usize = 1024;
 
 /// Cluster-wide flags, as `ceph osd set FLAG`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -117,6 +121,8 @@ pub enum OsdMapError {
     InvalidPrimaryAffinity(u32),
     #[error("reweight {0:#x} is above 1.0 (0x10000)")]
     InvalidReweight(u32),
+    #[error("invalid config key: {0}")]
+    InvalidConfig(String),
 }
 
 /// The cluster map at one epoch.
@@ -132,6 +138,9 @@ pub struct OsdMap {
     pub flags: OsdFlags,
     /// Closed intervals of every PG not known clean (see `history.rs`).
     pub pg_history: BTreeMap<carmine_types::PgId, Vec<crate::PastInterval>>,
+    /// Operator key/values (`carmine config set KEY VALUE`, as `ceph config-key`),
+    /// replicated with the map so every daemon and client sees them (encoding v3).
+    pub config: BTreeMap<String, String>,
 }
 
 impl OsdMap {
@@ -151,6 +160,7 @@ impl OsdMap {
             crush,
             flags: OsdFlags::default(),
             pg_history: BTreeMap::new(),
+            config: BTreeMap::new(),
         }
     }
 
@@ -291,6 +301,41 @@ impl OsdMap {
                 return invalid(format!(
                     "unknown pool setting {other:?}; expected size, min_size or crush_rule"
                 ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets (`Some`) or removes (`None`) config key `key`.
+    pub fn set_config(&mut self, key: &str, value: Option<&str>) -> Result<(), OsdMapError> {
+        let invalid = |text: String| Err(OsdMapError::InvalidConfig(text));
+        if key.is_empty() || key.len() > CONFIG_KEY_BYTES_MAX {
+            return invalid(format!("config keys are 1..={CONFIG_KEY_BYTES_MAX} bytes"));
+        }
+        if key.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return invalid(format!(
+                "config key {key:?} holds whitespace or control characters"
+            ));
+        }
+        match value {
+            Some(value) => {
+                if value.len() > CONFIG_VALUE_BYTES_MAX {
+                    return invalid(format!(
+                        "config values are at most {CONFIG_VALUE_BYTES_MAX} bytes, not {}",
+                        value.len()
+                    ));
+                }
+                if !self.config.contains_key(key) && self.config.len() >= CONFIG_KEYS_MAX {
+                    return invalid(format!(
+                        "the map already holds {CONFIG_KEYS_MAX} config keys"
+                    ));
+                }
+                self.config.insert(key.to_string(), value.to_string());
+            }
+            None => {
+                if self.config.remove(key).is_none() {
+                    return invalid(format!("config key {key:?} does not exist"));
+                }
             }
         }
         Ok(())
@@ -454,8 +499,8 @@ impl Decode for OsdInfo {
 
 impl Encode for OsdMap {
     fn encode(&self, e: &mut Encoder) {
-        // v2 appends the PG histories.
-        e.versioned(2, 1, |e| {
+        // v2 appends the PG histories, v3 the config keys.
+        e.versioned(3, 1, |e| {
             e.put_u64(self.fsid as u64);
             e.put_u64((self.fsid >> 64) as u64);
             self.epoch.encode(e);
@@ -471,13 +516,18 @@ impl Encode for OsdMap {
             e.put_blob(&self.crush.encode());
             e.put_u32(self.flags.0);
             self.pg_history.encode(e);
+            e.put_u32(self.config.len() as u32);
+            for (key, value) in &self.config {
+                key.encode(e);
+                value.encode(e);
+            }
         });
     }
 }
 
 impl Decode for OsdMap {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("OsdMap", 2, |d, version| {
+        d.versioned("OsdMap", 3, |d, version| {
             let fsid_low = u128::from(d.get_u64()?);
             let fsid = fsid_low | (u128::from(d.get_u64()?) << 64);
             let epoch = Epoch::decode(d)?;
@@ -503,6 +553,14 @@ impl Decode for OsdMap {
             } else {
                 BTreeMap::new()
             };
+            let mut config = BTreeMap::new();
+            if version >= 3 {
+                for _ in 0..d.get_count("config keys", 8)? {
+                    let key = d.get_string("config key", CONFIG_KEY_BYTES_MAX)?;
+                    let value = d.get_string("config value", CONFIG_VALUE_BYTES_MAX)?;
+                    config.insert(key, value);
+                }
+            }
             Ok(OsdMap {
                 fsid,
                 epoch,
@@ -512,6 +570,7 @@ impl Decode for OsdMap {
                 crush,
                 flags,
                 pg_history,
+                config,
             })
         })
     }
@@ -602,5 +661,24 @@ mod tests {
         let at = corrupt.len() - 12;
         corrupt[at..at + 4].copy_from_slice(&0x10001u32.to_le_bytes());
         assert!(OsdInfo::from_bytes(&corrupt).is_err());
+    }
+
+    #[test]
+    fn config_keys_round_trip_and_are_bounded() {
+        let mut map = OsdMap::new_dev(1);
+        map.set_config("mgr/dashboard/url", Some("http://x"))
+            .unwrap();
+        map.set_config("empty", Some("")).unwrap();
+        assert_eq!(OsdMap::from_bytes(&map.to_bytes()).unwrap(), map);
+        assert!(map.set_config("", Some("v")).is_err());
+        assert!(map.set_config("has space", Some("v")).is_err());
+        assert!(map
+            .set_config(&"k".repeat(CONFIG_KEY_BYTES_MAX + 1), Some("v"))
+            .is_err());
+        let big = "v".repeat(CONFIG_VALUE_BYTES_MAX + 1);
+        assert!(map.set_config("big", Some(&big)).is_err());
+        assert!(map.set_config("missing", None).is_err());
+        map.set_config("empty", None).unwrap();
+        assert_eq!(map.config.len(), 1);
     }
 }

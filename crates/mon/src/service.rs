@@ -321,6 +321,13 @@ impl Monitor {
                 builder.step(|next| next.reweight(id, weight))?;
                 format!("reweighted {id} to {}", f64::from(weight) / 65536.0)
             }
+            Command::ConfigSet { key, value } => {
+                builder.step(|next| next.set_config(&key, value.as_deref()))?;
+                match value {
+                    Some(_) => format!("set {key}"),
+                    None => format!("key deleted: {key}"),
+                }
+            }
             Command::PoolSet { name, key, value } => {
                 if key == "size" {
                     let osd_count = self.map.osds.len();

@@ -317,3 +317,19 @@ fn pg_dump_lists_every_pg_stale_until_its_primary_reports() {
         .all(|pg| pg.state.0 == carmine_proto::PgState::STALE));
     assert!(pgs.iter().all(|pg| pg.acting.len() == 3));
 }
+
+#[test]
+fn config_keys_are_set_and_removed_through_the_map() {
+    let (mut mon, now) = cluster(1);
+    let set = |key: &str, value: Option<&str>| Command::ConfigSet {
+        key: key.into(),
+        value: value.map(str::to_string),
+    };
+    done(command(&mut mon, now, set("a/b", Some("1"))));
+    assert_eq!(mon.map().config.get("a/b").map(String::as_str), Some("1"));
+    done(command(&mut mon, now, set("a/b", None)));
+    assert!(mon.map().config.is_empty());
+    let error = command(&mut mon, now, set("a/b", None)).unwrap_err();
+    assert!(error.contains("does not exist"), "{error}");
+    assert!(command(&mut mon, now, set("bad key", Some("x"))).is_err());
+}

@@ -2,7 +2,7 @@
 //! operator's commands.
 
 use bytes::Bytes;
-use carmine_clustermap::{OsdMap, PoolSpec};
+use carmine_clustermap::{OsdMap, PoolSpec, CONFIG_KEY_BYTES_MAX, CONFIG_VALUE_BYTES_MAX};
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 use carmine_types::limits::POOL_NAME_BYTES_MAX;
 use carmine_types::{EVersion, EntityName, Epoch, OsdId, PgId};
@@ -152,6 +152,11 @@ pub enum Command {
     },
     /// Every PG's last report from its primary, as `ceph pg dump`.
     PgDump,
+    /// Set (`Some`) or remove (`None`) a config key, as `ceph config-key set|rm`.
+    ConfigSet {
+        key: String,
+        value: Option<String>,
+    },
 }
 
 /// What a successful command returns.
@@ -473,6 +478,11 @@ impl Encode for Command {
                 value.encode(e);
             }
             Command::PgDump => e.put_u8(11),
+            Command::ConfigSet { key, value } => {
+                e.put_u8(12);
+                key.encode(e);
+                value.encode(e);
+            }
         });
     }
 }
@@ -502,6 +512,13 @@ impl Decode for Command {
                     value: d.get_string("pool setting value", POOL_SETTING_BYTES_MAX)?,
                 },
                 11 => Command::PgDump,
+                12 => Command::ConfigSet {
+                    key: d.get_string("config key", CONFIG_KEY_BYTES_MAX)?,
+                    value: match bool::decode(d)? {
+                        true => Some(d.get_string("config value", CONFIG_VALUE_BYTES_MAX)?),
+                        false => None,
+                    },
+                },
                 other => {
                     return Err(DecodeError::Invalid {
                         what: "command",
