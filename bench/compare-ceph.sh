@@ -81,6 +81,7 @@ OUT=$(cd "$OUT" && pwd)
 JSONL="$OUT/results.jsonl"
 echo "{\"type\": \"meta\", \"n_osds\": $N_OSDS, \"img_region_bytes\": $(numfmt --from=iec "$IMG_REGION")}" > "$JSONL"
 exec > >(tee -a "$OUT/compare-ceph.log") 2>&1
+exec 3>&1   # the traps write here: a signal can arrive while a run's output is redirected to its log
 
 if [ -z "${CARMINE_BIN:-}" ]; then
   log "building Carmine (cargo build --release -p carmine-cli)"
@@ -121,6 +122,7 @@ cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   set +e
+  exec 1>&3 2>&3
   if [ -n "$CUR" ] && kill -0 "$CUR" 2>/dev/null; then kill -TERM "$CUR" 2>/dev/null; wait "$CUR" 2>/dev/null; fi
   stop_nbd
   if [ "$CEPH_UP" = 1 ]; then log "stopping Ceph (by pid)"; KEEP_DATA=1 "$HERE/ceph/down.sh" >/dev/null 2>&1; CEPH_UP=0; fi
@@ -129,7 +131,7 @@ cleanup() {
   exit $rc
 }
 trap cleanup EXIT
-trap 'echo "compare-ceph: interrupted" >&2; exit 130' INT TERM
+trap 'echo "compare-ceph: interrupted" >&3; exit 130' INT TERM
 
 # run a command in the background and wait for it, so an interrupt reaches the trap at once
 bg_run() { "$@" & CUR=$!; local rc=0; wait "$CUR" || rc=$?; CUR=""; return $rc; }
@@ -233,7 +235,7 @@ run_ceph() {
   export MON_PORT MON_PORT_V1; MON_PORT=$(free_port); MON_PORT_V1=$(free_port)
   export CEPH_CONF="$CEPH_BASE/ceph.conf"
   CEPH_UP=1
-  "$HERE/ceph/up.sh" "$N_OSDS" memstore > "$OUT/ceph-up.log" 2>&1 || { tail -20 "$OUT/ceph-up.log" >&2; die "Ceph did not start"; }
+  "$HERE/ceph/up.sh" "$N_OSDS" memstore > "$OUT/ceph-up.log" 2>&1 3>&- || { tail -20 "$OUT/ceph-up.log" >&2; die "Ceph did not start"; }
   grep -E '^startup' "$OUT/ceph-up.log" || true
   OSD_PIDS=(); OTHER_PIDS=()
   local f; for f in "$CEPH_BASE"/pids/osd.*.pid; do OSD_PIDS+=("$(cat "$f")"); done
@@ -303,7 +305,7 @@ carmine_unpin_osds() {  # restart every OSD with the same arguments plus --no-pi
     n=$(basename "$f" .pid); pid=$(cat "$f")
     mapfile -d '' -t args < "/proc/$pid/cmdline"
     "$CARMINE_BIN" vstop --dir "$CM_DIR" --only "$n" > /dev/null || die "carmine: cannot stop $n"
-    setsid "$CARMINE_BIN" "${args[@]:1}" --no-pin < /dev/null >> "$CM_DIR/log/$n.log" 2>&1 &
+    setsid "$CARMINE_BIN" "${args[@]:1}" --no-pin < /dev/null >> "$CM_DIR/log/$n.log" 2>&1 3>&- &
     echo $! > "$f"
   done
   sleep 1
@@ -320,7 +322,7 @@ run_carmine() {
   rm -rf "$CM_DIR"
   CM_UP=1
   local t0; t0=$(date +%s.%N)
-  "$CARMINE_BIN" vstart --osds "$N_OSDS" --mons 1 --dir "$CM_DIR" > "$OUT/carmine-vstart.log" 2>&1 ||
+  "$CARMINE_BIN" vstart --osds "$N_OSDS" --mons 1 --dir "$CM_DIR" > "$OUT/carmine-vstart.log" 2>&1 3>&- ||
     { cat "$OUT/carmine-vstart.log" >&2; die "Carmine did not start"; }
   for i in $(seq 1 100); do
     carmine --format json health 2>/dev/null | grep -q '"HEALTH_OK"' && break
@@ -347,7 +349,7 @@ run_carmine() {
     carmine_mkpool rbd3 3
     carmine image create rbd3/img --size 1G > /dev/null || die "carmine: image create failed"
     local port; port=$(free_port)
-    "$CARMINE_BIN" --conf "$CM_DIR/carmine.toml" image nbd rbd3/img --bind "127.0.0.1:$port" > "$OUT/carmine-nbd.log" 2>&1 &
+    "$CARMINE_BIN" --conf "$CM_DIR/carmine.toml" image nbd rbd3/img --bind "127.0.0.1:$port" > "$OUT/carmine-nbd.log" 2>&1 3>&- &
     NBD_PID=$!
     for i in $(seq 1 100); do
       grep -q serving "$OUT/carmine-nbd.log" && break
