@@ -5,11 +5,12 @@
 #
 # 1. Starts Ceph (Debian's 16.2 packages: ceph-mon, ceph-osd, ceph-common, rados, rbd, fio with
 #    its rbd engine): 1 monitor + N_OSDS memstore OSDs on 127.0.0.1, no systemd, no mgr
-#    (bench/ceph/up.sh, copied from the team's shared tools). For pool size 1 and 3 (32 PGs):
-#    `rados bench` 4 KiB writes 16 in flight (--no-cleanup), 4 KiB random reads 16 in flight,
-#    4 KiB writes 1 in flight, 4 MiB writes 16 in flight; then on a fresh size-3 pool a 1 GiB
+#    (bench/ceph/up.sh, copied from the team's shared tools). First, on a size-3 pool, a 1 GiB
 #    RBD image (first IMG_REGION prefilled) and `fio --ioengine=rbd`: 4 KiB randwrite qd16,
-#    randread qd16, randwrite qd1. Stops Ceph (by pid, bench/ceph/down.sh).
+#    randread qd16, randwrite qd1. Then for pool size 1 and 3 (32 PGs, fresh pool each):
+#    `rados bench` 4 KiB writes 16 in flight (--no-cleanup), 4 KiB random reads 16 in flight,
+#    4 KiB writes 1 in flight, 4 MiB writes 16 in flight (all writes --no-cleanup, so no
+#    deletes land in a measured run). Stops Ceph (by pid, bench/ceph/down.sh).
 # 2. Starts Carmine of the same shape (`carmine vstart --osds N --mons 1`, MemStore) and runs
 #    the same: `carmine bench` for the object workloads, and fio with the same parameters
 #    through `carmine image nbd` (--ioengine=nbd) for the block workloads. Stops it (vstop).
@@ -29,8 +30,8 @@
 #   OUT         raw logs and results [/tmp/compare-ceph-<date>]; RESULTS [bench/results]: where
 #               table.md, results.jsonl and compare-ceph.png are copied
 #   N_OSDS [3]  SIZES ["1 3"]  PG_NUM [32]
-#   DUR [10] (4 KiB t16 write and read)  DUR_LAT [10] (4 KiB t1)  DUR_BIG [6] (4 MiB)
-#   DUR_FIO [10]  IMG_REGION [256M]  FIO [1] (0 skips the block runs)  QUICK=1 (2-3 s runs)
+#   DUR [15] (4 KiB t16 write and read)  DUR_LAT [10] (4 KiB t1)  DUR_BIG [8] (4 MiB)
+#   DUR_FIO [15]  IMG_REGION [256M]  FIO [1] (0 skips the block runs)  QUICK=1 (2-3 s runs)
 #   CARMINE_BIN (skip the build and use this binary)  CARGO_TARGET_DIR (as cargo)
 #   ONLY=ceph|carmine (run one side; the table then shows only that side)
 #   CARMINE_NO_PIN=1  restart each OSD vstart started with `--no-pin` (vstart pins shard 0 of every
@@ -44,7 +45,7 @@ ROOT=$(cd "$HERE/.." && pwd)
 N_OSDS=${N_OSDS:-3}
 SIZES=${SIZES:-"1 3"}
 PG_NUM=${PG_NUM:-32}
-DUR=${DUR:-10}; DUR_LAT=${DUR_LAT:-10}; DUR_BIG=${DUR_BIG:-6}; DUR_FIO=${DUR_FIO:-10}
+DUR=${DUR:-15}; DUR_LAT=${DUR_LAT:-10}; DUR_BIG=${DUR_BIG:-8}; DUR_FIO=${DUR_FIO:-15}
 if [ "${QUICK:-0}" = 1 ]; then DUR=3; DUR_LAT=2; DUR_BIG=2; DUR_FIO=3; fi
 IMG_REGION=${IMG_REGION:-256M}
 FIO=${FIO:-1}
@@ -243,6 +244,17 @@ run_ceph() {
   [ "${#OSD_PIDS[@]}" = "$N_OSDS" ] || die "ceph: expected $N_OSDS OSD pids"
   echo "ceph $(uptime)" >> "$OUT/uptime.txt"
   local first=1 sz
+  # the block runs first, on a fresh cluster: their peak RSS is memory under load with the same data on both
+  if [ "$FIO" = 1 ]; then
+    log "-- Ceph RBD: 1 GiB image on a size-3 pool, fio --ioengine=rbd (rbd_cache off)"
+    ceph_mkpool rbd3 3 rbd
+    record_rest ceph; first=0
+    rbd pool init rbd3 >/dev/null 2>&1 || true
+    rbd create rbd3/img --size 1G || die "ceph: rbd create failed"
+    block_workloads ceph --ioengine=rbd --clientname=admin --pool=rbd3 --rbdname=img
+    rbd rm rbd3/img >/dev/null 2>&1 || true
+    ceph_rmpool rbd3
+  fi
   for sz in $SIZES; do
     log "-- Ceph pool size $sz ($PG_NUM PGs)"
     ceph_mkpool "bench$sz" "$sz" rados
@@ -250,15 +262,6 @@ run_ceph() {
     object_workloads ceph "$sz" "bench$sz"
     ceph_rmpool "bench$sz"
   done
-  if [ "$FIO" = 1 ]; then
-    log "-- Ceph RBD: 1 GiB image on a size-3 pool, fio --ioengine=rbd (rbd_cache off)"
-    ceph_mkpool rbd3 3 rbd
-    rbd pool init rbd3 >/dev/null 2>&1 || true
-    rbd create rbd3/img --size 1G || die "ceph: rbd create failed"
-    block_workloads ceph --ioengine=rbd --clientname=admin --pool=rbd3 --rbdname=img
-    rbd rm rbd3/img >/dev/null 2>&1 || true
-    ceph_rmpool rbd3
-  fi
   echo "ceph $(uptime)" >> "$OUT/uptime.txt"
   log "== Ceph: stopping"
   KEEP_DATA=1 "$HERE/ceph/down.sh" > "$OUT/ceph-down.log" 2>&1 || true
@@ -337,16 +340,11 @@ run_carmine() {
   export CARMINE_CONF="$CM_DIR/carmine.toml"
   echo "carmine $(uptime)" >> "$OUT/uptime.txt"
   local first=1 sz
-  for sz in $SIZES; do
-    log "-- Carmine pool size $sz ($PG_NUM PGs)"
-    carmine_mkpool "bench$sz" "$sz"
-    if [ $first = 1 ]; then record_rest carmine; first=0; fi
-    object_workloads carmine "$sz" "bench$sz"
-    carmine_rmpool "bench$sz"
-  done
+  # the block runs first, on a fresh cluster: their peak RSS is memory under load with the same data on both
   if [ "$FIO" = 1 ]; then
     log "-- Carmine block image: 1 GiB on a size-3 pool, fio --ioengine=nbd through carmine image nbd"
     carmine_mkpool rbd3 3
+    record_rest carmine; first=0
     carmine image create rbd3/img --size 1G > /dev/null || die "carmine: image create failed"
     local port; port=$(free_port)
     "$CARMINE_BIN" --conf "$CM_DIR/carmine.toml" image nbd rbd3/img --bind "127.0.0.1:$port" > "$OUT/carmine-nbd.log" 2>&1 3>&- &
@@ -361,6 +359,13 @@ run_carmine() {
     stop_nbd
     carmine_rmpool rbd3
   fi
+  for sz in $SIZES; do
+    log "-- Carmine pool size $sz ($PG_NUM PGs)"
+    carmine_mkpool "bench$sz" "$sz"
+    if [ $first = 1 ]; then record_rest carmine; first=0; fi
+    object_workloads carmine "$sz" "bench$sz"
+    carmine_rmpool "bench$sz"
+  done
   echo "carmine $(uptime)" >> "$OUT/uptime.txt"
   log "== Carmine: stopping"
   carmine_down
