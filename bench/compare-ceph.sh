@@ -380,6 +380,6 @@ run_carmine() {
 echo "end $(uptime)" >> "$OUT/uptime.txt"
 echo
 "$PY" "$HERE/compare_ceph.py" report "$OUT" | tee "$OUT/table.md"
-cp "$OUT/table.md" "$OUT/results.jsonl" "$OUT/machine.txt" "$OUT/uptime.txt" "$RESULTS/" 2>/dev/null || true
+cp "$OUT/table.md" "$OUT/table-wide.md" "$OUT/results.jsonl" "$OUT/machine.txt" "$OUT/uptime.txt" "$RESULTS/" 2>/dev/null || true
 [ -f "$OUT/compare-ceph.png" ] && cp "$OUT/compare-ceph.png" "$RESULTS/compare-ceph.png"
 log "took $(( $(date +%s) - T_START )) s; raw logs in $OUT; table, data and plot in $RESULTS"

@@ -142,6 +142,8 @@ METRICS = [  # key, label, formatter
     ("osd_cpu_us_per_op", "OSD CPU per op (all OSDs)", lambda v: fmt_num(v, " µs")),
     ("peak_rss_mib_max", "peak RSS per OSD (max)", lambda v: fmt_num(v, " MiB")),
     ("held_mib_per_osd", "(object data held per OSD)", lambda v: fmt_num(v, " MiB")),
+    ("osd_cores", "(CPU the OSDs got, cores)", lambda v: fmt_num(v)),
+    ("others_cores", "(CPU other processes took, cores)", lambda v: fmt_num(v)),
 ]
 
 
@@ -220,7 +222,31 @@ def report(out):
         oth.setdefault(r["system"], []).append(r["others_cores"])
     for s, v in oth.items():
         print(f"CPU used by other processes on the host during the {s} runs: mean {sum(v)/len(v):.2f} cores, max {max(v):.2f}")
+    wide(out, runs, sizes)
     plot(out, runs, sizes)
+
+
+def wide(out, runs, sizes):
+    """One row per workload (for BENCHMARKS.md): Ceph | Carmine | ratio for the main metrics."""
+    cols = [("ops_s", "ops/s", fmt_num), ("lat_avg_us", "mean", fmt_lat), ("lat_p99_us", "p99", fmt_lat),
+            ("osd_cpu_us_per_op", "OSD CPU/op", lambda v: fmt_num(v, " µs")),
+            ("peak_rss_mib_max", "peak RSS/OSD", lambda v: fmt_num(v, " MiB"))]
+    lines = ["| workload | " + " | ".join(f"{c[1]} Ceph | Carmine | ×" for c in cols) + " | OSD cores Ceph / Carmine |",
+             "|" + "---|" * (1 + 3 * len(cols) + 1)]
+    for wl, label in WORKLOADS:
+        for sz in sizes:
+            c, k = runs.get(("ceph", sz, wl)), runs.get(("carmine", sz, wl))
+            if not (c and k):
+                continue
+            cells = [f"{label}, size {sz}"]
+            for key, _, f in cols:
+                cv, kv = c.get(key), k.get(key)
+                ok = cv not in (None, 0) and kv is not None and not math.isnan(cv) and not math.isnan(kv)
+                cells += [f(cv) if cv is not None else "n/a", f(kv) if kv is not None else "n/a",
+                          f"{kv / cv:.2f}" if ok else "n/a"]
+            cells.append(f"{c['osd_cores']:.2f} / {k['osd_cores']:.2f}")
+            lines.append("| " + " | ".join(cells) + " |")
+    open(os.path.join(out, "table-wide.md"), "w").write("\n".join(lines) + "\n")
 
 
 def cdf_from_fio(path):
