@@ -3,28 +3,32 @@
 #
 #   bench/compare-ceph.sh            # from anywhere; builds Carmine (release) first
 #
-# 1. Starts Ceph (Debian's 16.2 packages: ceph-mon, ceph-osd, ceph-common, rados, rbd, fio with
-#    its rbd engine): 1 monitor + N_OSDS memstore OSDs on 127.0.0.1, no systemd, no mgr
-#    (bench/ceph/up.sh, copied from the team's shared tools). First, on a size-3 pool, a 1 GiB
-#    RBD image (first IMG_REGION prefilled) and `fio --ioengine=rbd`: 4 KiB randwrite qd16,
-#    randread qd16, randwrite qd1. Then for pool size 1 and 3 (32 PGs, fresh pool each):
-#    `rados bench` 4 KiB writes 16 in flight (--no-cleanup), 4 KiB random reads 16 in flight,
-#    4 KiB writes 1 in flight, 4 MiB writes 16 in flight (all writes --no-cleanup, so no
-#    deletes land in a measured run). Stops Ceph (by pid, bench/ceph/down.sh).
-# 2. Starts Carmine of the same shape (`carmine vstart --osds N --mons 1`, MemStore) and runs
-#    the same: `carmine bench` for the object workloads, and fio with the same parameters
-#    through `carmine image nbd` (--ioengine=nbd) for the block workloads. Stops it (vstop).
-# 3. Prints one table (workload, metric, Ceph, Carmine, Carmine/Ceph, target) and writes
-#    results.jsonl, table.md and a PNG (latency CDF of 4 KiB writes size 3 qd16 from fio's
-#    full latency histograms, plus throughput bars per workload).
+# Three phases, each on a fresh cluster (so no run pays for an earlier one's deletes, and memory
+# is measured from the same start), first for Ceph, then for Carmine:
+#   block: a size-3 pool, a 1 GiB image with its first IMG_REGION prefilled (4 MiB writes), then
+#          fio 4 KiB randwrite qd16, randread qd16, randwrite qd1 -- Ceph through librbd
+#          (`fio --ioengine=rbd`, rbd_cache off), Carmine through its NBD export
+#          (`carmine image nbd` + `fio --ioengine=nbd`), the same fio parameters;
+#   size 1 and size 3 (32 PGs): object benchmarks -- `rados bench` for Ceph, `carmine bench` for
+#          Carmine: 4 KiB writes 16 in flight, 4 KiB random reads of those objects 16 in flight,
+#          4 KiB writes 1 in flight, 4 MiB writes 16 in flight (every write --no-cleanup: no run
+#          includes deletes). Each phase starts with a 2 s 4 KiB warm-up write.
+# Ceph is Debian's 16.2 (ceph-mon, ceph-osd, ceph-common, fio with its rbd engine): 1 monitor +
+# N_OSDS memstore OSDs on 127.0.0.1, no mgr, no systemd (bench/ceph/up.sh, from the team's shared
+# tools; bench/ceph/down.sh stops one by hand). Its OSDs are stopped with SIGKILL by pid (a clean
+# MemStore shutdown first writes every object to disk) and the monitor with SIGTERM. Carmine is `carmine vstart --osds N_OSDS --mons 1`
+# (MemStore), stopped with `carmine vstop`. Then it prints one table (workload, metric, Ceph,
+# Carmine, Carmine/Ceph, the issue's target) and writes results.jsonl, table.md, table-wide.md and
+# compare-ceph.png (latency CDF of 4 KiB writes, size 3, qd16, from fio's full latency histograms;
+# throughput bars per workload).
 #
 # Per run it measures: ops/s, MB/s (10^6 B), mean and p99 latency (rados bench reports no
 # percentiles, so Ceph's object-level p99 is "n/a"; the fio rows have both), CPU seconds of all
 # OSD processes together per op (/proc/PID/stat utime+stime deltas around the run), peak RSS
 # per OSD during the run (VmHWM, reset through /proc/PID/clear_refs before each run) and RSS
-# per OSD at rest (VmRSS after start-up and pool creation, OSDs idle, before any IO). Before
-# each run it waits (up to 60 s) for the OSDs to go idle, and it records the CPU used by
-# other processes on the host during each run (this machine is shared).
+# per OSD at rest (VmRSS in the first phase after start-up and pool creation, OSDs idle, before
+# any IO). Before each run it waits (up to 60 s) for the OSDs to go idle; it records the CPU the
+# OSDs got and the CPU other processes on the host took during each run (machines are shared).
 #
 # Environment (defaults in brackets):
 #   OUT         raw logs and results [/tmp/compare-ceph-<date>]; RESULTS [bench/results]: where
@@ -106,7 +110,7 @@ gone() {  # gone PID...: true once none of them runs (a zombie waiting for its r
   local p i st
   for i in $(seq 1 50); do
     st=0; for p in "$@"; do
-      [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || true)" = "" ] && continue
+      [ -r "/proc/$p/stat" ] || continue
       [ "$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] && continue
       st=1; done
     [ $st = 0 ] && return 0; sleep 0.2
@@ -116,9 +120,7 @@ gone() {  # gone PID...: true once none of them runs (a zombie waiting for its r
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # ---------------------------------------------------------------- state + cleanup trap
-CEPH_BASE="$OUT/ceph"; export CEPH_BASE
-CM_DIR="$OUT/carmine"
-CEPH_UP=0; CM_UP=0; NBD_PID=""; CUR=""
+CEPH_BASE=""; CM_DIR=""; CEPH_UP=0; CM_UP=0; NBD_PID=""; CUR=""
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
@@ -126,19 +128,21 @@ cleanup() {
   exec 1>&3 2>&3
   if [ -n "$CUR" ] && kill -0 "$CUR" 2>/dev/null; then kill -TERM "$CUR" 2>/dev/null; wait "$CUR" 2>/dev/null; fi
   stop_nbd
-  if [ "$CEPH_UP" = 1 ]; then log "stopping Ceph (by pid)"; KEEP_DATA=1 "$HERE/ceph/down.sh" >/dev/null 2>&1; CEPH_UP=0; fi
-  if [ "$CM_UP" = 1 ]; then log "stopping Carmine (by pid)"; carmine_down; fi
+  if [ "$CEPH_UP" = 1 ]; then log "stopping Ceph (by pid)"; ceph_stop; fi
+  if [ "$CM_UP" = 1 ]; then log "stopping Carmine (by pid)"; carmine_stop; fi
   [ $rc = 0 ] || echo "compare-ceph: failed (exit $rc); logs in $OUT" >&2
   exit $rc
 }
 trap cleanup EXIT
 trap 'echo "compare-ceph: interrupted" >&3; exit 130' INT TERM
 
-# run a command in the background and wait for it, so an interrupt reaches the trap at once
+# run a command in the background and wait for it, so that an interrupt reaches the trap at once;
+# with `timeout` first: it signals its whole process group, so stopping it stops the client too
 bg_run() { "$@" & CUR=$!; local rc=0; wait "$CUR" || rc=$?; CUR=""; return $rc; }
+TMO=$(( DUR + DUR_LAT + DUR_BIG + DUR_FIO + 120 ))   # no single client command may take longer
 
 # ---------------------------------------------------------------- measurement (both systems)
-OSD_PIDS=(); OTHER_PIDS=()   # OSD daemons; monitors and the NBD server (excluded from "other load")
+OSD_PIDS=(); OTHER_PIDS=()   # OSD daemons; monitors and the NBD server (not counted as other load)
 proc_ticks() {  # utime+stime (clock ticks) of the given pids, all threads
   local t=0 p s f; for p in "$@"; do
     s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
@@ -159,9 +163,12 @@ wait_osd_idle() {  # until the OSDs use < 0.1 core for 1 s (max 60 s); from the 
   log "  (OSDs still busy after 60 s; going on)"
 }
 
-record_rest() {  # record_rest SYSTEM
+REST_DONE=""
+record_rest() {  # record_rest SYSTEM: RSS per OSD, once per system (first phase, one empty pool, idle)
+  case " $REST_DONE " in *" $1 "*) return 0;; esac
   wait_osd_idle
   "$PY" "$HERE/compare_ceph.py" rest "$1" "$(status_kb VmRSS)" >> "$JSONL"
+  REST_DONE="$REST_DONE $1"
 }
 
 # run_case SYSTEM SIZE WORKLOAD KIND BS LOG cmd...   (KIND: rados | carmine | fio; fio writes LOG.json)
@@ -171,37 +178,36 @@ run_case() {
   wait_osd_idle
   reset_hwm
   s0=$(snap); t0=$(date +%s.%N)
-  # timeout signals its whole process group, so stopping it (trap) also stops time and the client
-  bg_run timeout 300 /usr/bin/time -f "%e %U %S" -o "$lg.time" "$@" > "$lg.out" 2>&1 || rc=$?
+  bg_run timeout "$TMO" /usr/bin/time -f "%e %U %S" -o "$lg.time" "$@" > "$lg.out" 2>&1 || rc=$?
   t1=$(date +%s.%N); s1=$(snap)
   if [ $rc != 0 ]; then
-    echo "compare-ceph: $sys '$wl' (size $sz) failed (exit $rc): $*" >&2; tail -5 "$lg.out" >&2; return 1
+    tail -5 "$lg.out" >&2; die "$sys '$wl' (size $sz) failed (exit $rc$([ $rc = 124 ] && echo ", timed out after $TMO s")): $*"
   fi
   "$PY" "$HERE/compare_ceph.py" parse "$sys" "$sz" "$wl" "$kind" "$bs" "$lg" "$t0" "$t1" "$s0" "$s1" \
     "$TICK" "$(status_kb VmHWM)" >> "$JSONL"
   "$PY" "$HERE/compare_ceph.py" line "$JSONL"
 }
 
-object_workloads() {  # object_workloads SYSTEM SIZE POOL BENCH...  (BENCH: rados -p POOL bench | carmine --format json bench POOL)
-  local sys=$1 sz=$2 pool=$3 kind; shift 3
-  kind=$([ "$sys" = ceph ] && echo rados || echo carmine)
+object_workloads() {  # object_workloads SYSTEM SIZE POOL
+  local sys=$1 sz=$2 pool=$3
   local L="$OUT/$sys.s$sz"
-  # warm-up (2 s, cleaned up), as the shared bench.sh does
-  if [ "$sys" = ceph ]; then rados -p "$pool" bench 2 write -b 4096 -t 16 > "$L.warmup.out" 2>&1 || true
-  else "$CARMINE_BIN" bench "$pool" write -b 4096 -t 16 --seconds 2 > "$L.warmup.out" 2>&1 || true; fi
   if [ "$sys" = ceph ]; then
     local B="rados -p $pool bench"
-    run_case ceph "$sz" w4k_t16  rados 4096    "$L.w4k_t16"  $B "$DUR" write -b 4096 -t 16 --no-cleanup
-    run_case ceph "$sz" rand4k_t16 rados 4096  "$L.rand4k_t16" $B "$DUR" rand -t 16
-    run_case ceph "$sz" w4k_t1   rados 4096    "$L.w4k_t1"   $B "$DUR_LAT" write -b 4096 -t 1 --no-cleanup --run-name lat
-    run_case ceph "$sz" w4m_t16  rados 4194304 "$L.w4m_t16"  $B "$DUR_BIG" write -b 4194304 -t 16 --no-cleanup \
+    bg_run timeout 60 $B 2 write -b 4096 -t 16 --no-cleanup --run-name warmup > "$L.warmup.out" 2>&1 ||
+      { tail -5 "$L.warmup.out" >&2; die "ceph: warm-up write on $pool failed"; }
+    run_case ceph "$sz" w4k_t16    rados 4096    "$L.w4k_t16"    $B "$DUR" write -b 4096 -t 16 --no-cleanup
+    run_case ceph "$sz" rand4k_t16 rados 4096    "$L.rand4k_t16" $B "$DUR" rand -t 16
+    run_case ceph "$sz" w4k_t1     rados 4096    "$L.w4k_t1"     $B "$DUR_LAT" write -b 4096 -t 1 --no-cleanup --run-name lat
+    run_case ceph "$sz" w4m_t16    rados 4194304 "$L.w4m_t16"    $B "$DUR_BIG" write -b 4194304 -t 16 --no-cleanup \
       --run-name big --max-objects "$MAX_BIG_OBJS"
   else
     local B="$CARMINE_BIN --format json bench $pool"
-    run_case carmine "$sz" w4k_t16  carmine 4096    "$L.w4k_t16"  $B write -b 4096 -t 16 --seconds "$DUR" --no-cleanup
-    run_case carmine "$sz" rand4k_t16 carmine 4096  "$L.rand4k_t16" $B rand -b 4096 -t 16 --seconds "$DUR"
-    run_case carmine "$sz" w4k_t1   carmine 4096    "$L.w4k_t1"   $B write -b 4096 -t 1 --seconds "$DUR_LAT" --no-cleanup --run-name lat
-    run_case carmine "$sz" w4m_t16  carmine 4194304 "$L.w4m_t16"  $B write -b 4194304 -t 16 --seconds "$DUR_BIG" --no-cleanup --run-name big
+    bg_run timeout 60 $B write -b 4096 -t 16 --seconds 2 --no-cleanup --run-name warmup > "$L.warmup.out" 2>&1 ||
+      { tail -5 "$L.warmup.out" >&2; die "carmine: warm-up write on $pool failed"; }
+    run_case carmine "$sz" w4k_t16    carmine 4096    "$L.w4k_t16"    $B write -b 4096 -t 16 --seconds "$DUR" --no-cleanup
+    run_case carmine "$sz" rand4k_t16 carmine 4096    "$L.rand4k_t16" $B rand -b 4096 -t 16 --seconds "$DUR"
+    run_case carmine "$sz" w4k_t1     carmine 4096    "$L.w4k_t1"     $B write -b 4096 -t 1 --seconds "$DUR_LAT" --no-cleanup --run-name lat
+    run_case carmine "$sz" w4m_t16    carmine 4194304 "$L.w4m_t16"    $B write -b 4194304 -t 16 --seconds "$DUR_BIG" --no-cleanup --run-name big
   fi
 }
 
@@ -210,7 +216,7 @@ block_workloads() {  # block_workloads SYSTEM FIO_ENGINE_ARGS...
   local sys=$1; shift
   local L="$OUT/$sys.fio"
   log "  prefill $IMG_REGION of the image (4 MiB writes, qd16)"
-  bg_run timeout 300 fio "$@" $FIO_COMMON --name=prefill --rw=write --bs=4M --iodepth=16 --size="$IMG_REGION" \
+  bg_run timeout "$TMO" fio "$@" $FIO_COMMON --name=prefill --rw=write --bs=4M --iodepth=16 --size="$IMG_REGION" \
     --output="$L.prefill.json" > "$L.prefill.out" 2>&1 || { tail -5 "$L.prefill.out" >&2; die "$sys: fio prefill failed"; }
   local spec rw qd
   for spec in "randwrite 16" "randread 16" "randwrite 1"; do
@@ -222,68 +228,82 @@ block_workloads() {  # block_workloads SYSTEM FIO_ENGINE_ARGS...
 }
 
 # ---------------------------------------------------------------- Ceph
-ceph_mkpool() {  # NAME SIZE APP
-  ceph osd pool create "$1" "$PG_NUM" "$PG_NUM" replicated >/dev/null 2>&1 || die "ceph: cannot create pool $1"
-  ceph osd pool set "$1" size "$2" --yes-i-really-mean-it >/dev/null 2>&1
-  ceph osd pool set "$1" min_size "$([ "$2" = 1 ] && echo 1 || echo 2)" >/dev/null 2>&1
-  ceph osd pool application enable "$1" "$3" >/dev/null 2>&1
-  "$HERE/ceph/wait_pgs.py" "$1" 120 > /dev/null || die "ceph: pool $1 not active+clean"
-}
-ceph_rmpool() { ceph osd pool rm "$1" "$1" --yes-i-really-really-mean-it >/dev/null 2>&1 || true; }
-
-run_ceph() {
-  log "== Ceph: starting 1 monitor + $N_OSDS memstore OSDs under $CEPH_BASE ($(uptime | sed 's/.*load/load/'))"
+ceph_start() {  # ceph_start PHASE
+  CEPH_BASE="$OUT/ceph-$1"; export CEPH_BASE CEPH_CONF="$OUT/ceph-$1/ceph.conf"
   export MON_PORT MON_PORT_V1; MON_PORT=$(free_port); MON_PORT_V1=$(free_port)
-  export CEPH_CONF="$CEPH_BASE/ceph.conf"
   CEPH_UP=1
-  "$HERE/ceph/up.sh" "$N_OSDS" memstore > "$OUT/ceph-up.log" 2>&1 3>&- || { tail -20 "$OUT/ceph-up.log" >&2; die "Ceph did not start"; }
-  grep -E '^startup' "$OUT/ceph-up.log" || true
+  bg_run timeout 180 "$HERE/ceph/up.sh" "$N_OSDS" memstore > "$OUT/ceph-$1.up.log" 2>&1 3>&- ||
+    { tail -20 "$OUT/ceph-$1.up.log" >&2; die "Ceph did not start (log: $OUT/ceph-$1.up.log)"; }
+  log "Ceph up: $(grep -E '^startup' "$OUT/ceph-$1.up.log" | sed 's/^startup //')"
   OSD_PIDS=(); OTHER_PIDS=()
   local f; for f in "$CEPH_BASE"/pids/osd.*.pid; do OSD_PIDS+=("$(cat "$f")"); done
   for f in "$CEPH_BASE"/pids/mon.*.pid; do OTHER_PIDS+=("$(cat "$f")"); done
-  [ "${#OSD_PIDS[@]}" = "$N_OSDS" ] || die "ceph: expected $N_OSDS OSD pids"
-  echo "ceph $(uptime)" >> "$OUT/uptime.txt"
-  local first=1 sz
-  # the block runs first, on a fresh cluster: their peak RSS is memory under load with the same data on both
-  if [ "$FIO" = 1 ]; then
-    log "-- Ceph RBD: 1 GiB image on a size-3 pool, fio --ioengine=rbd (rbd_cache off)"
-    ceph_mkpool rbd3 3 rbd
-    record_rest ceph; first=0
-    rbd pool init rbd3 >/dev/null 2>&1 || true
-    rbd create rbd3/img --size 1G || die "ceph: rbd create failed"
-    block_workloads ceph --ioengine=rbd --clientname=admin --pool=rbd3 --rbdname=img
-    rbd rm rbd3/img >/dev/null 2>&1 || true
-    ceph_rmpool rbd3
-  fi
-  for sz in $SIZES; do
-    log "-- Ceph pool size $sz ($PG_NUM PGs)"
-    ceph_mkpool "bench$sz" "$sz" rados
-    if [ $first = 1 ]; then record_rest ceph; first=0; fi
-    object_workloads ceph "$sz" "bench$sz"
-    ceph_rmpool "bench$sz"
+  [ "${#OSD_PIDS[@]}" = "$N_OSDS" ] || die "ceph: expected $N_OSDS OSD pids in $CEPH_BASE/pids"
+}
+ceph_stop() {  # by the pids up.sh recorded, and only if they still are ceph daemons
+  local f p comm pids=()
+  for f in "$CEPH_BASE"/pids/*.pid; do
+    [ -e "$f" ] || continue; p=$(cat "$f"); comm=$(cat "/proc/$p/comm" 2>/dev/null || true)
+    case "$comm" in
+      ceph-osd) kill -KILL "$p"; pids+=("$p");;     # MemStore: nothing to keep, and no writing it all to disk
+      ceph-*) kill -TERM "$p"; pids+=("$p");;
+    esac
+    rm -f "$f"
   done
-  echo "ceph $(uptime)" >> "$OUT/uptime.txt"
-  log "== Ceph: stopping"
-  KEEP_DATA=1 "$HERE/ceph/down.sh" > "$OUT/ceph-down.log" 2>&1 || true
+  if ! gone "${pids[@]}"; then
+    for p in "${pids[@]}"; do case "$(cat "/proc/$p/comm" 2>/dev/null)" in ceph-*) kill -KILL "$p";; esac; done
+    gone "${pids[@]}" || die "ceph: pids ${pids[*]} still run after SIGKILL"
+  fi
+  rm -rf "$CEPH_BASE"/osd.*
   CEPH_UP=0
-  gone "${OSD_PIDS[@]}" "${OTHER_PIDS[@]}" || die "ceph: some of pids ${OSD_PIDS[*]} ${OTHER_PIDS[*]} still run after down.sh"
-  unset CEPH_CONF
+}
+ceph_mkpool() {  # NAME SIZE APP
+  local c="timeout 30 ceph"
+  $c osd pool create "$1" "$PG_NUM" "$PG_NUM" replicated >/dev/null 2>&1 || die "ceph: cannot create pool $1"
+  $c osd pool set "$1" size "$2" --yes-i-really-mean-it >/dev/null 2>&1 || die "ceph: cannot set size of $1"
+  $c osd pool set "$1" min_size "$([ "$2" = 1 ] && echo 1 || echo 2)" >/dev/null 2>&1 || die "ceph: cannot set min_size of $1"
+  $c osd pool application enable "$1" "$3" >/dev/null 2>&1 || die "ceph: cannot enable $3 on $1"
+  bg_run timeout 150 "$HERE/ceph/wait_pgs.py" "$1" 120 > /dev/null || die "ceph: pool $1 not active+clean after 120 s"
+}
+
+ceph_phase() {  # ceph_phase block|1|3
+  local ph=$1
+  log "== Ceph, phase '$ph': 1 monitor + $N_OSDS memstore OSDs ($(uptime | sed 's/.*load/load/'))"
+  ceph_start "$ph"
+  if [ "$ph" = block ]; then
+    ceph_mkpool rbd3 3 rbd
+    record_rest ceph
+    timeout 60 rbd pool init rbd3 >/dev/null 2>&1 || die "ceph: rbd pool init failed"
+    timeout 60 rbd create rbd3/img --size 1G || die "ceph: rbd create failed"
+    block_workloads ceph --ioengine=rbd --clientname=admin --pool=rbd3 --rbdname=img
+  else
+    ceph_mkpool "bench$ph" "$ph" rados
+    record_rest ceph
+    object_workloads ceph "$ph" "bench$ph"
+  fi
+  ceph_stop
 }
 
 # ---------------------------------------------------------------- Carmine
 carmine() { "$CARMINE_BIN" --conf "$CM_DIR/carmine.toml" "$@"; }
-carmine_down() {
-  "$CARMINE_BIN" vstop --dir "$CM_DIR" > "$OUT/carmine-vstop.log" 2>&1 || true
-  local f p   # anything vstop could not stop: by its pid file, and only if it is still a carmine process
-  for f in "$CM_DIR"/run/*.pid; do
+carmine_stop() {
+  local pids=() f p
+  for f in "$CM_DIR"/run/*.pid; do [ -e "$f" ] && pids+=("$(cat "$f")"); done
+  timeout 60 "$CARMINE_BIN" vstop --dir "$CM_DIR" >> "$OUT/carmine-vstop.log" 2>&1 || true
+  for f in "$CM_DIR"/run/*.pid; do   # anything vstop could not stop: by its pid file, if still a carmine process
     [ -e "$f" ] || continue; p=$(cat "$f")
     [ "$(cat "/proc/$p/comm" 2>/dev/null)" = carmine ] && { echo "killing leftover carmine pid $p"; kill -KILL "$p"; }
   done
   CM_UP=0
+  gone "${pids[@]}" || die "carmine: some of pids ${pids[*]} still run after vstop"
 }
 stop_nbd() {
   if [ -n "$NBD_PID" ]; then kill -TERM "$NBD_PID" 2>/dev/null; wait "$NBD_PID" 2>/dev/null; NBD_PID=""; fi
   return 0
+}
+carmine_up_ok() {  # every OSD up and HEALTH_OK
+  carmine --format json status 2>/dev/null | "$PY" -c 'import json,sys; s=json.load(sys.stdin)
+sys.exit(0 if s["osdmap"]["num_up_osds"] == s["osdmap"]["num_osds"] == int(sys.argv[1]) and s["health"]["status"] == "HEALTH_OK" else 1)' "$N_OSDS"
 }
 carmine_wait_clean() {  # POOL PG_NUM: until every PG of the pool is active+clean (max 120 s)
   local i
@@ -299,55 +319,57 @@ sys.exit(0 if p and by.get("active+clean", 0) == tot and tot >= pgs else 1)' "$1
   done
   die "carmine: pool $1 not active+clean after 120 s"
 }
-carmine_mkpool() { carmine pool create "$1" --size "$2" --pg-num "$PG_NUM" >/dev/null || die "carmine: cannot create pool $1"; carmine_wait_clean "$1" "$PG_NUM"; }
-carmine_rmpool() { carmine pool rm "$1" --yes-i-really-really-mean-it >/dev/null 2>&1 || true; }
-
+carmine_mkpool() {
+  timeout 30 "$CARMINE_BIN" --conf "$CM_DIR/carmine.toml" pool create "$1" --size "$2" --pg-num "$PG_NUM" >/dev/null ||
+    die "carmine: cannot create pool $1"
+  carmine_wait_clean "$1" "$PG_NUM"
+}
 carmine_unpin_osds() {  # restart every OSD with the same arguments plus --no-pin (empty cluster: nothing to lose)
   local f n pid args
   for f in "$CM_DIR"/run/osd.*.pid; do
     n=$(basename "$f" .pid); pid=$(cat "$f")
     mapfile -d '' -t args < "/proc/$pid/cmdline"
-    "$CARMINE_BIN" vstop --dir "$CM_DIR" --only "$n" > /dev/null || die "carmine: cannot stop $n"
+    timeout 30 "$CARMINE_BIN" vstop --dir "$CM_DIR" --only "$n" > /dev/null || die "carmine: cannot stop $n"
     setsid "$CARMINE_BIN" "${args[@]:1}" --no-pin < /dev/null >> "$CM_DIR/log/$n.log" 2>&1 3>&- &
     echo $! > "$f"
   done
   sleep 1
   for i in $(seq 1 150); do
-    carmine --format json status 2>/dev/null | "$PY" -c 'import json,sys; s=json.load(sys.stdin)
-sys.exit(0 if s["osdmap"]["num_up_osds"] == s["osdmap"]["num_osds"] and s["health"]["status"] == "HEALTH_OK" else 1)' && break
+    carmine_up_ok && break
     [ "$i" = 150 ] && die "carmine: OSDs not back up after restarting them with --no-pin"; sleep 0.2
   done
-  log "restarted the OSDs with --no-pin: $(for f in "$CM_DIR"/run/osd.*.pid; do grep Cpus_allowed_list "/proc/$(cat "$f")/status" | awk '{print $2}'; done | tr '\n' ' ')(CPUs allowed)"
+  log "restarted the OSDs with --no-pin; CPUs allowed: $(for f in "$CM_DIR"/run/osd.*.pid; do awk '/Cpus_allowed_list/{print $2}' "/proc/$(cat "$f")/status"; done | tr '\n' ' ')"
 }
-
-run_carmine() {
-  log "== Carmine: starting 1 monitor + $N_OSDS OSDs (MemStore) under $CM_DIR ($(uptime | sed 's/.*load/load/'))"
+carmine_start() {  # carmine_start PHASE
+  CM_DIR="$OUT/carmine-$1"
   rm -rf "$CM_DIR"
   CM_UP=1
-  local t0; t0=$(date +%s.%N)
-  "$CARMINE_BIN" vstart --osds "$N_OSDS" --mons 1 --dir "$CM_DIR" > "$OUT/carmine-vstart.log" 2>&1 3>&- ||
-    { cat "$OUT/carmine-vstart.log" >&2; die "Carmine did not start"; }
+  local t0 i; t0=$(date +%s.%N)
+  timeout 60 "$CARMINE_BIN" vstart --osds "$N_OSDS" --mons 1 --dir "$CM_DIR" > "$OUT/carmine-$1.vstart.log" 2>&1 3>&- ||
+    { cat "$OUT/carmine-$1.vstart.log" >&2; die "Carmine did not start"; }
   for i in $(seq 1 100); do
-    carmine --format json health 2>/dev/null | grep -q '"HEALTH_OK"' && break
-    [ "$i" = 100 ] && die "carmine: not HEALTH_OK 20 s after vstart"; sleep 0.2
+    carmine_up_ok && break
+    [ "$i" = 100 ] && die "carmine: not all OSDs up and HEALTH_OK 20 s after vstart"; sleep 0.2
   done
-  "$PY" -c "import time; print(f'startup: all OSDs up, HEALTH_OK {time.time()-$t0:.1f} s')"
+  log "Carmine up: all OSDs up, HEALTH_OK $("$PY" -c "import time; print(f'{time.time()-$t0:.1f}')") s"
   if [ "${CARMINE_NO_PIN:-0}" = 1 ]; then carmine_unpin_osds; fi
   OSD_PIDS=(); OTHER_PIDS=()
   local f; for f in "$CM_DIR"/run/osd.*.pid; do OSD_PIDS+=("$(cat "$f")"); done
   for f in "$CM_DIR"/run/mon.*.pid; do OTHER_PIDS+=("$(cat "$f")"); done
-  [ "${#OSD_PIDS[@]}" = "$N_OSDS" ] || die "carmine: expected $N_OSDS OSD pids"
+  [ "${#OSD_PIDS[@]}" = "$N_OSDS" ] || die "carmine: expected $N_OSDS OSD pids in $CM_DIR/run"
   export CARMINE_CONF="$CM_DIR/carmine.toml"
-  echo "carmine $(uptime)" >> "$OUT/uptime.txt"
-  local first=1 sz
-  # the block runs first, on a fresh cluster: their peak RSS is memory under load with the same data on both
-  if [ "$FIO" = 1 ]; then
-    log "-- Carmine block image: 1 GiB on a size-3 pool, fio --ioengine=nbd through carmine image nbd"
+}
+
+carmine_phase() {  # carmine_phase block|1|3
+  local ph=$1 i port
+  log "== Carmine, phase '$ph': 1 monitor + $N_OSDS OSDs, MemStore ($(uptime | sed 's/.*load/load/'))"
+  carmine_start "$ph"
+  if [ "$ph" = block ]; then
     carmine_mkpool rbd3 3
-    record_rest carmine; first=0
-    carmine image create rbd3/img --size 1G > /dev/null || die "carmine: image create failed"
-    local port; port=$(free_port)
-    "$CARMINE_BIN" --conf "$CM_DIR/carmine.toml" image nbd rbd3/img --bind "127.0.0.1:$port" > "$OUT/carmine-nbd.log" 2>&1 3>&- &
+    record_rest carmine
+    timeout 30 "$CARMINE_BIN" image create rbd3/img --size 1G > /dev/null || die "carmine: image create failed"
+    port=$(free_port)
+    "$CARMINE_BIN" image nbd rbd3/img --bind "127.0.0.1:$port" > "$OUT/carmine-nbd.log" 2>&1 3>&- &
     NBD_PID=$!
     for i in $(seq 1 100); do
       grep -q serving "$OUT/carmine-nbd.log" && break
@@ -357,27 +379,23 @@ run_carmine() {
     OTHER_PIDS+=("$NBD_PID")
     block_workloads carmine --ioengine=nbd --uri="nbd://127.0.0.1:$port"
     stop_nbd
-    carmine_rmpool rbd3
+  else
+    carmine_mkpool "bench$ph" "$ph"
+    record_rest carmine
+    object_workloads carmine "$ph" "bench$ph"
   fi
-  for sz in $SIZES; do
-    log "-- Carmine pool size $sz ($PG_NUM PGs)"
-    carmine_mkpool "bench$sz" "$sz"
-    if [ $first = 1 ]; then record_rest carmine; first=0; fi
-    object_workloads carmine "$sz" "bench$sz"
-    carmine_rmpool "bench$sz"
-  done
-  echo "carmine $(uptime)" >> "$OUT/uptime.txt"
-  log "== Carmine: stopping"
-  carmine_down
-  gone "${OSD_PIDS[@]}" "${OTHER_PIDS[@]}" || die "carmine: some of pids ${OSD_PIDS[*]} ${OTHER_PIDS[*]} still run after vstop"
-  unset CARMINE_CONF
+  carmine_stop
 }
 
-[ "$ONLY" = carmine ] || run_ceph
-[ "$ONLY" = ceph ] || run_carmine
+PHASES=""; [ "$FIO" = 1 ] && PHASES="block"; PHASES="$PHASES $SIZES"
+echo "start $(uptime)" >> "$OUT/uptime.txt"
+if [ "$ONLY" != carmine ]; then for ph in $PHASES; do ceph_phase "$ph"; done; fi
+echo "after ceph $(uptime)" >> "$OUT/uptime.txt"
+if [ "$ONLY" != ceph ]; then for ph in $PHASES; do carmine_phase "$ph"; done; fi
 
 # ---------------------------------------------------------------- report
 echo "end $(uptime)" >> "$OUT/uptime.txt"
+unset CEPH_CONF CARMINE_CONF
 echo
 "$PY" "$HERE/compare_ceph.py" report "$OUT" | tee "$OUT/table.md"
 cp "$OUT/table.md" "$OUT/table-wide.md" "$OUT/results.jsonl" "$OUT/machine.txt" "$OUT/uptime.txt" "$RESULTS/" 2>/dev/null || true

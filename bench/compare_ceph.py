@@ -213,9 +213,9 @@ def report(out):
         n = sum(1 for v in verdicts if v[4])
         print(f"\nTargets met: {n} of {len(verdicts)}.")
     print("\nRatios are Carmine/Ceph. Ceph's object-level p99 is n/a: rados bench reports no percentiles.\n"
-          "Peak RSS is VmHWM during the run (reset before it) of the largest OSD; the block (fio) runs come first\n"
-          "on a fresh cluster with the same data on both systems, the object runs later include memory kept from\n"
-          "earlier runs, and the data held per OSD is shown below each (both stores keep it in RAM).")
+          "Peak RSS is VmHWM during the run (reset before it) of the largest OSD. Each phase (block; size 1; size 3)\n"
+          "runs on a fresh cluster; the block runs hold the same data on both systems, the object runs hold what\n"
+          "they wrote (shown below each: both stores keep it in RAM), so only block-run memory has a target.")
     # background load during the runs
     oth = {}
     for r in runs.values():
