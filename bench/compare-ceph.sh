@@ -31,8 +31,8 @@
 # OSDs got and the CPU other processes on the host took during each run (machines are shared).
 #
 # Environment (defaults in brackets):
-#   OUT         raw logs and results [/tmp/compare-ceph-<date>]; RESULTS [bench/results]: where
-#               table.md, results.jsonl and compare-ceph.png are copied
+#   OUT         raw logs and results [/tmp/compare-ceph-<date>]; RESULTS [bench/results, or OUT
+#               with QUICK=1]: where table.md, table-wide.md, results.jsonl and the PNG are copied
 #   N_OSDS [3]  SIZES ["1 3"]  PG_NUM [32]
 #   DUR [15] (4 KiB t16 write and read)  DUR_LAT [10] (4 KiB t1)  DUR_BIG [8] (4 MiB)
 #   DUR_FIO [15]  IMG_REGION [256M]  FIO [1] (0 skips the block runs)  QUICK=1 (2-3 s runs)
@@ -56,7 +56,8 @@ FIO=${FIO:-1}
 ONLY=${ONLY:-both}
 MAX_BIG_OBJS=${MAX_BIG_OBJS:-512}   # rados bench 4 MiB: cap on objects (memory), as in the shared bench.sh
 OUT=${OUT:-/tmp/compare-ceph-$(date +%Y%m%d-%H%M%S)}
-RESULTS=${RESULTS:-$HERE/results}
+# a QUICK run is for trying the script: it leaves the committed results alone unless RESULTS is set
+if [ "${QUICK:-0}" = 1 ]; then RESULTS=${RESULTS:-$OUT}; else RESULTS=${RESULTS:-$HERE/results}; fi
 TICK=$(getconf CLK_TCK)
 T_START=$(date +%s)
 
@@ -398,6 +399,8 @@ echo "end $(uptime)" >> "$OUT/uptime.txt"
 unset CEPH_CONF CARMINE_CONF
 echo
 "$PY" "$HERE/compare_ceph.py" report "$OUT" | tee "$OUT/table.md"
-cp "$OUT/table.md" "$OUT/table-wide.md" "$OUT/results.jsonl" "$OUT/machine.txt" "$OUT/uptime.txt" "$RESULTS/" 2>/dev/null || true
-[ -f "$OUT/compare-ceph.png" ] && cp "$OUT/compare-ceph.png" "$RESULTS/compare-ceph.png"
+if [ "$(cd "$RESULTS" && pwd)" != "$OUT" ]; then
+  cp "$OUT/table.md" "$OUT/table-wide.md" "$OUT/results.jsonl" "$OUT/machine.txt" "$OUT/uptime.txt" "$RESULTS/"
+  if [ -f "$OUT/compare-ceph.png" ]; then cp "$OUT/compare-ceph.png" "$RESULTS/compare-ceph.png"; fi
+fi
 log "took $(( $(date +%s) - T_START )) s; raw logs in $OUT; table, data and plot in $RESULTS"

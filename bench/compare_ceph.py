@@ -285,7 +285,7 @@ def plot(out, runs, sizes):
             drew = True
     if drew:
         a1.set_xscale("log")
-        a1.set_xlabel("completion latency (ms, log scale)")
+        a1.set_xlabel("latency per write, submission to completion (ms, log scale)")
         a1.set_ylabel("fraction of writes")
         a1.set_title("4 KiB random writes, size-3 pool, 16 in flight: latency CDF")
         a1.grid(True, which="both", alpha=0.3)
