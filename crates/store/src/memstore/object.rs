@@ -10,6 +10,9 @@
 use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
 
+/// Writes shorter than this are copied into their own buffer (see `ObjectData::write`).
+const COPY_BELOW_BYTES: usize = 64 * 1024;
+
 /// An object's byte data: extents plus a logical size. Invariants: extents do not
 /// overlap, none is empty, and none reaches past `size_bytes`.
 #[derive(Debug, Clone, Default)]
@@ -81,6 +84,13 @@ impl ObjectData {
             .expect("checked by caller");
         let undo = self.punch(offset, end);
         if !data.is_empty() {
+            // A small write arrives as a slice of a much larger receive buffer; kept
+            // as is, it would pin that whole buffer for as long as the extent lives.
+            let data = if data.len() < COPY_BELOW_BYTES {
+                Bytes::copy_from_slice(&data)
+            } else {
+                data
+            };
             self.extents.insert(offset, data);
             self.size_bytes = self.size_bytes.max(end);
         }
