@@ -30,12 +30,30 @@ pub fn pgmeta_oid() -> ObjectId {
     ObjectId::head(PGMETA_NAME)
 }
 
-/// The omap key of a log entry: sortable by version.
+/// The omap key of a log entry, `log.EEEEEEEEEE.VVVVVVVVVVVVVVVVVVVV` (zero-padded
+/// decimal, so keys sort by version). Written digit by digit: it is built on every
+/// write, and `format!` cost more than the rest of the key's life.
 pub fn log_key(version: EVersion) -> Bytes {
-    Bytes::from(format!(
-        "log.{:010}.{:020}",
-        version.epoch.0, version.version
-    ))
+    const EPOCH_DIGITS: usize = 10;
+    const VERSION_DIGITS: usize = 20;
+    let mut key = [b'0'; 4 + EPOCH_DIGITS + 1 + VERSION_DIGITS];
+    key[..4].copy_from_slice(b"log.");
+    key[4 + EPOCH_DIGITS] = b'.';
+    write_decimal(&mut key[4..4 + EPOCH_DIGITS], u64::from(version.epoch.0));
+    write_decimal(&mut key[4 + EPOCH_DIGITS + 1..], version.version);
+    Bytes::copy_from_slice(&key)
+}
+
+/// Writes `value` right-aligned into `digits` (already `b'0'`-filled); a value wider
+/// than `digits` keeps its low digits, as no epoch or version here can be.
+fn write_decimal(digits: &mut [u8], mut value: u64) {
+    for digit in digits.iter_mut().rev() {
+        *digit = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
 }
 
 /// The in-memory log with its request-id index.
@@ -170,6 +188,24 @@ impl PgLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_keys_match_the_padded_format_and_sort_by_version() {
+        for (epoch, version) in [
+            (0, 0),
+            (1, 9),
+            (7, 10),
+            (4_294_967_295, u64::MAX),
+            (12, 345),
+        ] {
+            let ev = EVersion {
+                epoch: carmine_types::Epoch(epoch),
+                version,
+            };
+            let expected = format!("log.{epoch:010}.{version:020}");
+            assert_eq!(log_key(ev), Bytes::from(expected));
+        }
+    }
     use carmine_proto::LogOp;
     use carmine_types::PgId;
 
