@@ -79,13 +79,14 @@ mod object_store;
 mod recovery;
 mod txrecord;
 mod validate;
+mod varint;
 
 pub use fsck::{fsck, stat, FsckReport, LogStoreStat};
 
 use crate::device::BlockDevice;
 use crate::{FileDevice, StoreError, TxSeq};
 use checkpoint::CheckpointMeta;
-use format::SECTOR_BYTES;
+use format::{PAGE_BYTES, SECTOR_BYTES};
 use index::{Geometry, Index};
 use log::{LogWriter, SEGMENT_TAIL_RESERVE_BYTES};
 use recovery::{io_error, Recovered, Superblock};
@@ -155,9 +156,9 @@ impl LogStoreConfig {
             "segments under 256 KiB"
         );
         assert_eq!(
-            self.segment_bytes % SECTOR_BYTES,
+            self.segment_bytes % PAGE_BYTES,
             0,
-            "segments in whole sectors"
+            "segments in whole pages"
         );
         assert!(self.clean_bytes_per_flush_max >= PIECE_BYTES_MAX);
         assert!(self.reserved_segments >= 2, "the cleaner needs room");
@@ -303,6 +304,7 @@ impl<D: BlockDevice> LogStore<D> {
             head_segment,
             head_offset,
             pending: Vec::new(),
+            spare: Vec::new(),
             free,
             chain: vec![head_segment],
             sealed,

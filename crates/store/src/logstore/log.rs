@@ -7,7 +7,9 @@
 //! needs but that may still hold live data. Sealed segments whose live bytes reach
 //! zero become free after the next sync.
 
-use super::format::{put_record, RecordHeader, RecordKind, RECORD_HEADER_BYTES, SECTOR_BYTES};
+use super::format::{
+    put_record, RecordHeader, RecordKind, PAGE_BYTES, RECORD_HEADER_BYTES, SECTOR_BYTES,
+};
 use super::index::Geometry;
 use crate::device::BlockDevice;
 use carmine_types::encoding::Encoder;
@@ -22,6 +24,9 @@ const _: () = assert!(
     SEGMENT_END_RECORD_BYTES + SECTOR_BYTES + (RECORD_HEADER_BYTES as u64)
         < SEGMENT_TAIL_RESERVE_BYTES
 );
+const ZEROS: [u8; PAGE_BYTES as usize] = [0; PAGE_BYTES as usize];
+/// Written chunk buffers kept for reuse by later flushes.
+const SPARE_BUFFERS_MAX: usize = 2;
 
 /// Contiguous bytes waiting to be written at `device_offset`.
 #[derive(Debug, Clone)]
@@ -38,6 +43,9 @@ pub struct LogWriter {
     pub head_segment: usize,
     pub head_offset: u64,
     pub pending: Vec<PendingChunk>,
+    /// Buffers of written chunks, emptied, for the next flushes (at most
+    /// [`SPARE_BUFFERS_MAX`]).
+    pub spare: Vec<Vec<u8>>,
     pub free: BTreeSet<usize>,
     pub chain: Vec<usize>,
     pub sealed: BTreeSet<usize>,
@@ -83,19 +91,20 @@ impl LogWriter {
         self.geometry.segment_start(self.head_segment) + self.head_offset
     }
 
-    fn push_bytes(&mut self, bytes: &[u8]) {
+    /// The buffer of the pending chunk that ends at the head, started if there is none.
+    fn head_chunk(&mut self) -> &mut Vec<u8> {
         let at = self.device_offset();
-        match self.pending.last_mut() {
-            Some(chunk) if chunk.device_offset + chunk.bytes.len() as u64 == at => {
-                chunk.bytes.extend_from_slice(bytes);
-            }
-            _ => self.pending.push(PendingChunk {
+        let continues = (self.pending.last())
+            .is_some_and(|chunk| chunk.device_offset + chunk.bytes.len() as u64 == at);
+        if !continues {
+            let bytes = self.spare.pop().unwrap_or_default();
+            assert!(bytes.is_empty());
+            self.pending.push(PendingChunk {
                 device_offset: at,
-                bytes: bytes.to_vec(),
-            }),
+                bytes,
+            });
         }
-        self.head_offset += bytes.len() as u64;
-        assert!(self.head_offset <= self.geometry.segment_bytes);
+        &mut self.pending.last_mut().expect("just ensured").bytes
     }
 
     fn put(&mut self, kind: RecordKind, payload: &[u8]) -> u64 {
@@ -107,9 +116,9 @@ impl LogWriter {
         };
         self.next_record_seq += 1;
         let at = self.device_offset();
-        let mut bytes = Vec::with_capacity(RECORD_HEADER_BYTES + payload.len());
-        put_record(&mut bytes, &header, payload);
-        self.push_bytes(&bytes);
+        put_record(self.head_chunk(), &header, payload);
+        self.head_offset += (RECORD_HEADER_BYTES + payload.len()) as u64;
+        assert!(self.head_offset <= self.geometry.segment_bytes);
         at
     }
 
@@ -144,28 +153,51 @@ impl LogWriter {
         if gap < RECORD_HEADER_BYTES as u64 {
             gap += SECTOR_BYTES;
         }
-        let zeros = vec![0u8; gap as usize - RECORD_HEADER_BYTES];
-        self.put(RecordKind::Padding, &zeros);
+        let zeros = &ZEROS[..gap as usize - RECORD_HEADER_BYTES];
+        self.put(RecordKind::Padding, zeros);
         assert_eq!(self.head_offset % SECTOR_BYTES, 0);
+    }
+
+    /// Zeros that take a chunk ending at `end` to the next page boundary, but not past
+    /// its segment: past the log's end, they only spare the kernel from reading the
+    /// rest of a page it does not hold (see `format.rs`).
+    fn page_fill(&self, end: u64) -> &'static [u8] {
+        let segment = self.geometry.segment_of(end - 1);
+        let segment_end = self.geometry.segment_start(segment) + self.geometry.segment_bytes;
+        let page_end = end.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        &ZEROS[..(page_end.min(segment_end) - end) as usize]
     }
 
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }
 
-    /// Pads and writes every pending chunk (one write per chunk, no sync); returns the
-    /// bytes written. On error the chunks stay pending.
+    /// Pads and writes every pending chunk (one write per chunk, no sync, each filled to
+    /// a page boundary); returns the bytes written. On error the chunks stay pending.
     pub fn write_pending(&mut self, device: &mut dyn BlockDevice) -> io::Result<u64> {
         if self.pending.is_empty() {
             return Ok(0);
         }
         self.pad_to_sector();
         let mut written = 0;
-        for chunk in &self.pending {
-            device.write_at(chunk.device_offset, &chunk.bytes)?;
-            written += chunk.bytes.len() as u64;
+        for index in 0..self.pending.len() {
+            let chunk = &self.pending[index];
+            let fill = self.page_fill(chunk.device_offset + chunk.bytes.len() as u64);
+            let chunk = &mut self.pending[index];
+            let log_bytes = chunk.bytes.len();
+            chunk.bytes.extend_from_slice(fill);
+            let result = device.write_at(chunk.device_offset, &chunk.bytes);
+            chunk.bytes.truncate(log_bytes);
+            result?;
+            written += (log_bytes + fill.len()) as u64;
         }
-        self.pending.clear();
+        for chunk in self.pending.drain(..) {
+            if self.spare.len() < SPARE_BUFFERS_MAX {
+                let mut bytes = chunk.bytes;
+                bytes.clear();
+                self.spare.push(bytes);
+            }
+        }
         Ok(written)
     }
 
