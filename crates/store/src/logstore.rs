@@ -71,6 +71,7 @@
 
 mod checkpoint;
 mod cleaner;
+mod extents;
 mod format;
 mod fsck;
 mod index;

@@ -9,7 +9,7 @@
 //! fields) is still read.
 
 use super::format::{frame_versioned, unframe, CHECKPOINT_MAGIC};
-use super::index::{Extent, Geometry, Index, Objects, Onode, Piece, PieceId};
+use super::index::{Counters, Extent, Geometry, Index, Objects, Onode, Piece, PieceId};
 use super::varint::{put_varint, unzigzag, zigzag, Cursor};
 use crate::CollectionId;
 use bytes::Bytes;
@@ -137,7 +137,7 @@ fn encode_object(out: &mut Vec<u8>, previous_name: &[u8], oid: &ObjectId, onode:
     }
     put_varint(out, onode.extents.len() as u64);
     let mut previous_end = 0;
-    for (&offset, extent) in &onode.extents {
+    for &(offset, extent) in onode.extents.iter() {
         put_varint(out, offset - previous_end);
         put_varint(out, extent.piece_id);
         put_varint(out, u64::from(extent.skip));
@@ -166,15 +166,43 @@ pub fn decode(raw: Bytes, geometry: Geometry) -> Result<(CheckpointMeta, Index),
     let mut d = unframe(raw, CHECKPOINT_MAGIC)?;
     let decoded = d.versioned("checkpoint", CHECKPOINT_VERSION, |d, version| {
         if version == 1 {
-            decode_body_v1(d, geometry)
+            decode_body_v1(d, geometry).map(Decoded::Uncounted)
         } else {
             let body = d.get_raw(d.remaining())?;
-            decode_body_v2(&body, geometry)
+            decode_body_v2(&body, geometry).map(Decoded::Counted)
         }
     });
-    let (meta, mut index) = decoded.map_err(|e| e.to_string())?;
-    index.recount()?;
-    Ok((meta, index))
+    match decoded.map_err(|e| e.to_string())? {
+        Decoded::Uncounted((meta, mut index)) => {
+            index.recount()?;
+            Ok((meta, index))
+        }
+        Decoded::Counted((meta, parts)) => {
+            let index = Index::from_counted_parts(
+                geometry,
+                parts.next_piece_id,
+                parts.pieces,
+                parts.collections,
+                parts.counters,
+            )?;
+            debug_assert_eq!(index.check_consistency(), Ok(()));
+            Ok((meta, index))
+        }
+    }
+}
+
+/// A decoded body: version 1 still needs [`Index::recount`]; version 2 counted
+/// references and totals while decoding, in one pass.
+enum Decoded {
+    Uncounted((CheckpointMeta, Index)),
+    Counted((CheckpointMeta, CountedParts)),
+}
+
+struct CountedParts {
+    next_piece_id: PieceId,
+    pieces: Vec<(PieceId, Piece)>,
+    collections: BTreeMap<CollectionId, Objects>,
+    counters: Counters,
 }
 
 fn check_meta(meta: &CheckpointMeta, geometry: Geometry) -> Result<(), DecodeError> {
@@ -197,7 +225,10 @@ fn check_piece(piece: &Piece, geometry: Geometry) -> Result<(), DecodeError> {
     Ok(())
 }
 
-fn decode_body_v2(body: &[u8], geometry: Geometry) -> Result<(CheckpointMeta, Index), DecodeError> {
+fn decode_body_v2(
+    body: &[u8],
+    geometry: Geometry,
+) -> Result<(CheckpointMeta, CountedParts), DecodeError> {
     let mut c = Cursor::new(body);
     let meta = CheckpointMeta {
         checkpoint_seq: c.u64()?,
@@ -208,24 +239,33 @@ fn decode_body_v2(body: &[u8], geometry: Geometry) -> Result<(CheckpointMeta, In
         last_tx_seq: c.u64()?,
     };
     check_meta(&meta, geometry)?;
-    let mut index = Index::new(geometry);
-    index.next_piece_id = c.u64()?;
-    index.pieces = decode_pieces(&mut c, geometry)?;
-    let collection_count = c.count("collections", 2)?;
-    for _ in 0..collection_count {
+    let next_piece_id = c.u64()?;
+    let mut pieces = PieceTable {
+        pieces: decode_pieces(&mut c, geometry)?,
+        hint: 0,
+    };
+    let mut counters = Counters::default();
+    let mut collections = BTreeMap::new();
+    for _ in 0..c.count("collections", 2)? {
         let coll = decode_collection_id(&mut c)?;
-        let objects = decode_objects(&mut c)?;
-        if index.collections.insert(coll, objects).is_some() {
+        let objects = decode_objects(&mut c, coll, &mut pieces, &mut counters)?;
+        if collections.insert(coll, objects).is_some() {
             return Err(invalid("collection listed twice", 0));
         }
     }
-    Ok((meta, index))
+    let parts = CountedParts {
+        next_piece_id,
+        pieces: pieces.pieces,
+        collections,
+        counters,
+    };
+    Ok((meta, parts))
 }
 
 fn decode_pieces(
     c: &mut Cursor<'_>,
     geometry: Geometry,
-) -> Result<BTreeMap<PieceId, Piece>, DecodeError> {
+) -> Result<Vec<(PieceId, Piece)>, DecodeError> {
     let count = c.count("pieces", 7)?;
     let mut pieces = Vec::with_capacity(count);
     let (mut id, mut device_offset) = (0u64, 0u64);
@@ -245,8 +285,38 @@ fn decode_pieces(
         check_piece(&piece, geometry)?;
         pieces.push((id, piece));
     }
-    // Ascending ids: the map is bulk-built without a real sort.
-    Ok(pieces.into_iter().collect())
+    Ok(pieces)
+}
+
+/// The decoded pieces, ascending by id, and where the last lookup found one: objects
+/// written one after another name pieces one after another, so most lookups are the
+/// next entry and need no search.
+struct PieceTable {
+    pieces: Vec<(PieceId, Piece)>,
+    hint: usize,
+}
+
+impl PieceTable {
+    /// Takes a reference to the piece an extent names, checking the extent fits in it.
+    fn reference(&mut self, extent: &Extent) -> Result<(), DecodeError> {
+        let id = extent.piece_id;
+        let at = |position: usize| self.pieces.get(position).is_some_and(|(i, _)| *i == id);
+        let position = if at(self.hint + 1) {
+            self.hint + 1
+        } else if at(self.hint) {
+            self.hint
+        } else {
+            (self.pieces.binary_search_by_key(&id, |(i, _)| *i))
+                .map_err(|_| invalid("extent names a missing piece", id))?
+        };
+        self.hint = position;
+        let piece = &mut self.pieces[position].1;
+        if u64::from(extent.skip) + u64::from(extent.length) > u64::from(piece.length) {
+            return Err(invalid("extent passes its piece", id));
+        }
+        piece.refs = (piece.refs.checked_add(1)).ok_or(invalid("piece references", id))?;
+        Ok(())
+    }
 }
 
 fn decode_collection_id(c: &mut Cursor<'_>) -> Result<CollectionId, DecodeError> {
@@ -261,15 +331,21 @@ fn decode_collection_id(c: &mut Cursor<'_>) -> Result<CollectionId, DecodeError>
     }
 }
 
-fn decode_objects(c: &mut Cursor<'_>) -> Result<Objects, DecodeError> {
+fn decode_objects(
+    c: &mut Cursor<'_>,
+    coll: CollectionId,
+    pieces: &mut PieceTable,
+    counters: &mut Counters,
+) -> Result<Objects, DecodeError> {
     let count = c.count("objects", 5)?;
     let mut objects: Vec<(ObjectId, Onode)> = Vec::with_capacity(count);
     for _ in 0..count {
         let previous = objects.last().map(|(oid, _)| oid);
-        let (oid, onode) = decode_object(c, previous)?;
+        let (oid, onode) = decode_object(c, previous, pieces)?;
         if previous.is_some_and(|previous| *previous >= oid) {
             return Err(invalid("objects out of order", 0));
         }
+        counters.add(Counters::of_object(coll, &oid, &onode));
         objects.push((oid, onode));
     }
     // Ascending object ids: the map is bulk-built without a real sort.
@@ -279,6 +355,7 @@ fn decode_objects(c: &mut Cursor<'_>) -> Result<Objects, DecodeError> {
 fn decode_object(
     c: &mut Cursor<'_>,
     previous: Option<&ObjectId>,
+    pieces: &mut PieceTable,
 ) -> Result<(ObjectId, Onode), DecodeError> {
     let flags = c.u8()?;
     if flags & !FLAGS_KNOWN != 0 {
@@ -319,10 +396,17 @@ fn decode_object(
             skip: c.varint_u32("extent skip")?,
             length: c.varint_u32("extent length")?,
         };
-        onode.extents.insert(offset, extent);
+        if extent.length == 0 {
+            return Err(invalid("empty extent", offset));
+        }
+        pieces.reference(&extent)?;
+        assert!(onode.extents.push(offset, extent), "offsets ascend");
         offset = offset
             .checked_add(u64::from(extent.length))
             .ok_or(invalid("extent end", offset))?;
+    }
+    if offset > onode.size_bytes {
+        return Err(invalid("extent past the object's size", offset));
     }
     if flags & FLAG_XATTRS != 0 {
         for _ in 0..c.count("xattrs", 2)? {
@@ -396,7 +480,9 @@ fn decode_onode_v1(d: &mut Decoder) -> Result<Onode, DecodeError> {
             skip: d.get_u32()?,
             length: d.get_u32()?,
         };
-        onode.extents.insert(offset, extent);
+        if !onode.extents.push(offset, extent) {
+            return Err(invalid("extents out of order", offset));
+        }
     }
     for _ in 0..d.get_count("xattrs", 8)? {
         let name = d.get_string("xattr name", XATTR_NAME_BYTES_MAX)?;
@@ -552,7 +638,7 @@ mod tests {
                     e.put_u64(onode.size_bytes);
                     e.put_u64(onode.mtime_ns);
                     e.put_u32(onode.extents.len() as u32);
-                    for (offset, extent) in &onode.extents {
+                    for (offset, extent) in onode.extents.iter() {
                         e.put_u64(*offset);
                         e.put_u64(extent.piece_id);
                         e.put_u32(extent.skip);

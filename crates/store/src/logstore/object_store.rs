@@ -285,8 +285,7 @@ impl<D: BlockDevice> ObjectStore for LogStore<D> {
             return Ok(Bytes::new());
         }
         let mut out = vec![0u8; usize::try_from(end - offset).expect("object fits in memory")];
-        let first = (onode.extents.range(..=offset).next_back()).map_or(offset, |(&at, _)| at);
-        for (&extent_offset, extent) in onode.extents.range(first..end) {
+        for &(extent_offset, extent) in onode.extents.overlapping(offset, end) {
             let low = extent_offset.max(offset);
             let high = (extent_offset + u64::from(extent.length)).min(end);
             if low >= high {
