@@ -249,6 +249,35 @@ fn damaged_newest_checkpoint_falls_back_to_the_older_one() {
     }
 }
 
+/// Many tiny ops bring a checkpoint long before the log reaches its byte interval, so
+/// a crash leaves little to replay.
+#[test]
+fn tiny_ops_bring_checkpoints() {
+    let config = LogStoreConfig::small();
+    let mut store = open(FaultyDevice::in_memory(
+        DEVICE_BYTES,
+        FaultConfig::default(),
+    ))
+    .unwrap();
+    store.submit(setup_transaction()).unwrap();
+    store.flush().unwrap();
+    let before = store.stats();
+    for index in 0..config.checkpoint_interval_ops {
+        let mut tx = Transaction::new();
+        tx.touch(pg(), object(index % 10));
+        store.submit(tx).unwrap();
+        if index % 100 == 99 {
+            store.flush().unwrap();
+        }
+    }
+    store.flush().unwrap();
+    let after = store.stats();
+    assert!(after.bytes_written - before.bytes_written < config.checkpoint_interval_bytes);
+    assert_eq!(after.checkpoints, before.checkpoints + 1);
+    let stat = logstore::stat(store.device()).unwrap();
+    assert!(stat.records_after_checkpoint < 10, "{stat:?}");
+}
+
 /// Transient bit flips on read: reads return the right bytes or `Corrupt`.
 #[test]
 fn read_bit_flips_never_return_garbage() {

@@ -147,6 +147,7 @@ impl<D: BlockDevice> LogStore<D> {
         };
         let payload_at =
             self.log.append(RecordKind::Transaction, &payload) + RECORD_HEADER_BYTES as u64;
+        self.ops_since_checkpoint += tx.ops.len() as u64;
         self.apply_logged(tx.ops, plans, inline_positions, payload_at);
         self.last_tx_seq = tx_seq;
         Ok(tx_seq)
