@@ -72,12 +72,14 @@
 
 mod checkpoint;
 mod cleaner;
+mod crc;
 mod extents;
 mod format;
 mod fsck;
 mod index;
 mod log;
 mod object_store;
+mod pending;
 mod recovery;
 mod txrecord;
 mod validate;

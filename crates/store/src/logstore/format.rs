@@ -124,8 +124,28 @@ pub struct RecordHeader {
 }
 
 /// Appends a whole record (header and payload) to `out`.
+#[cfg(test)]
 pub fn put_record(out: &mut Vec<u8>, header: &RecordHeader, payload: &[u8]) {
+    put_record_with_crc(out, header, payload, crc32c::crc32c(payload));
+}
+
+/// [`put_record`] for a caller that already has `crc32c(payload)`, so a large payload
+/// is checksummed once.
+pub fn put_record_with_crc(
+    out: &mut Vec<u8>,
+    header: &RecordHeader,
+    payload: &[u8],
+    payload_crc: u32,
+) {
     assert_eq!(header.payload_bytes as usize, payload.len());
+    debug_assert_eq!(crc32c::crc32c(payload), payload_crc);
+    put_record_header(out, header, payload_crc);
+    out.extend_from_slice(payload);
+}
+
+/// Appends the header of a record whose payload (`header.payload_bytes` long, with
+/// crc32c `payload_crc`) the caller writes right after it.
+pub fn put_record_header(out: &mut Vec<u8>, header: &RecordHeader, payload_crc: u32) {
     let start = out.len();
     out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
     out.push(RECORD_VERSION);
@@ -134,10 +154,11 @@ pub fn put_record(out: &mut Vec<u8>, header: &RecordHeader, payload: &[u8]) {
     out.extend_from_slice(&header.epoch.to_le_bytes());
     out.extend_from_slice(&header.record_seq.to_le_bytes());
     out.extend_from_slice(&header.payload_bytes.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[start..start + 28]), payload);
+    let header_crc = crc32c::crc32c(&out[start..start + 28]);
+    let payload_bytes = header.payload_bytes as usize;
+    let crc = super::crc::combine(header_crc, payload_crc, payload_bytes);
     out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(payload);
-    debug_assert_eq!(out.len() - start, RECORD_HEADER_BYTES + payload.len());
+    debug_assert_eq!(out.len() - start, RECORD_HEADER_BYTES);
 }
 
 fn le_u32(bytes: &[u8]) -> u32 {

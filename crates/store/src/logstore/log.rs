@@ -8,10 +8,13 @@
 //! zero become free after the next sync.
 
 use super::format::{
-    put_record, RecordHeader, RecordKind, PAGE_BYTES, RECORD_HEADER_BYTES, SECTOR_BYTES,
+    put_record_header, put_record_with_crc, RecordHeader, RecordKind, PAGE_BYTES,
+    RECORD_HEADER_BYTES, SECTOR_BYTES,
 };
 use super::index::Geometry;
+use super::pending::{PendingChunk, SHARED_PAYLOAD_BYTES_MIN};
 use crate::device::BlockDevice;
+use bytes::Bytes;
 use carmine_types::encoding::Encoder;
 use std::collections::BTreeSet;
 use std::io;
@@ -28,11 +31,20 @@ const ZEROS: [u8; PAGE_BYTES as usize] = [0; PAGE_BYTES as usize];
 /// Written chunk buffers kept for reuse by later flushes.
 const SPARE_BUFFERS_MAX: usize = 2;
 
-/// Contiguous bytes waiting to be written at `device_offset`.
-#[derive(Debug, Clone)]
-pub struct PendingChunk {
-    pub device_offset: u64,
-    pub bytes: Vec<u8>,
+/// A record payload: borrowed (always copied) or shared (copied only if small).
+#[derive(Debug, Clone, Copy)]
+enum Payload<'a> {
+    Borrowed(&'a [u8]),
+    Shared(&'a Bytes),
+}
+
+impl Payload<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Payload::Borrowed(bytes) => bytes.len(),
+            Payload::Shared(bytes) => bytes.len(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -43,7 +55,7 @@ pub struct LogWriter {
     pub head_segment: usize,
     pub head_offset: u64,
     pub pending: Vec<PendingChunk>,
-    /// Buffers of written chunks, emptied, for the next flushes (at most
+    /// Copy buffers of written chunks for the next flushes (at most
     /// [`SPARE_BUFFERS_MAX`]).
     pub spare: Vec<Vec<u8>>,
     pub free: BTreeSet<usize>,
@@ -91,23 +103,19 @@ impl LogWriter {
         self.geometry.segment_start(self.head_segment) + self.head_offset
     }
 
-    /// The buffer of the pending chunk that ends at the head, started if there is none.
-    fn head_chunk(&mut self) -> &mut Vec<u8> {
+    /// The pending chunk that ends at the head, started if there is none.
+    fn head_chunk(&mut self) -> &mut PendingChunk {
         let at = self.device_offset();
-        let continues = (self.pending.last())
-            .is_some_and(|chunk| chunk.device_offset + chunk.bytes.len() as u64 == at);
-        if !continues {
-            let bytes = self.spare.pop().unwrap_or_default();
-            assert!(bytes.is_empty());
-            self.pending.push(PendingChunk {
-                device_offset: at,
-                bytes,
-            });
+        if (self.pending.last()).is_none_or(|chunk| chunk.end() != at) {
+            let buffer = self.spare.pop().unwrap_or_default();
+            self.pending.push(PendingChunk::new(at, buffer));
         }
-        &mut self.pending.last_mut().expect("just ensured").bytes
+        self.pending.last_mut().expect("just ensured")
     }
 
-    fn put(&mut self, kind: RecordKind, payload: &[u8]) -> u64 {
+    /// Puts a record at the head (which has room for it); returns its device offset.
+    /// A large payload is shared, not copied.
+    fn put(&mut self, kind: RecordKind, payload: Payload<'_>, payload_crc: u32) -> u64 {
         let header = RecordHeader {
             kind,
             epoch: self.epoch,
@@ -116,15 +124,42 @@ impl LogWriter {
         };
         self.next_record_seq += 1;
         let at = self.device_offset();
-        put_record(self.head_chunk(), &header, payload);
+        let chunk = self.head_chunk();
+        match payload {
+            Payload::Shared(bytes) if bytes.len() >= SHARED_PAYLOAD_BYTES_MIN => {
+                chunk.extend_copied(|out| put_record_header(out, &header, payload_crc));
+                chunk.push_shared(bytes.clone());
+            }
+            Payload::Shared(bytes) => {
+                chunk.extend_copied(|out| put_record_with_crc(out, &header, bytes, payload_crc))
+            }
+            Payload::Borrowed(bytes) => {
+                chunk.extend_copied(|out| put_record_with_crc(out, &header, bytes, payload_crc))
+            }
+        }
         self.head_offset += (RECORD_HEADER_BYTES + payload.len()) as u64;
         assert!(self.head_offset <= self.geometry.segment_bytes);
+        assert_eq!(
+            self.device_offset(),
+            self.pending.last().expect("put").end()
+        );
         at
     }
 
     /// Appends one record and returns the device offset of its header. Moves to a
     /// free segment first if it does not fit; the caller checked [`Self::segments_needed`].
     pub fn append(&mut self, kind: RecordKind, payload: &[u8]) -> u64 {
+        let crc = crc32c::crc32c(payload);
+        self.append_payload(kind, Payload::Borrowed(payload), crc)
+    }
+
+    /// [`Self::append`] of a payload with its crc32c already known, shared with the
+    /// caller rather than copied if it is large.
+    pub fn append_shared(&mut self, kind: RecordKind, payload: &Bytes, payload_crc: u32) -> u64 {
+        self.append_payload(kind, Payload::Shared(payload), payload_crc)
+    }
+
+    fn append_payload(&mut self, kind: RecordKind, payload: Payload<'_>, payload_crc: u32) -> u64 {
         let length = (RECORD_HEADER_BYTES + payload.len()) as u64;
         assert!(
             length <= self.record_bytes_max(),
@@ -134,12 +169,17 @@ impl LogWriter {
             let next = self.free.pop_first().expect("caller checked free segments");
             let mut e = Encoder::new();
             e.versioned(1, 1, |e| e.put_u32(next as u32));
-            self.put(RecordKind::SegmentEnd, &e.into_vec());
+            let end = e.into_vec();
+            self.put(
+                RecordKind::SegmentEnd,
+                Payload::Borrowed(&end),
+                crc32c::crc32c(&end),
+            );
             self.head_segment = next;
             self.head_offset = 0;
             self.chain.push(next);
         }
-        self.put(kind, payload)
+        self.put(kind, payload, payload_crc)
     }
 
     /// Ends the pending bytes on a sector boundary with a padding record, so the next
@@ -154,7 +194,11 @@ impl LogWriter {
             gap += SECTOR_BYTES;
         }
         let zeros = &ZEROS[..gap as usize - RECORD_HEADER_BYTES];
-        self.put(RecordKind::Padding, zeros);
+        self.put(
+            RecordKind::Padding,
+            Payload::Borrowed(zeros),
+            crc32c::crc32c(zeros),
+        );
         assert_eq!(self.head_offset % SECTOR_BYTES, 0);
     }
 
@@ -181,21 +225,12 @@ impl LogWriter {
         self.pad_to_sector();
         let mut written = 0;
         for index in 0..self.pending.len() {
-            let chunk = &self.pending[index];
-            let fill = self.page_fill(chunk.device_offset + chunk.bytes.len() as u64);
-            let chunk = &mut self.pending[index];
-            let log_bytes = chunk.bytes.len();
-            chunk.bytes.extend_from_slice(fill);
-            let result = device.write_at(chunk.device_offset, &chunk.bytes);
-            chunk.bytes.truncate(log_bytes);
-            result?;
-            written += (log_bytes + fill.len()) as u64;
+            let fill = self.page_fill(self.pending[index].end());
+            written += self.pending[index].write_to(device, fill)?;
         }
         for chunk in self.pending.drain(..) {
             if self.spare.len() < SPARE_BUFFERS_MAX {
-                let mut bytes = chunk.bytes;
-                bytes.clear();
-                self.spare.push(bytes);
+                self.spare.push(chunk.into_buffer());
             }
         }
         Ok(written)
@@ -204,16 +239,7 @@ impl LogWriter {
     /// Copies `buf.len()` bytes at `device_offset` from the pending buffer if they are
     /// there; returns whether they were.
     pub fn read_pending(&self, device_offset: u64, buf: &mut [u8]) -> bool {
-        let end = device_offset + buf.len() as u64;
-        for chunk in &self.pending {
-            let chunk_end = chunk.device_offset + chunk.bytes.len() as u64;
-            if chunk.device_offset <= device_offset && end <= chunk_end {
-                let from = (device_offset - chunk.device_offset) as usize;
-                buf.copy_from_slice(&chunk.bytes[from..from + buf.len()]);
-                return true;
-            }
-        }
-        false
+        (self.pending.iter()).any(|chunk| chunk.read(device_offset, buf))
     }
 
     /// After a checkpoint at the head: every chain segment but the head is sealed.

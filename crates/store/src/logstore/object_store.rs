@@ -125,11 +125,12 @@ impl<D: BlockDevice> LogStore<D> {
 
         let mut locations = Vec::with_capacity(pieces.len());
         for piece in &pieces {
-            let at = self.log.append(RecordKind::Data, piece);
+            let crc = crc32c::crc32c(piece);
+            let at = self.log.append_shared(RecordKind::Data, piece, crc);
             locations.push(PieceLocation {
                 device_offset: at + RECORD_HEADER_BYTES as u64,
                 length: piece.len() as u32,
-                crc: crc32c::crc32c(piece),
+                crc,
             });
         }
         let plans = write_plans(&counts, locations.into_iter());
