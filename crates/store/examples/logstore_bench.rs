@@ -373,6 +373,59 @@ fn restart_case(dir: &Path, rounds: usize) -> (u64, Vec<f64>, Vec<f64>) {
     (stat.records_after_checkpoint, crash, clean)
 }
 
+/// The write cases: per round, fio and LogStore (with its interleaved baseline) back
+/// to back. Returns the series for 4 KiB one per sync, 16 in flight and 1 MiB.
+fn write_cases(
+    dir: &Path,
+    rounds: usize,
+    seconds: f64,
+    wants: impl Fn(&str) -> bool,
+) -> [Series; 3] {
+    let device_path = dir.join("logstore-bench.dev");
+    let fio_path = dir.join("fio-bench.dat");
+    let [mut one, mut sixteen, mut large] = [(); 3].map(|()| Series::default());
+    drop(FileDevice::create(&device_path, DEVICE_BYTES).expect("create device file"));
+    drop(FileDevice::create(&fio_path, FIO_FILE_BYTES).expect("create fio file"));
+    let mut raw = RawFile::open(&fio_path);
+    let small = payload(SMALL_BYTES, 1);
+    let big = payload(LARGE_BYTES, 2);
+    let device = device_path.as_path();
+    for round in 0..rounds {
+        eprintln!("  round {}", round + 1);
+        if wants("small") {
+            let (rates, fio) = paired(
+                round,
+                || {
+                    let one = interleaved_rates(device, &mut raw, 1, seconds, &small, small_target);
+                    let sixteen = interleaved_rates(
+                        device,
+                        &mut raw,
+                        IN_FLIGHT,
+                        seconds,
+                        &small,
+                        small_target,
+                    );
+                    (one, sixteen)
+                },
+                || fio_iops(&fio_path, "4k", seconds),
+            );
+            one.push(rates.0, fio);
+            sixteen.push(rates.1, fio);
+        }
+        if wants("large") {
+            let (rates, fio) = paired(
+                round,
+                || interleaved_rates(device, &mut raw, 1, seconds, &big, large_target),
+                || fio_iops(&fio_path, "1m", seconds),
+            );
+            large.push(rates, fio);
+        }
+    }
+    let _ = std::fs::remove_file(&device_path);
+    let _ = std::fs::remove_file(&fio_path);
+    [one, sixteen, large]
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let dir = args
@@ -387,58 +440,11 @@ fn main() {
         "LogStore against fio in {} ({rounds} rounds, {seconds} s per run)",
         dir.display()
     );
-
-    let device_path = dir.join("logstore-bench.dev");
-    let fio_path = dir.join("fio-bench.dat");
-    let (mut one, mut sixteen, mut large) =
-        (Series::default(), Series::default(), Series::default());
-    if wants("small") || wants("large") {
-        drop(FileDevice::create(&device_path, DEVICE_BYTES).expect("create device file"));
-        drop(FileDevice::create(&fio_path, FIO_FILE_BYTES).expect("create fio file"));
-        let mut raw = RawFile::open(&fio_path);
-        let small = payload(SMALL_BYTES, 1);
-        let big = payload(LARGE_BYTES, 2);
-        for round in 0..rounds {
-            eprintln!("  round {}", round + 1);
-            if wants("small") {
-                let (rates, fio) = paired(
-                    round,
-                    || {
-                        let one = interleaved_rates(
-                            &device_path,
-                            &mut raw,
-                            1,
-                            seconds,
-                            &small,
-                            small_target,
-                        );
-                        let sixteen = interleaved_rates(
-                            &device_path,
-                            &mut raw,
-                            IN_FLIGHT,
-                            seconds,
-                            &small,
-                            small_target,
-                        );
-                        (one, sixteen)
-                    },
-                    || fio_iops(&fio_path, "4k", seconds),
-                );
-                one.push(rates.0, fio);
-                sixteen.push(rates.1, fio);
-            }
-            if wants("large") {
-                let (rates, fio) = paired(
-                    round,
-                    || interleaved_rates(&device_path, &mut raw, 1, seconds, &big, large_target),
-                    || fio_iops(&fio_path, "1m", seconds),
-                );
-                large.push(rates, fio);
-            }
-        }
-        let _ = std::fs::remove_file(&device_path);
-        let _ = std::fs::remove_file(&fio_path);
-    }
+    let [one, sixteen, large] = if wants("small") || wants("large") {
+        write_cases(&dir, rounds, seconds, wants)
+    } else {
+        [(); 3].map(|()| Series::default())
+    };
 
     println!();
     println!(

@@ -361,19 +361,7 @@ fn decode_object(
     if flags & !FLAGS_KNOWN != 0 {
         return Err(invalid("object flags", u64::from(flags)));
     }
-    let previous_name = previous.map_or(&[][..], |oid| oid.name.as_bytes());
-    let shared = c.varint()?;
-    if shared > previous_name.len() as u64 {
-        return Err(invalid("shared name prefix", shared));
-    }
-    let shared = shared as usize;
-    let suffix = c.blob("object name", OBJECT_NAME_BYTES_MAX - shared)?;
-    let mut name = Vec::with_capacity(shared + suffix.len());
-    name.extend_from_slice(&previous_name[..shared]);
-    name.extend_from_slice(suffix);
-    let name = String::from_utf8(name).map_err(|_| DecodeError::Utf8 {
-        what: "object name",
-    })?;
+    let name = decode_name(c, previous.map_or(&[][..], |oid| oid.name.as_bytes()))?;
     let snap = if flags & FLAG_SNAP != 0 {
         SnapId(c.varint()?)
     } else {
@@ -386,6 +374,33 @@ fn decode_object(
     if flags & FLAG_MTIME != 0 {
         onode.mtime_ns = c.u64()?;
     }
+    decode_extents(c, &mut onode, pieces)?;
+    decode_attributes(c, flags, &mut onode)?;
+    Ok((ObjectId { name, snap }, onode))
+}
+
+/// An object name: the bytes it shares with the previous name, then the rest.
+fn decode_name(c: &mut Cursor<'_>, previous_name: &[u8]) -> Result<String, DecodeError> {
+    let shared = c.varint()?;
+    if shared > previous_name.len() as u64 {
+        return Err(invalid("shared name prefix", shared));
+    }
+    let shared = shared as usize;
+    let suffix = c.blob("object name", OBJECT_NAME_BYTES_MAX - shared)?;
+    let mut name = Vec::with_capacity(shared + suffix.len());
+    name.extend_from_slice(&previous_name[..shared]);
+    name.extend_from_slice(suffix);
+    String::from_utf8(name).map_err(|_| DecodeError::Utf8 {
+        what: "object name",
+    })
+}
+
+/// The extents, each taking a reference to its piece; they must end within the size.
+fn decode_extents(
+    c: &mut Cursor<'_>,
+    onode: &mut Onode,
+    pieces: &mut PieceTable,
+) -> Result<(), DecodeError> {
     let mut offset = 0u64;
     for _ in 0..c.count("extents", 4)? {
         offset = offset
@@ -408,6 +423,11 @@ fn decode_object(
     if offset > onode.size_bytes {
         return Err(invalid("extent past the object's size", offset));
     }
+    Ok(())
+}
+
+/// The xattrs and omap entries the flags say follow.
+fn decode_attributes(c: &mut Cursor<'_>, flags: u8, onode: &mut Onode) -> Result<(), DecodeError> {
     if flags & FLAG_XATTRS != 0 {
         for _ in 0..c.count("xattrs", 2)? {
             let name = c.blob("xattr name", XATTR_NAME_BYTES_MAX)?;
@@ -426,7 +446,7 @@ fn decode_object(
                 .insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value));
         }
     }
-    Ok((ObjectId { name, snap }, onode))
+    Ok(())
 }
 
 fn decode_body_v1(
