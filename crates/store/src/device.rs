@@ -27,6 +27,12 @@ pub trait BlockDevice {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
     /// Writes `data` at `offset`; not durable until [`BlockDevice::sync`].
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// Writes `parts` one after another from `offset`, as one write: like
+    /// [`BlockDevice::write_at`] of their concatenation. The default concatenates;
+    /// [`FileDevice`] hands the parts to the kernel without copying them.
+    fn write_parts_at(&mut self, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+        self.write_at(offset, &parts.concat())
+    }
     /// Makes every completed write durable (`fdatasync`).
     fn sync(&mut self) -> io::Result<()>;
     fn size_bytes(&self) -> u64;
@@ -42,6 +48,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
         (**self).write_at(offset, data)
+    }
+    fn write_parts_at(&mut self, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+        (**self).write_parts_at(offset, parts)
     }
     fn sync(&mut self) -> io::Result<()> {
         (**self).sync()

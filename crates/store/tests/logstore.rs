@@ -9,7 +9,8 @@ use bytes::Bytes;
 use carmine_store::device::MemDevice;
 use carmine_store::logstore::{self, LogStoreConfig};
 use carmine_store::{
-    FaultConfig, FaultyDevice, FileDevice, LogStore, MemStore, ObjectStore, StoreError, Transaction,
+    BlockDevice, FaultConfig, FaultyDevice, FileDevice, LogStore, MemStore, ObjectStore,
+    StoreError, Transaction,
 };
 use common::{compare_stores, object, pg, random_transaction, setup_transaction, Rng};
 
@@ -186,6 +187,97 @@ fn bit_flips_are_detected() {
     }
 }
 
+/// The newest checkpoint torn, truncated or rotten (as a write cut by a power failure
+/// leaves it): open falls back to the older slot and replays the log from there, so
+/// nothing committed is lost. A slot that claims a higher sequence number than it
+/// holds does not mislead the choice either.
+#[test]
+fn damaged_newest_checkpoint_falls_back_to_the_older_one() {
+    let slot_bytes = LogStoreConfig::small().checkpoint_slot_bytes;
+    let slot_offset = |slot: usize| 4096 + slot as u64 * slot_bytes;
+    // Each damage gets the slot's first 4 KiB and the checkpoint's length.
+    type Damage = fn(&mut [u8], usize);
+    let damages: [(&str, Damage); 5] = [
+        ("bit flip", |raw, length| raw[length / 2] ^= 0x10),
+        ("torn second half", |raw, length| {
+            raw[length / 2..].fill(0xEE)
+        }),
+        ("zeroed", |raw, _| raw.fill(0)),
+        ("length past the slot", |raw, _| {
+            raw[6..10].copy_from_slice(&u32::MAX.to_le_bytes())
+        }),
+        ("truncated to its head", |raw, _| raw[18..].fill(0)),
+    ];
+    for (what, damage) in damages {
+        let mut rng = Rng::new(11);
+        let mut store = open(FaultyDevice::in_memory(
+            DEVICE_BYTES,
+            FaultConfig::default(),
+        ))
+        .unwrap();
+        let mut txs = vec![setup_transaction()];
+        store.submit(setup_transaction()).unwrap();
+        random_workload(&mut store, &mut rng, &mut txs, 40).unwrap();
+        let mut device = store.close().unwrap();
+        let stat = logstore::stat(&device).unwrap();
+        assert_eq!(stat.records_after_checkpoint, 0, "close checkpoints");
+        let newest = stat.checkpoint_slot;
+        let mut raw = vec![0u8; 4096];
+        device.read_at(slot_offset(newest), &mut raw).unwrap();
+        let length = 14 + u32::from_le_bytes(raw[6..10].try_into().unwrap()) as usize;
+        assert!(length < raw.len(), "{what}: checkpoint of {length} bytes");
+        damage(&mut raw, length);
+        device.write_at(slot_offset(newest), &raw).unwrap();
+        device.sync().unwrap();
+
+        let stat = logstore::stat(&device).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(stat.checkpoint_slot, 1 - newest, "{what}");
+        assert!(stat.records_after_checkpoint > 0, "{what}: replays the log");
+        let store = open(device).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(store.committed_through(), txs.len() as u64, "{what}");
+        compare_stores(&store, &reference(&txs), true).unwrap_or_else(|e| panic!("{what}: {e}"));
+
+        // The older slot now claims a sequence number it does not verify with.
+        let mut device = store.close().unwrap();
+        let older = 1 - logstore::stat(&device).unwrap().checkpoint_slot;
+        device.read_at(slot_offset(older), &mut raw).unwrap();
+        raw[10..18].copy_from_slice(&u64::MAX.to_le_bytes());
+        device.write_at(slot_offset(older), &raw).unwrap();
+        device.sync().unwrap();
+        let store = open(device).unwrap_or_else(|e| panic!("{what}, lying slot: {e}"));
+        compare_stores(&store, &reference(&txs), true).unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+}
+
+/// Many tiny ops bring a checkpoint long before the log reaches its byte interval, so
+/// a crash leaves little to replay.
+#[test]
+fn tiny_ops_bring_checkpoints() {
+    let config = LogStoreConfig::small();
+    let mut store = open(FaultyDevice::in_memory(
+        DEVICE_BYTES,
+        FaultConfig::default(),
+    ))
+    .unwrap();
+    store.submit(setup_transaction()).unwrap();
+    store.flush().unwrap();
+    let before = store.stats();
+    for index in 0..config.checkpoint_interval_ops {
+        let mut tx = Transaction::new();
+        tx.touch(pg(), object(index % 10));
+        store.submit(tx).unwrap();
+        if index % 100 == 99 {
+            store.flush().unwrap();
+        }
+    }
+    store.flush().unwrap();
+    let after = store.stats();
+    assert!(after.bytes_written - before.bytes_written < config.checkpoint_interval_bytes);
+    assert_eq!(after.checkpoints, before.checkpoints + 1);
+    let stat = logstore::stat(store.device()).unwrap();
+    assert!(stat.records_after_checkpoint < 10, "{stat:?}");
+}
+
 /// Transient bit flips on read: reads return the right bytes or `Corrupt`.
 #[test]
 fn read_bit_flips_never_return_garbage() {
@@ -341,7 +433,8 @@ fn cleaner_keeps_a_long_overwrite_workload_running() {
 }
 
 /// Large objects written in one go and then overwritten in 4 KiB blocks: an overwrite
-/// writes about 4 KiB, not the object.
+/// writes about 4 KiB (its record, the padding to a sector and the zeros to a page
+/// boundary), not the object.
 #[test]
 fn small_overwrites_do_not_rewrite_objects() {
     let mut store = open(FaultyDevice::in_memory(8 << 20, FaultConfig::default())).unwrap();
@@ -355,7 +448,7 @@ fn small_overwrites_do_not_rewrite_objects() {
     store.flush().unwrap();
     let overwrite_bytes = store.stats().bytes_written - before;
     assert!(
-        overwrite_bytes < 8192,
+        overwrite_bytes <= 3 * 4096,
         "a 4 KiB overwrite wrote {overwrite_bytes} bytes"
     );
     let data = store.read(pg(), &object(0), 4096, 3 * 4096).unwrap();

@@ -3,11 +3,12 @@
 //! Each OSD shard owns one file (by convention `DATA_DIR/logstore.shard<N>`), created at
 //! its full size and filled with zeros so that later writes overwrite allocated blocks
 //! and `fdatasync` has no file-system metadata to flush. Reads and writes are
-//! positional (`pread`/`pwrite`), so the file offset is never shared state.
+//! positional (`pread`/`pwrite`); only a write of several parts sets the file offset
+//! first (`lseek`, then `writev`), under `&mut self`, and nothing else reads it.
 
 use super::{check_range, BlockDevice};
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, IoSlice, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -80,6 +81,23 @@ impl BlockDevice for FileDevice {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
         check_range(offset, data.len(), self.size_bytes)?;
         self.file.write_all_at(data, offset)
+    }
+
+    fn write_parts_at(&mut self, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+        let length = parts.iter().map(|part| part.len()).sum();
+        check_range(offset, length, self.size_bytes)?;
+        self.file.seek(SeekFrom::Start(offset))?;
+        let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|part| IoSlice::new(part)).collect();
+        let mut rest = &mut slices[..];
+        while !rest.is_empty() {
+            match self.file.write_vectored(rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(written) => IoSlice::advance_slices(&mut rest, written),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
     }
 
     fn sync(&mut self) -> io::Result<()> {

@@ -13,18 +13,35 @@
 //!   Written once when the device is formatted. An all-zero superblock means "not
 //!   formatted"; anything else that does not verify is corruption.
 //!
-//! CheckpointSlot := u32 magic "CMCP" | envelope(1,1){ Checkpoint } | u32 crc32c(all before)
+//! CheckpointSlot := u32 magic "CMCP" | envelope(2,2){ Checkpoint } | u32 crc32c(all before)
 //!   Checkpoint := u64 checkpoint_seq | u64 epoch | u32 replay_segment
 //!               | u32 replay_offset (in the segment) | u64 next_record_seq
 //!               | u64 last_tx_seq | u64 next_piece_id
-//!               | u32 piece_count | (u64 piece_id | u64 device_offset | u32 length | u32 crc32c)*
-//!               | u32 collection_count | Collection*
-//!   Collection := CollectionId | u32 object_count | Object*
-//!   Object := ObjectId | u64 size_bytes | u64 mtime_ns
-//!           | u32 extent_count | (u64 logical_offset | u64 piece_id | u32 piece_skip | u32 length)*
-//!           | u32 xattr_count | (blob name | blob value)* | u32 omap_count | (blob key | blob value)*
-//!   Slots alternate; the valid one with the higher checkpoint_seq wins. The checkpoint
-//!   is written only after every record before its replay position is durable.
+//!               | var piece_count | Piece* | var collection_count | Collection*
+//!   var := LEB128 varint: 7 bits a byte, low bits first, high bit set on all but the last
+//!   Piece := var id_delta (> 0: from the previous piece's id, or from 0)
+//!          | var zigzag(device_offset - the previous piece's device_offset, or - 0)
+//!          | var length | u32 crc32c                       (pieces ascend by id)
+//!   Collection := u8 0 (meta) | u8 1 var pool var seed (a PG)
+//!               | var object_count | Object*            (objects ascend by ObjectId)
+//!   Object := u8 flags (1 snap, 2 mtime, 4 xattrs, 8 omap; other bits invalid)
+//!           | var shared (leading name bytes equal to the previous object's name)
+//!           | var suffix_length | the rest of the name (UTF-8 once joined)
+//!           | [var snap if flag 1, else head] | var size_bytes | [u64 mtime_ns if flag 2]
+//!           | var extent_count | (var gap from the previous extent's end, or from 0
+//!             | var piece_id | var piece_skip | var length)*
+//!           | [var xattr_count | (var length | name | var length | value)* if flag 4]
+//!           | [var omap_count | (var length | key | var length | value)* if flag 8]
+//!   Version 1 (envelope(1,1), still read): the same fields, fixed width and unshared:
+//!     … | u64 next_piece_id | u32 piece_count
+//!     | (u64 piece_id | u64 device_offset | u32 length | u32 crc32c)*
+//!     | u32 collection_count | (CollectionId | u32 object_count | ObjectV1*)*
+//!     ObjectV1 := ObjectId | u64 size_bytes | u64 mtime_ns | u32 extent_count
+//!       | (u64 logical_offset | u64 piece_id | u32 piece_skip | u32 length)*
+//!       | u32 xattr_count | (blob name | blob value)* | u32 omap_count | (blob key | blob value)*
+//!   Slots alternate; the valid one with the higher checkpoint_seq wins (only the slot
+//!   claiming the higher number is decoded unless it fails). The checkpoint is written
+//!   only after every record before its replay position is durable.
 //!
 //! Segment := Record* (records never cross a segment; a segment has no header)
 //! Record := RecordHeader (32 bytes) | payload
@@ -49,12 +66,19 @@
 //! writes a checkpoint with a new epoch before any record, so stale records left past
 //! the end by an earlier crash can never be mistaken for new ones. Each flush starts on
 //! a 512-byte boundary, so a torn write cannot damage a sector holding durable records.
+//! A flush's writes also carry zeros from the log's end to the next 4096-byte boundary
+//! (never past the segment): past the end of the log, so replay sees "end of log", and
+//! a buffered write never covers part of a page that the kernel would first have to
+//! read from the disk.
 
 use bytes::Bytes;
 use carmine_types::encoding::{Decoder, Encoder};
 
 pub const SUPERBLOCK_BYTES: u64 = 4096;
 pub const SECTOR_BYTES: u64 = 512;
+/// Flush writes end on a boundary of this many bytes (see the module docs): the page
+/// size.
+pub const PAGE_BYTES: u64 = 4096;
 pub const RECORD_HEADER_BYTES: usize = 32;
 
 pub const SUPERBLOCK_MAGIC: u32 = u32::from_le_bytes(*b"CMSB");
@@ -100,8 +124,28 @@ pub struct RecordHeader {
 }
 
 /// Appends a whole record (header and payload) to `out`.
+#[cfg(test)]
 pub fn put_record(out: &mut Vec<u8>, header: &RecordHeader, payload: &[u8]) {
+    put_record_with_crc(out, header, payload, crc32c::crc32c(payload));
+}
+
+/// [`put_record`] for a caller that already has `crc32c(payload)`, so a large payload
+/// is checksummed once.
+pub fn put_record_with_crc(
+    out: &mut Vec<u8>,
+    header: &RecordHeader,
+    payload: &[u8],
+    payload_crc: u32,
+) {
     assert_eq!(header.payload_bytes as usize, payload.len());
+    debug_assert_eq!(crc32c::crc32c(payload), payload_crc);
+    put_record_header(out, header, payload_crc);
+    out.extend_from_slice(payload);
+}
+
+/// Appends the header of a record whose payload (`header.payload_bytes` long, with
+/// crc32c `payload_crc`) the caller writes right after it.
+pub fn put_record_header(out: &mut Vec<u8>, header: &RecordHeader, payload_crc: u32) {
     let start = out.len();
     out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
     out.push(RECORD_VERSION);
@@ -110,10 +154,11 @@ pub fn put_record(out: &mut Vec<u8>, header: &RecordHeader, payload: &[u8]) {
     out.extend_from_slice(&header.epoch.to_le_bytes());
     out.extend_from_slice(&header.record_seq.to_le_bytes());
     out.extend_from_slice(&header.payload_bytes.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[start..start + 28]), payload);
+    let header_crc = crc32c::crc32c(&out[start..start + 28]);
+    let payload_bytes = header.payload_bytes as usize;
+    let crc = super::crc::combine(header_crc, payload_crc, payload_bytes);
     out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(payload);
-    debug_assert_eq!(out.len() - start, RECORD_HEADER_BYTES + payload.len());
+    debug_assert_eq!(out.len() - start, RECORD_HEADER_BYTES);
 }
 
 fn le_u32(bytes: &[u8]) -> u32 {
@@ -145,9 +190,20 @@ pub fn record_crc_matches(raw: &[u8; RECORD_HEADER_BYTES], payload: &[u8]) -> bo
 
 /// `magic | envelope(version, compat){body} | crc32c`: the superblock and checkpoints.
 pub fn frame(magic: u32, body: impl FnOnce(&mut Encoder)) -> Vec<u8> {
-    let mut e = Encoder::new();
+    frame_versioned(magic, FORMAT_VERSION, FORMAT_COMPAT, 0, body)
+}
+
+/// [`frame`] with its own envelope version, into a buffer of `capacity` bytes.
+pub fn frame_versioned(
+    magic: u32,
+    version: u8,
+    compat: u8,
+    capacity: usize,
+    body: impl FnOnce(&mut Encoder),
+) -> Vec<u8> {
+    let mut e = Encoder::with_capacity(capacity);
     e.put_u32(magic);
-    e.versioned(FORMAT_VERSION, FORMAT_COMPAT, body);
+    e.versioned(version, compat, body);
     let mut out = e.into_vec();
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());

@@ -9,6 +9,7 @@
 //! instead of rewriting the object. A piece is live while any extent references it;
 //! segment live bytes count whole live pieces, which is what the cleaner must copy.
 
+use super::extents::ExtentMap;
 use crate::{CollectionId, MemStore, TxOp};
 use bytes::Bytes;
 use carmine_types::ObjectId;
@@ -46,7 +47,7 @@ pub struct Extent {
 pub struct Onode {
     pub size_bytes: u64,
     pub mtime_ns: u64,
-    pub extents: BTreeMap<u64, Extent>,
+    pub extents: ExtentMap,
     pub xattrs: BTreeMap<String, Bytes>,
     pub omap: BTreeMap<Bytes, Bytes>,
 }
@@ -81,7 +82,7 @@ pub struct Counters {
 }
 
 impl Counters {
-    fn of_object(coll: CollectionId, oid: &ObjectId, onode: &Onode) -> Counters {
+    pub fn of_object(coll: CollectionId, oid: &ObjectId, onode: &Onode) -> Counters {
         let metadata_bytes =
             MemStore::OBJECT_OVERHEAD_BYTES + oid.name.len() as u64 + onode.attribute_bytes();
         match coll {
@@ -98,7 +99,7 @@ impl Counters {
         }
     }
 
-    fn add(&mut self, other: Counters) {
+    pub fn add(&mut self, other: Counters) {
         self.object_count += other.object_count;
         self.data_bytes += other.data_bytes;
         self.metadata_bytes += other.metadata_bytes;
@@ -182,7 +183,7 @@ impl Index {
                 oid,
                 offset,
                 pieces,
-            } => self.with_onode(coll, &oid, |index, onode| {
+            } => self.with_onode(coll, oid, |index, onode| {
                 index.write(onode, offset, &pieces)
             }),
             LogOp::Op(op) => self.apply_op(op),
@@ -201,14 +202,14 @@ impl Index {
                     self.drop_onode(coll, &oid, onode);
                 }
             }
-            TxOp::Touch(coll, oid) => self.with_onode(coll, &oid, |_, _| {}),
+            TxOp::Touch(coll, oid) => self.with_onode(coll, oid, |_, _| {}),
             TxOp::Write { .. } => unreachable!("writes arrive as LogOp::Write"),
             TxOp::Zero {
                 coll,
                 oid,
                 offset,
                 length,
-            } => self.with_onode(coll, &oid, |index, onode| {
+            } => self.with_onode(coll, oid, |index, onode| {
                 index.punch(onode, offset, offset + length);
                 if length > 0 {
                     onode.size_bytes = onode.size_bytes.max(offset + length);
@@ -218,7 +219,7 @@ impl Index {
                 coll,
                 oid,
                 size_bytes,
-            } => self.with_onode(coll, &oid, |index, onode| {
+            } => self.with_onode(coll, oid, |index, onode| {
                 index.punch(onode, size_bytes, u64::MAX);
                 onode.size_bytes = size_bytes;
             }),
@@ -237,54 +238,58 @@ impl Index {
                 coll,
                 oid,
                 mtime_ns,
-            } => self.with_onode(coll, &oid, |_, onode| onode.mtime_ns = mtime_ns),
+            } => self.with_onode(coll, oid, |_, onode| onode.mtime_ns = mtime_ns),
             TxOp::SetXattr {
                 coll,
                 oid,
                 name,
                 value,
-            } => self.with_onode(coll, &oid, |_, onode| {
+            } => self.with_onode(coll, oid, |_, onode| {
                 onode.xattrs.insert(name, value);
             }),
-            TxOp::RmXattr { coll, oid, name } => self.with_onode(coll, &oid, |_, onode| {
+            TxOp::RmXattr { coll, oid, name } => self.with_onode(coll, oid, |_, onode| {
                 onode.xattrs.remove(&name).expect("validated");
             }),
             TxOp::OmapSet { coll, oid, entries } => {
-                self.with_onode(coll, &oid, |_, onode| onode.omap.extend(entries))
+                self.with_onode(coll, oid, |_, onode| onode.omap.extend(entries))
             }
-            TxOp::OmapRm { coll, oid, keys } => self.with_onode(coll, &oid, |_, onode| {
+            TxOp::OmapRm { coll, oid, keys } => self.with_onode(coll, oid, |_, onode| {
                 for key in keys {
                     onode.omap.remove(&key);
                 }
             }),
-            TxOp::OmapClear(coll, oid) => {
-                self.with_onode(coll, &oid, |_, onode| onode.omap.clear())
-            }
+            TxOp::OmapClear(coll, oid) => self.with_onode(coll, oid, |_, onode| onode.omap.clear()),
             TxOp::Clone { coll, src, dst } => self.clone_object(coll, &src, dst),
             other => unreachable!("handled by apply_op: {other:?}"),
         }
     }
 
-    /// Runs `change` on the object (created if missing), keeping the totals.
+    /// Runs `change` on the object (created if missing), keeping the totals. The
+    /// object is taken out of its slot and put back, not removed and reinserted, so
+    /// the map is not rebalanced and the name not copied on every change.
     fn with_onode(
         &mut self,
         coll: CollectionId,
-        oid: &ObjectId,
+        oid: ObjectId,
         change: impl FnOnce(&mut Index, &mut Onode),
     ) {
         let objects = self.collections.get_mut(&coll).expect("validated");
-        let mut onode = match objects.remove(oid) {
-            Some(onode) => {
-                self.counters
-                    .subtract(Counters::of_object(coll, oid, &onode));
-                onode
-            }
-            None => Onode::default(),
-        };
+        let existing = objects.get_mut(&oid).map(std::mem::take);
+        if let Some(onode) = &existing {
+            self.counters
+                .subtract(Counters::of_object(coll, &oid, onode));
+        }
+        let is_new = existing.is_none();
+        let mut onode = existing.unwrap_or_default();
         change(self, &mut onode);
-        self.counters.add(Counters::of_object(coll, oid, &onode));
+        self.counters.add(Counters::of_object(coll, &oid, &onode));
         let objects = self.collections.get_mut(&coll).expect("still there");
-        objects.insert(oid.clone(), onode);
+        if is_new {
+            let previous = objects.insert(oid, onode);
+            assert!(previous.is_none(), "change does not create the object");
+        } else {
+            *objects.get_mut(&oid).expect("still there") = onode;
+        }
     }
 
     fn drop_onode(&mut self, coll: CollectionId, oid: &ObjectId, onode: Onode) {
@@ -347,6 +352,7 @@ impl Index {
         let total: u64 = pieces.iter().map(|p| u64::from(p.length)).sum();
         self.punch(onode, offset, offset + total);
         let mut at = offset;
+        let mut extents = Vec::with_capacity(pieces.len());
         for &location in pieces {
             assert!(location.length > 0, "empty pieces are never stored");
             let piece_id = self.new_piece(location);
@@ -356,9 +362,11 @@ impl Index {
                 skip: 0,
                 length: location.length,
             };
-            onode.extents.insert(at, extent);
+            extents.push((at, extent));
             at += u64::from(location.length);
         }
+        let removed = onode.extents.splice(offset, offset + total, extents);
+        assert!(removed.is_empty(), "the range was punched");
         if total > 0 {
             onode.size_bytes = onode.size_bytes.max(offset + total);
         }
@@ -369,35 +377,32 @@ impl Index {
         if start >= end {
             return;
         }
-        let mut offsets: Vec<u64> = Vec::new();
-        if let Some((&offset, extent)) = onode.extents.range(..start).next_back() {
-            if offset + u64::from(extent.length) > start {
-                offsets.push(offset);
-            }
+        let overlapping = onode.extents.overlapping(start, end);
+        let (Some(&(first_offset, first)), Some(&(last_offset, last))) =
+            (overlapping.first(), overlapping.last())
+        else {
+            return;
+        };
+        let left = (first_offset < start).then(|| {
+            let length = (start - first_offset) as u32;
+            (first_offset, Extent { length, ..first })
+        });
+        let right = (last_offset + u64::from(last.length) > end).then(|| {
+            let skip = (end - last_offset) as u32;
+            let right = Extent {
+                piece_id: last.piece_id,
+                skip: last.skip + skip,
+                length: last.length - skip,
+            };
+            (end, right)
+        });
+        for (_, kept) in left.iter().chain(&right) {
+            self.pieces.get_mut(&kept.piece_id).expect("live").refs += 1;
         }
-        offsets.extend(onode.extents.range(start..end).map(|(&offset, _)| offset));
-        for offset in offsets {
-            let extent = onode.extents.remove(&offset).expect("listed above");
-            let extent_end = offset + u64::from(extent.length);
-            if offset < start {
-                let keep = (start - offset) as u32;
-                let left = Extent {
-                    length: keep,
-                    ..extent
-                };
-                onode.extents.insert(offset, left);
-                self.pieces.get_mut(&extent.piece_id).expect("live").refs += 1;
-            }
-            if extent_end > end {
-                let skip = (end - offset) as u32;
-                let right = Extent {
-                    piece_id: extent.piece_id,
-                    skip: extent.skip + skip,
-                    length: extent.length - skip,
-                };
-                onode.extents.insert(end, right);
-                self.pieces.get_mut(&extent.piece_id).expect("live").refs += 1;
-            }
+        let removed = onode
+            .extents
+            .splice(start, end, left.into_iter().chain(right));
+        for (_, extent) in removed {
             self.unref_piece(extent.piece_id);
         }
     }
@@ -417,6 +422,43 @@ impl Index {
         Some(())
     }
 
+    /// An index from a checkpoint decoded in one pass: `pieces` ascend by id and carry
+    /// their reference counts, `counters` totals the objects. Fills in what follows
+    /// from the pieces (live bytes and piece sets per segment); `Err` names a piece
+    /// that nothing references or whose id was never handed out.
+    pub fn from_counted_parts(
+        geometry: Geometry,
+        next_piece_id: PieceId,
+        pieces: Vec<(PieceId, Piece)>,
+        collections: BTreeMap<CollectionId, Objects>,
+        counters: Counters,
+    ) -> Result<Index, String> {
+        let segment_count = geometry.segment_count as usize;
+        let mut segment_live_bytes = vec![0; segment_count];
+        let mut segment_ids: Vec<Vec<PieceId>> = vec![Vec::new(); segment_count];
+        let mut previous_id = 0;
+        for &(id, piece) in &pieces {
+            assert!(id > previous_id, "pieces ascend by id");
+            previous_id = id;
+            if piece.refs == 0 || id >= next_piece_id {
+                return Err(format!("piece {id} is unreferenced or from the future"));
+            }
+            let segment = geometry.segment_of(piece.device_offset);
+            segment_live_bytes[segment] += u64::from(piece.length);
+            segment_ids[segment].push(id);
+        }
+        Ok(Index {
+            geometry,
+            collections,
+            // Sorted input: both are bulk-built without a real sort.
+            pieces: pieces.into_iter().collect(),
+            next_piece_id,
+            segment_live_bytes,
+            segment_pieces: segment_ids.into_iter().map(BTreeSet::from_iter).collect(),
+            counters,
+        })
+    }
+
     /// Rebuilds references, live bytes and totals from the objects and pieces (after
     /// decoding a checkpoint); `Err` names the first inconsistency.
     pub fn recount(&mut self) -> Result<(), String> {
@@ -431,7 +473,7 @@ impl Index {
             for (oid, onode) in objects {
                 self.counters.add(Counters::of_object(coll, oid, onode));
                 let mut previous_end = 0;
-                for (&offset, extent) in &onode.extents {
+                for &(offset, extent) in onode.extents.iter() {
                     let piece = self.pieces.get_mut(&extent.piece_id).ok_or_else(|| {
                         format!(
                             "{coll}/{oid}: extent names missing piece {}",

@@ -7,9 +7,14 @@
 //! needs but that may still hold live data. Sealed segments whose live bytes reach
 //! zero become free after the next sync.
 
-use super::format::{put_record, RecordHeader, RecordKind, RECORD_HEADER_BYTES, SECTOR_BYTES};
+use super::format::{
+    put_record_header, put_record_with_crc, RecordHeader, RecordKind, PAGE_BYTES,
+    RECORD_HEADER_BYTES, SECTOR_BYTES,
+};
 use super::index::Geometry;
+use super::pending::{PendingChunk, SHARED_PAYLOAD_BYTES_MIN};
 use crate::device::BlockDevice;
+use bytes::Bytes;
 use carmine_types::encoding::Encoder;
 use std::collections::BTreeSet;
 use std::io;
@@ -22,12 +27,24 @@ const _: () = assert!(
     SEGMENT_END_RECORD_BYTES + SECTOR_BYTES + (RECORD_HEADER_BYTES as u64)
         < SEGMENT_TAIL_RESERVE_BYTES
 );
+const ZEROS: [u8; PAGE_BYTES as usize] = [0; PAGE_BYTES as usize];
+/// Written chunk buffers kept for reuse by later flushes.
+const SPARE_BUFFERS_MAX: usize = 2;
 
-/// Contiguous bytes waiting to be written at `device_offset`.
-#[derive(Debug, Clone)]
-pub struct PendingChunk {
-    pub device_offset: u64,
-    pub bytes: Vec<u8>,
+/// A record payload: borrowed (always copied) or shared (copied only if small).
+#[derive(Debug, Clone, Copy)]
+enum Payload<'a> {
+    Borrowed(&'a [u8]),
+    Shared(&'a Bytes),
+}
+
+impl Payload<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Payload::Borrowed(bytes) => bytes.len(),
+            Payload::Shared(bytes) => bytes.len(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -38,6 +55,9 @@ pub struct LogWriter {
     pub head_segment: usize,
     pub head_offset: u64,
     pub pending: Vec<PendingChunk>,
+    /// Copy buffers of written chunks for the next flushes (at most
+    /// [`SPARE_BUFFERS_MAX`]).
+    pub spare: Vec<Vec<u8>>,
     pub free: BTreeSet<usize>,
     pub chain: Vec<usize>,
     pub sealed: BTreeSet<usize>,
@@ -83,22 +103,19 @@ impl LogWriter {
         self.geometry.segment_start(self.head_segment) + self.head_offset
     }
 
-    fn push_bytes(&mut self, bytes: &[u8]) {
+    /// The pending chunk that ends at the head, started if there is none.
+    fn head_chunk(&mut self) -> &mut PendingChunk {
         let at = self.device_offset();
-        match self.pending.last_mut() {
-            Some(chunk) if chunk.device_offset + chunk.bytes.len() as u64 == at => {
-                chunk.bytes.extend_from_slice(bytes);
-            }
-            _ => self.pending.push(PendingChunk {
-                device_offset: at,
-                bytes: bytes.to_vec(),
-            }),
+        if (self.pending.last()).is_none_or(|chunk| chunk.end() != at) {
+            let buffer = self.spare.pop().unwrap_or_default();
+            self.pending.push(PendingChunk::new(at, buffer));
         }
-        self.head_offset += bytes.len() as u64;
-        assert!(self.head_offset <= self.geometry.segment_bytes);
+        self.pending.last_mut().expect("just ensured")
     }
 
-    fn put(&mut self, kind: RecordKind, payload: &[u8]) -> u64 {
+    /// Puts a record at the head (which has room for it); returns its device offset.
+    /// A large payload is shared, not copied.
+    fn put(&mut self, kind: RecordKind, payload: Payload<'_>, payload_crc: u32) -> u64 {
         let header = RecordHeader {
             kind,
             epoch: self.epoch,
@@ -107,15 +124,42 @@ impl LogWriter {
         };
         self.next_record_seq += 1;
         let at = self.device_offset();
-        let mut bytes = Vec::with_capacity(RECORD_HEADER_BYTES + payload.len());
-        put_record(&mut bytes, &header, payload);
-        self.push_bytes(&bytes);
+        let chunk = self.head_chunk();
+        match payload {
+            Payload::Shared(bytes) if bytes.len() >= SHARED_PAYLOAD_BYTES_MIN => {
+                chunk.extend_copied(|out| put_record_header(out, &header, payload_crc));
+                chunk.push_shared(bytes.clone());
+            }
+            Payload::Shared(bytes) => {
+                chunk.extend_copied(|out| put_record_with_crc(out, &header, bytes, payload_crc))
+            }
+            Payload::Borrowed(bytes) => {
+                chunk.extend_copied(|out| put_record_with_crc(out, &header, bytes, payload_crc))
+            }
+        }
+        self.head_offset += (RECORD_HEADER_BYTES + payload.len()) as u64;
+        assert!(self.head_offset <= self.geometry.segment_bytes);
+        assert_eq!(
+            self.device_offset(),
+            self.pending.last().expect("put").end()
+        );
         at
     }
 
     /// Appends one record and returns the device offset of its header. Moves to a
     /// free segment first if it does not fit; the caller checked [`Self::segments_needed`].
     pub fn append(&mut self, kind: RecordKind, payload: &[u8]) -> u64 {
+        let crc = crc32c::crc32c(payload);
+        self.append_payload(kind, Payload::Borrowed(payload), crc)
+    }
+
+    /// [`Self::append`] of a payload with its crc32c already known, shared with the
+    /// caller rather than copied if it is large.
+    pub fn append_shared(&mut self, kind: RecordKind, payload: &Bytes, payload_crc: u32) -> u64 {
+        self.append_payload(kind, Payload::Shared(payload), payload_crc)
+    }
+
+    fn append_payload(&mut self, kind: RecordKind, payload: Payload<'_>, payload_crc: u32) -> u64 {
         let length = (RECORD_HEADER_BYTES + payload.len()) as u64;
         assert!(
             length <= self.record_bytes_max(),
@@ -125,12 +169,17 @@ impl LogWriter {
             let next = self.free.pop_first().expect("caller checked free segments");
             let mut e = Encoder::new();
             e.versioned(1, 1, |e| e.put_u32(next as u32));
-            self.put(RecordKind::SegmentEnd, &e.into_vec());
+            let end = e.into_vec();
+            self.put(
+                RecordKind::SegmentEnd,
+                Payload::Borrowed(&end),
+                crc32c::crc32c(&end),
+            );
             self.head_segment = next;
             self.head_offset = 0;
             self.chain.push(next);
         }
-        self.put(kind, payload)
+        self.put(kind, payload, payload_crc)
     }
 
     /// Ends the pending bytes on a sector boundary with a padding record, so the next
@@ -144,44 +193,53 @@ impl LogWriter {
         if gap < RECORD_HEADER_BYTES as u64 {
             gap += SECTOR_BYTES;
         }
-        let zeros = vec![0u8; gap as usize - RECORD_HEADER_BYTES];
-        self.put(RecordKind::Padding, &zeros);
+        let zeros = &ZEROS[..gap as usize - RECORD_HEADER_BYTES];
+        self.put(
+            RecordKind::Padding,
+            Payload::Borrowed(zeros),
+            crc32c::crc32c(zeros),
+        );
         assert_eq!(self.head_offset % SECTOR_BYTES, 0);
+    }
+
+    /// Zeros that take a chunk ending at `end` to the next page boundary, but not past
+    /// its segment: past the log's end, they only spare the kernel from reading the
+    /// rest of a page it does not hold (see `format.rs`).
+    fn page_fill(&self, end: u64) -> &'static [u8] {
+        let segment = self.geometry.segment_of(end - 1);
+        let segment_end = self.geometry.segment_start(segment) + self.geometry.segment_bytes;
+        let page_end = end.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        &ZEROS[..(page_end.min(segment_end) - end) as usize]
     }
 
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }
 
-    /// Pads and writes every pending chunk (one write per chunk, no sync); returns the
-    /// bytes written. On error the chunks stay pending.
+    /// Pads and writes every pending chunk (one write per chunk, no sync, each filled to
+    /// a page boundary); returns the bytes written. On error the chunks stay pending.
     pub fn write_pending(&mut self, device: &mut dyn BlockDevice) -> io::Result<u64> {
         if self.pending.is_empty() {
             return Ok(0);
         }
         self.pad_to_sector();
         let mut written = 0;
-        for chunk in &self.pending {
-            device.write_at(chunk.device_offset, &chunk.bytes)?;
-            written += chunk.bytes.len() as u64;
+        for index in 0..self.pending.len() {
+            let fill = self.page_fill(self.pending[index].end());
+            written += self.pending[index].write_to(device, fill)?;
         }
-        self.pending.clear();
+        for chunk in self.pending.drain(..) {
+            if self.spare.len() < SPARE_BUFFERS_MAX {
+                self.spare.push(chunk.into_buffer());
+            }
+        }
         Ok(written)
     }
 
     /// Copies `buf.len()` bytes at `device_offset` from the pending buffer if they are
     /// there; returns whether they were.
     pub fn read_pending(&self, device_offset: u64, buf: &mut [u8]) -> bool {
-        let end = device_offset + buf.len() as u64;
-        for chunk in &self.pending {
-            let chunk_end = chunk.device_offset + chunk.bytes.len() as u64;
-            if chunk.device_offset <= device_offset && end <= chunk_end {
-                let from = (device_offset - chunk.device_offset) as usize;
-                buf.copy_from_slice(&chunk.bytes[from..from + buf.len()]);
-                return true;
-            }
-        }
-        false
+        (self.pending.iter()).any(|chunk| chunk.read(device_offset, buf))
     }
 
     /// After a checkpoint at the head: every chain segment but the head is sealed.

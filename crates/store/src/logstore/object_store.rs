@@ -109,7 +109,7 @@ impl<D: BlockDevice> LogStore<D> {
             crc: 0,
         };
         let sized_plans = write_plans(&counts, pieces.iter().map(|_| placeholder));
-        let (probe, _) = txrecord::encode(tx_seq, &tx.ops, &sized_plans);
+        let (probe, probe_positions) = txrecord::encode(tx_seq, &tx.ops, &sized_plans);
         let tx_record_bytes = (RECORD_HEADER_BYTES + probe.len()) as u64;
         if tx_record_bytes > self.log.record_bytes_max() {
             return Err(StoreError::TooLarge {
@@ -125,22 +125,30 @@ impl<D: BlockDevice> LogStore<D> {
 
         let mut locations = Vec::with_capacity(pieces.len());
         for piece in &pieces {
-            let at = self.log.append(RecordKind::Data, piece) + RECORD_HEADER_BYTES as u64;
+            let crc = crc32c::crc32c(piece);
+            let at = self.log.append_shared(RecordKind::Data, piece, crc);
             locations.push(PieceLocation {
-                device_offset: at,
+                device_offset: at + RECORD_HEADER_BYTES as u64,
                 length: piece.len() as u32,
-                crc: crc32c::crc32c(piece),
+                crc,
             });
         }
         let plans = write_plans(&counts, locations.into_iter());
-        let (payload, inline_positions) = txrecord::encode(tx_seq, &tx.ops, &plans);
-        assert_eq!(
-            payload.len(),
-            probe.len(),
-            "placement changed the record size"
-        );
+        // Without out-of-line pieces the probe is the record: nothing was placed.
+        let (payload, inline_positions) = if pieces.is_empty() {
+            (probe, probe_positions)
+        } else {
+            let (payload, positions) = txrecord::encode(tx_seq, &tx.ops, &plans);
+            assert_eq!(
+                payload.len(),
+                probe.len(),
+                "placement changed the record size"
+            );
+            (payload, positions)
+        };
         let payload_at =
             self.log.append(RecordKind::Transaction, &payload) + RECORD_HEADER_BYTES as u64;
+        self.ops_since_checkpoint += tx.ops.len() as u64;
         self.apply_logged(tx.ops, plans, inline_positions, payload_at);
         self.last_tx_seq = tx_seq;
         Ok(tx_seq)
@@ -279,8 +287,7 @@ impl<D: BlockDevice> ObjectStore for LogStore<D> {
             return Ok(Bytes::new());
         }
         let mut out = vec![0u8; usize::try_from(end - offset).expect("object fits in memory")];
-        let first = (onode.extents.range(..=offset).next_back()).map_or(offset, |(&at, _)| at);
-        for (&extent_offset, extent) in onode.extents.range(first..end) {
+        for &(extent_offset, extent) in onode.extents.overlapping(offset, end) {
             let low = extent_offset.max(offset);
             let high = (extent_offset + u64::from(extent.length)).min(end);
             if low >= high {

@@ -106,27 +106,42 @@ pub fn read_slot(
     Ok(checkpoint::decode(Bytes::from(raw), superblock.geometry))
 }
 
-/// The valid checkpoint with the higher sequence number, and its slot.
+/// The checkpoint sequence number slot `slot` claims, read before anything is
+/// verified (the sequence number is the first field of every checkpoint version).
+fn claimed_checkpoint_seq(
+    device: &dyn BlockDevice,
+    superblock: &Superblock,
+    slot: usize,
+) -> Result<Option<u64>, StoreError> {
+    let head = read_bytes(device, superblock.slot_offset(slot), 18)?;
+    Ok(framed_length(&head, super::format::CHECKPOINT_MAGIC)
+        .map(|_| u64::from_le_bytes(head[10..18].try_into().expect("8 bytes"))))
+}
+
+/// The valid checkpoint with the higher sequence number, and its slot. Only the slot
+/// that claims the higher number is decoded, unless it fails to verify: with millions
+/// of objects, decoding a checkpoint is most of the time an open takes.
 pub fn newest_checkpoint(
     device: &dyn BlockDevice,
     superblock: &Superblock,
 ) -> Result<(usize, CheckpointMeta, Index), StoreError> {
-    let mut best: Option<(usize, CheckpointMeta, Index)> = None;
+    let claims = [
+        claimed_checkpoint_seq(device, superblock, 0)?,
+        claimed_checkpoint_seq(device, superblock, 1)?,
+    ];
+    let mut order = [0, 1];
+    order.sort_by_key(|&slot| std::cmp::Reverse(claims[slot]));
     let mut reasons = Vec::new();
-    for slot in 0..2 {
+    for slot in order {
         match read_slot(device, superblock, slot)? {
-            Ok((meta, index)) => {
-                if best
-                    .as_ref()
-                    .is_none_or(|(_, b, _)| meta.checkpoint_seq > b.checkpoint_seq)
-                {
-                    best = Some((slot, meta, index));
-                }
-            }
+            Ok((meta, index)) => return Ok((slot, meta, index)),
             Err(reason) => reasons.push(format!("slot {slot}: {reason}")),
         }
     }
-    best.ok_or_else(|| corrupt(format!("no valid checkpoint ({})", reasons.join("; "))))
+    Err(corrupt(format!(
+        "no valid checkpoint ({})",
+        reasons.join("; ")
+    )))
 }
 
 /// What replay found.

@@ -7,7 +7,7 @@
 use super::index::Index;
 use crate::{CollectionId, StoreError, TxOp};
 use carmine_types::ObjectId;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// An object's state in the overlay: `None` when absent, else its xattr names.
 type ObjectState = Option<BTreeSet<String>>;
@@ -18,20 +18,21 @@ struct CollectionOverlay {
     /// The collection was removed or created in this transaction: objects in the
     /// index no longer count.
     hides_index: bool,
-    objects: HashMap<ObjectId, ObjectState>,
+    /// A transaction touches few objects: a small ordered map beats hashing names.
+    objects: BTreeMap<ObjectId, ObjectState>,
 }
 
 /// A dry run of one transaction. See the module docs.
 pub struct DryRun<'a> {
     index: &'a Index,
-    collections: HashMap<CollectionId, CollectionOverlay>,
+    collections: BTreeMap<CollectionId, CollectionOverlay>,
 }
 
 impl<'a> DryRun<'a> {
     pub fn new(index: &'a Index) -> Self {
         Self {
             index,
-            collections: HashMap::new(),
+            collections: BTreeMap::new(),
         }
     }
 
