@@ -56,7 +56,7 @@ pub enum Command {
     /// Objects, as the `rados` tool: put, get, stat, ls, rm, xattrs, omap.
     #[command(subcommand)]
     Obj(objects::ObjCommand),
-    /// Benchmark a pool, as `rados bench`.
+    /// Benchmark a pool, as `rados bench`; or one layer alone (`carmine bench msgr`).
     Bench(BenchCli),
     /// Check or describe an OSD's LogStore (`--data DIR`) without starting it.
     #[command(subcommand)]
@@ -77,10 +77,15 @@ pub enum Command {
 }
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct BenchCli {
-    pub pool: String,
-    #[arg(value_enum)]
-    pub mode: BenchMode,
+    /// Benchmark one layer alone instead of a pool.
+    #[command(subcommand)]
+    pub layer: Option<BenchLayer>,
+    #[arg(required = true)]
+    pub pool: Option<String>,
+    #[arg(value_enum, required = true)]
+    pub mode: Option<BenchMode>,
     /// Object size in bytes.
     #[arg(short = 'b', long = "block-size", default_value_t = 4 * 1024 * 1024)]
     pub block_size: usize,
@@ -94,6 +99,12 @@ pub struct BenchCli {
     pub no_cleanup: bool,
     #[arg(long)]
     pub run_name: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchLayer {
+    /// The messenger against raw TCP over loopback (no cluster needed).
+    Msgr(crate::bench_msgr::MsgrBenchArgs),
 }
 
 impl Cli {
@@ -163,10 +174,18 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Bench(BenchCli {
+            layer: Some(layer), ..
+        }) => match layer {
+            BenchLayer::Msgr(args) => crate::bench_msgr::run(args, json),
+        },
         Command::Bench(args) => with_client(conf, |c| async move {
+            let (Some(pool), Some(mode)) = (args.pool, args.mode) else {
+                anyhow::bail!("bench needs a pool and a mode (write, seq or rand)");
+            };
             let args = bench::BenchArgs {
-                pool: args.pool,
-                mode: args.mode,
+                pool,
+                mode,
                 block_size_bytes: args.block_size,
                 concurrency: args.concurrency,
                 seconds: args.seconds,

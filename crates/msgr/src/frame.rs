@@ -333,6 +333,19 @@ impl FrameDecoder {
         self.buffer.extend_from_slice(data);
     }
 
+    /// The largest frame accepted from the next preamble on. A session keeps this small
+    /// until the handshake completes, so a peer that has not yet said who it is cannot
+    /// make the decoder reserve room for a large frame.
+    pub fn set_max_frame_bytes(&mut self, max_frame_bytes: usize) {
+        assert!(max_frame_bytes >= FRAME_OVERHEAD_BYTES_MAX);
+        assert!(max_frame_bytes <= MESSAGE_BYTES_MAX);
+        self.max_frame_bytes = max_frame_bytes;
+    }
+
+    pub fn max_frame_bytes(&self) -> usize {
+        self.max_frame_bytes
+    }
+
     /// The receive buffer, for reading from a socket without an extra copy.
     pub fn buffer(&mut self) -> &mut BytesMut {
         &mut self.buffer

@@ -37,10 +37,13 @@
 //! }
 //! ```
 
+pub mod bench;
 pub mod config;
 pub mod error;
 pub mod fault;
 pub mod frame;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod handshake;
 pub mod message;
 mod queue;

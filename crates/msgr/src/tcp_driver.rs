@@ -2,7 +2,7 @@
 //! session (connector: reconnect with backoff; acceptor: stand by for a resume).
 
 use super::{
-    open_connection, Conn, Driver, Fault, NetEvent, Resume, Role, CLOSE_FLUSH_TIMEOUT,
+    open_connection, Conn, Driver, Fault, Outbox, Resume, Role, CLOSE_FLUSH_TIMEOUT,
     COMMANDS_PER_TURN_MAX, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN,
 };
 use crate::error::SessionError;
@@ -120,7 +120,7 @@ impl Driver {
 
     /// Delivers events, retries a stashed message, and writes what is queued.
     async fn turn(&mut self, conn: &mut Conn, write_delay: Duration) -> Result<(), Fault> {
-        self.deliver_events()?;
+        self.deliver_events(conn);
         if let Some(message) = self.stash.take() {
             self.queue_message(message);
         }
@@ -191,16 +191,22 @@ impl Driver {
         }
     }
 
-    fn deliver_events(&mut self) -> Result<(), Fault> {
+    /// Hands every received message to the dispatcher; what it sends is queued in the
+    /// session, to leave with this turn's write.
+    fn deliver_events(&mut self, conn: &mut Conn) {
+        let mut now = None;
         while let Some(event) = self.session.poll_event() {
             match event {
                 SessionEvent::Message(message) => {
-                    let event = NetEvent::Message {
+                    let mut out = Outbox {
                         conn_id: self.id,
                         peer: self.peer,
-                        message,
+                        now: *now.get_or_insert_with(Instant::now),
+                        session: &mut self.session,
+                        conn,
+                        shared: &self.shared,
                     };
-                    self.events.send(event).map_err(|_| Fault::EventsDropped)?;
+                    self.dispatch.on_message(message, &mut out);
                 }
                 SessionEvent::PeerReset => {
                     tracing::warn!(conn_id = self.id, peer = %self.peer, "messenger: peer lost our session; restarted it")
@@ -208,7 +214,6 @@ impl Driver {
                 other => tracing::debug!(conn_id = self.id, ?other, "messenger: session event"),
             }
         }
-        Ok(())
     }
 
     async fn close_gracefully(&mut self, conn: &mut Conn) -> Fault {
