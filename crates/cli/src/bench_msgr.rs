@@ -257,6 +257,7 @@ fn medians(runs: &[Measurement]) -> Measurement {
     };
     Measurement {
         ops: runs[runs.len() / 2].ops,
+        ops_total: runs[runs.len() / 2].ops_total,
         seconds: median(|m| m.seconds),
         ops_per_s: median(|m| m.ops_per_s),
         mb_per_s: median(|m| m.mb_per_s),
@@ -367,6 +368,7 @@ mod tests {
     fn medians_take_each_field_apart() {
         let run = |ops_per_s: f64, lat_mean_us: f64| Measurement {
             ops: 1,
+            ops_total: 1,
             seconds: 1.0,
             ops_per_s,
             mb_per_s: ops_per_s,

@@ -63,8 +63,8 @@ fn main() {
     };
     match bench::run(transport, &spec, &Placement::unpinned()) {
         Ok(m) => println!(
-            "{transport:?} size={} depth={} conns={} ops={} ops_per_s={:.0} MB_per_s={:.1} lat_mean_us={:.2} lat_p99_us={:.2}",
-            spec.size_bytes, spec.depth, spec.connections, m.ops, m.ops_per_s, m.mb_per_s,
+            "{transport:?} size={} depth={} conns={} ops={} ops_total={} ops_per_s={:.0} MB_per_s={:.1} lat_mean_us={:.2} lat_p99_us={:.2}",
+            spec.size_bytes, spec.depth, spec.connections, m.ops, m.ops_total, m.ops_per_s, m.mb_per_s,
             m.lat_mean_us, m.lat_p99_us,
         ),
         Err(error) => {

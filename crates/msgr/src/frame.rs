@@ -160,29 +160,46 @@ pub fn encode_frame(frame: &Frame, out: &mut BytesMut) {
     }
 }
 
-/// Appends `frame` to a gather list for one vectored write: small segments are copied
-/// into `scratch` (flushed into `chunks` as needed), segments of
+/// A segment to encode: bytes to copy, or a shared buffer that may travel by reference.
+#[derive(Debug, Clone, Copy)]
+pub enum SegmentRef<'a> {
+    Slice(&'a [u8]),
+    Shared(&'a Bytes),
+}
+
+impl AsRef<[u8]> for SegmentRef<'_> {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            SegmentRef::Slice(slice) => slice,
+            SegmentRef::Shared(bytes) => bytes,
+        }
+    }
+}
+
+/// Appends a frame to a gather list for one vectored write: small segments are copied
+/// into `scratch` (flushed into `chunks` as needed), shared segments of
 /// [`SEGMENT_COPY_BYTES_MAX`] bytes or more travel by reference.
 pub fn encode_frame_gather(
     tag: FrameTag,
-    segments: &[&Bytes],
+    segments: &[SegmentRef<'_>],
     scratch: &mut BytesMut,
     chunks: &mut Vec<Bytes>,
 ) {
     let lengths = segment_lengths(tag, segments);
     put_preamble(tag, &lengths, segments.len(), scratch);
     for segment in segments {
-        if segment.len() >= SEGMENT_COPY_BYTES_MAX {
-            if !scratch.is_empty() {
-                chunks.push(scratch.split().freeze());
+        match segment {
+            SegmentRef::Shared(bytes) if bytes.len() >= SEGMENT_COPY_BYTES_MAX => {
+                if !scratch.is_empty() {
+                    chunks.push(scratch.split().freeze());
+                }
+                chunks.push((*bytes).clone());
             }
-            chunks.push((*segment).clone());
-        } else {
-            scratch.put_slice(segment);
+            other => scratch.put_slice(other.as_ref()),
         }
     }
     for segment in segments {
-        scratch.put_u32_le(crc32c::crc32c(segment));
+        scratch.put_u32_le(crc32c::crc32c(segment.as_ref()));
     }
 }
 
@@ -524,7 +541,11 @@ mod tests {
         let mut chunks = Vec::new();
         encode_frame_gather(
             FrameTag::Message,
-            &[&small, &big, &small],
+            &[
+                SegmentRef::Slice(&small),
+                SegmentRef::Shared(&big),
+                SegmentRef::Shared(&small),
+            ],
             &mut scratch,
             &mut chunks,
         );

@@ -28,12 +28,14 @@
 use crate::config::{Policy, SessionConfig};
 use crate::error::SessionError;
 use crate::fault::{FaultState, HandshakeStep};
-use crate::frame::{encode_frame_gather, Frame, FrameDecoder, FrameTag, FRAME_OVERHEAD_BYTES_MAX};
+use crate::frame::{
+    encode_frame_gather, Frame, FrameDecoder, FrameTag, SegmentRef, FRAME_OVERHEAD_BYTES_MAX,
+};
 use crate::handshake::{
     AuthStep, Banner, CloseReason, Counter, Hello, HelloReply, SessionReady, SessionRequest,
     AUTH_PAYLOAD_BYTES_MAX,
 };
-use crate::message::{decode_header, header_bytes, Message, HEADER_BYTES};
+use crate::message::{decode_header, header_array, Message, HEADER_BYTES};
 use crate::queue::OutQueue;
 use bytes::{Bytes, BytesMut};
 use carmine_types::encoding::{Decode, Encode};
@@ -508,8 +510,12 @@ impl Session {
         let chunks = &mut self.chunks;
         let mut encoded_any = false;
         self.out.drain_unsent(lossless, |message| {
-            let header = header_bytes(&message.header, ack_seq);
-            let segments = [&header, &message.front, &message.data];
+            let header = header_array(&message.header, ack_seq);
+            let segments = [
+                SegmentRef::Slice(&header),
+                SegmentRef::Shared(&message.front),
+                SegmentRef::Shared(&message.data),
+            ];
             encode_frame_gather(FrameTag::Message, &segments, scratch, chunks);
             encoded_any = true;
         });
@@ -531,7 +537,8 @@ impl Session {
     }
 
     fn queue_frame(&mut self, tag: FrameTag, body: &Bytes) {
-        encode_frame_gather(tag, &[body], &mut self.scratch, &mut self.chunks);
+        let segments = [SegmentRef::Shared(body)];
+        encode_frame_gather(tag, &segments, &mut self.scratch, &mut self.chunks);
     }
 
     /// Writes this side's opening (banner; the connector's pipelined requests).

@@ -49,8 +49,8 @@ pub type ConnId = u64;
 
 /// Bytes reserved in the receive buffer before each read.
 const READ_BYTES_MIN: usize = 128 * 1024;
-/// Most buffers handed to one vectored write.
-const WRITE_SLICES_MAX: usize = 1024;
+/// Most buffers handed to one vectored write (an array of them lives on the stack).
+const WRITE_SLICES_MAX: usize = 64;
 /// Most messages moved from a handle's queue into the session per turn.
 const COMMANDS_PER_TURN_MAX: usize = 1024;
 /// First and last pause between reconnect attempts.
@@ -230,13 +230,13 @@ impl Conn {
     /// Writes as much as the socket takes now, many buffers per system call.
     fn try_flush(&mut self) -> io::Result<()> {
         while !self.pending.is_empty() {
-            let slices: Vec<IoSlice<'_>> = self
-                .pending
-                .iter()
-                .take(WRITE_SLICES_MAX)
-                .map(|chunk| IoSlice::new(chunk))
-                .collect();
-            let written = match self.stream.try_write_vectored(&slices) {
+            let mut slices = [IoSlice::new(&[]); WRITE_SLICES_MAX];
+            let mut count = 0;
+            for (slot, chunk) in slices.iter_mut().zip(&self.pending) {
+                *slot = IoSlice::new(chunk);
+                count += 1;
+            }
+            let written = match self.stream.try_write_vectored(&slices[..count]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(written) => written,
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -539,19 +539,23 @@ struct Resume {
     answer: oneshot::Sender<Option<(Conn, Session)>>,
 }
 
+/// Where a resuming connection is offered to the task of the session it resumes
+/// (boxed: the connection task's wake-up record stays small).
+type ResumeSender = mpsc::Sender<Box<Resume>>;
+
 /// Lossless acceptor sessions that a reconnecting peer may resume.
 #[derive(Default)]
 struct Registry {
-    sessions: Mutex<HashMap<(EntityName, u64), mpsc::Sender<Resume>>>,
+    sessions: Mutex<HashMap<(EntityName, u64), ResumeSender>>,
 }
 
 impl Registry {
-    fn lookup(&self, key: (EntityName, u64)) -> Option<mpsc::Sender<Resume>> {
+    fn lookup(&self, key: (EntityName, u64)) -> Option<ResumeSender> {
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.get(&key).cloned()
     }
 
-    fn insert(&self, key: (EntityName, u64), sender: mpsc::Sender<Resume>) {
+    fn insert(&self, key: (EntityName, u64), sender: ResumeSender) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.insert(key, sender);
     }
@@ -640,11 +644,11 @@ async fn offer_resume(
         return Some((conn, fresh));
     };
     let (answer, answered) = oneshot::channel();
-    let resume = Resume {
+    let resume = Box::new(Resume {
         conn,
         fresh,
         answer,
-    };
+    });
     if let Err(mpsc::error::SendError(resume)) = sender.send(resume).await {
         return Some((resume.conn, resume.fresh));
     }
@@ -661,7 +665,7 @@ enum Role {
     Acceptor {
         registry: Arc<Registry>,
         key: Option<(EntityName, u64)>,
-        resumes: mpsc::Receiver<Resume>,
+        resumes: mpsc::Receiver<Box<Resume>>,
     },
 }
 

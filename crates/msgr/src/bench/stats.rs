@@ -12,6 +12,8 @@ pub struct LatencyRecorder {
     start: Instant,
     end: Instant,
     ops: u64,
+    /// Every completed request, warmup and drain included (for cost per request).
+    ops_total: u64,
     latency_nanos_sum: u128,
     samples_nanos: Vec<u64>,
 }
@@ -23,6 +25,7 @@ impl LatencyRecorder {
             start,
             end,
             ops: 0,
+            ops_total: 0,
             latency_nanos_sum: 0,
             samples_nanos: Vec::new(),
         }
@@ -35,6 +38,7 @@ impl LatencyRecorder {
 
     /// A request sent at `sent` completed at `done`.
     pub fn record(&mut self, sent: Instant, done: Instant) {
+        self.ops_total += 1;
         if done < self.start || done >= self.end {
             return;
         }
@@ -49,6 +53,7 @@ impl LatencyRecorder {
     pub fn merge(&mut self, other: LatencyRecorder) {
         assert_eq!((self.start, self.end), (other.start, other.end));
         self.ops += other.ops;
+        self.ops_total += other.ops_total;
         self.latency_nanos_sum += other.latency_nanos_sum;
         let room = LATENCY_SAMPLES_MAX - self.samples_nanos.len();
         let take = room.min(other.samples_nanos.len());
@@ -70,6 +75,7 @@ impl LatencyRecorder {
         };
         Measurement {
             ops: self.ops,
+            ops_total: self.ops_total,
             seconds,
             ops_per_s: self.ops as f64 / seconds,
             mb_per_s: self.ops as f64 * size_bytes as f64 / seconds / 1e6,
@@ -82,7 +88,10 @@ impl LatencyRecorder {
 /// One run's result. MB are 10^6 bytes, of request payload.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measurement {
+    /// Requests completed inside the window.
     pub ops: u64,
+    /// Requests completed in the whole run, warmup and drain included.
+    pub ops_total: u64,
     pub seconds: f64,
     pub ops_per_s: f64,
     pub mb_per_s: f64,
