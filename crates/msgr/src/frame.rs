@@ -156,7 +156,7 @@ pub fn encode_frame(frame: &Frame, out: &mut BytesMut) {
         out.put_slice(segment);
     }
     for segment in &frame.segments {
-        out.put_u32_le(crc32c::crc32c(segment));
+        out.put_u32_le(crate::crc::crc32c(segment));
     }
 }
 
@@ -199,7 +199,7 @@ pub fn encode_frame_gather(
         }
     }
     for segment in segments {
-        scratch.put_u32_le(crc32c::crc32c(segment.as_ref()));
+        scratch.put_u32_le(crate::crc::crc32c(segment.as_ref()));
     }
 }
 
@@ -315,7 +315,7 @@ impl PendingFrame {
             let end = segment_end.min(body.len());
             if self.checked_bytes < end {
                 let bytes = &body[self.checked_bytes..end];
-                self.crcs[index] = crc32c::crc32c_append(self.crcs[index], bytes);
+                self.crcs[index] = crate::crc::crc32c_append(self.crcs[index], bytes);
                 self.checked_bytes = end;
             }
             segment_start = segment_end;

@@ -39,6 +39,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod crc;
 pub mod error;
 pub mod fault;
 pub mod frame;
