@@ -22,7 +22,7 @@
 //! preamble alone, before buffering the body, so a hostile length cannot make it
 //! allocate. Decoded segments are zero-copy [`Bytes`] slices of the receive buffer.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use carmine_types::limits::MESSAGE_BYTES_MAX;
 
 /// Most segments one frame carries.
@@ -412,16 +412,15 @@ impl FrameDecoder {
         }
         self.pending = None;
         assert_eq!(pending.checked_bytes, body_bytes);
-        let mut raw = self.buffer.split_to(preamble.total_bytes).freeze();
-        raw.advance(PREAMBLE_BYTES);
-        let body = raw.split_to(body_bytes);
+        // Segments are slices of the frame's bytes: one reference count each, no copy.
+        let raw = self.buffer.split_to(preamble.total_bytes).freeze();
+        let epilogue_at = PREAMBLE_BYTES + body_bytes;
         let mut segments = Vec::with_capacity(preamble.count);
-        let mut offset = 0;
+        let mut offset = PREAMBLE_BYTES;
         for index in 0..preamble.count {
             let length = preamble.lengths[index] as usize;
-            let segment = body.slice(offset..offset + length);
-            offset += length;
-            let expected = raw.get_u32_le();
+            let at = epilogue_at + index * EPILOGUE_BYTES_PER_SEGMENT;
+            let expected = u32::from_le_bytes([raw[at], raw[at + 1], raw[at + 2], raw[at + 3]]);
             let actual = pending.crcs[index];
             if expected != actual {
                 return Err(FrameError::BadSegmentCrc {
@@ -430,9 +429,14 @@ impl FrameDecoder {
                     actual,
                 });
             }
-            segments.push(segment);
+            segments.push(raw.slice(offset..offset + length));
+            offset += length;
         }
-        assert!(raw.is_empty());
+        assert_eq!(offset, epilogue_at);
+        assert_eq!(
+            epilogue_at + preamble.count * EPILOGUE_BYTES_PER_SEGMENT,
+            raw.len()
+        );
         Ok(Some(Frame::new(preamble.tag, segments)))
     }
 }
