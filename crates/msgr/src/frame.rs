@@ -225,7 +225,7 @@ fn put_preamble(tag: FrameTag, lengths: &[u32; SEGMENTS_MAX], count: usize, out:
         let at = 4 + index * 4;
         preamble[at..at + 4].copy_from_slice(&length.to_le_bytes());
     }
-    let crc = crc32c::crc32c(&preamble[..PREAMBLE_CRC_COVERED_BYTES]);
+    let crc = crate::crc::crc32c(&preamble[..PREAMBLE_CRC_COVERED_BYTES]);
     preamble[PREAMBLE_CRC_COVERED_BYTES..].copy_from_slice(&crc.to_le_bytes());
     out.put_slice(&preamble);
 }
@@ -241,7 +241,7 @@ struct Preamble {
 
 fn parse_preamble(raw: &[u8], max_frame_bytes: usize) -> Result<Preamble, FrameError> {
     assert!(raw.len() >= PREAMBLE_BYTES);
-    let expected = crc32c::crc32c(&raw[..PREAMBLE_CRC_COVERED_BYTES]);
+    let expected = crate::crc::crc32c(&raw[..PREAMBLE_CRC_COVERED_BYTES]);
     let actual = u32::from_le_bytes([raw[20], raw[21], raw[22], raw[23]]);
     if expected != actual {
         return Err(FrameError::BadPreambleCrc { expected, actual });

@@ -49,8 +49,11 @@ pub type ConnId = u64;
 
 /// Bytes reserved in the receive buffer before each read.
 const READ_BYTES_MIN: usize = 128 * 1024;
-/// Most buffers handed to one vectored write (an array of them lives on the stack).
-const WRITE_SLICES_MAX: usize = 64;
+/// Most buffers handed to one vectored write (an array of them lives on the stack);
+/// a message of more than `SEGMENT_COPY_BYTES_MAX` bytes takes two.
+const WRITE_SLICES_MAX: usize = 256;
+/// Up to this many pending buffers are written from a small array.
+const WRITE_SLICES_FEW: usize = 8;
 /// Most messages moved from a handle's queue into the session per turn.
 const COMMANDS_PER_TURN_MAX: usize = 1024;
 /// First and last pause between reconnect attempts.
@@ -230,13 +233,11 @@ impl Conn {
     /// Writes as much as the socket takes now, many buffers per system call.
     fn try_flush(&mut self) -> io::Result<()> {
         while !self.pending.is_empty() {
-            let mut slices = [IoSlice::new(&[]); WRITE_SLICES_MAX];
-            let mut count = 0;
-            for (slot, chunk) in slices.iter_mut().zip(&self.pending) {
-                *slot = IoSlice::new(chunk);
-                count += 1;
-            }
-            let written = match self.stream.try_write_vectored(&slices[..count]) {
+            let written = match self.pending.len() {
+                1..=WRITE_SLICES_FEW => self.write_some::<WRITE_SLICES_FEW>(),
+                _ => self.write_some::<WRITE_SLICES_MAX>(),
+            };
+            let written = match written {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(written) => written,
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -245,6 +246,19 @@ impl Conn {
             self.consume(written);
         }
         Ok(())
+    }
+
+    /// One vectored write of up to `N` pending buffers (their slices live on the
+    /// stack: a small array when little is pending, so a lone reply does not pay
+    /// for initialising a large one).
+    fn write_some<const N: usize>(&self) -> io::Result<usize> {
+        let mut slices = [IoSlice::new(&[]); N];
+        let mut count = 0;
+        for (slot, chunk) in slices.iter_mut().zip(&self.pending) {
+            *slot = IoSlice::new(chunk);
+            count += 1;
+        }
+        self.stream.try_write_vectored(&slices[..count])
     }
 
     fn consume(&mut self, mut written: usize) {
