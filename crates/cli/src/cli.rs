@@ -63,7 +63,7 @@ pub enum Command {
     #[command(subcommand)]
     Obj(objects::ObjCommand),
     /// Benchmark a pool, as `rados bench` (`carmine bench POOL write|seq|rand`), or one
-    /// layer alone (`carmine bench osd`).
+    /// layer alone (`carmine bench osd`, `carmine bench msgr`).
     Bench(BenchCli),
     /// Check or describe an OSD's LogStore (`--data DIR`) without starting it.
     #[command(subcommand)]
@@ -115,6 +115,8 @@ pub enum BenchLayer {
     /// The OSD core alone (`--path direct`) or through the messenger on loopback
     /// (`--path net`): MemStore, 4 KiB writes and reads, many in flight.
     Osd(crate::bench_osd::OsdBenchArgs),
+    /// The messenger against raw TCP over loopback (no cluster needed).
+    Msgr(crate::bench_msgr::MsgrBenchArgs),
 }
 
 impl Cli {
@@ -197,6 +199,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             layer: Some(layer), ..
         }) => match layer {
             BenchLayer::Osd(args) => crate::bench_osd::run(args, json),
+            BenchLayer::Msgr(args) => crate::bench_msgr::run(args, json),
         },
         Command::Bench(args) => with_client(conf, |c| async move {
             let (Some(pool), Some(mode)) = (args.pool, args.mode) else {

@@ -5,6 +5,7 @@
 
 mod admin;
 mod bench;
+mod bench_msgr;
 mod bench_osd;
 mod cli;
 mod conf;

@@ -22,7 +22,7 @@
 //! preamble alone, before buffering the body, so a hostile length cannot make it
 //! allocate. Decoded segments are zero-copy [`Bytes`] slices of the receive buffer.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use carmine_types::limits::MESSAGE_BYTES_MAX;
 
 /// Most segments one frame carries.
@@ -156,33 +156,50 @@ pub fn encode_frame(frame: &Frame, out: &mut BytesMut) {
         out.put_slice(segment);
     }
     for segment in &frame.segments {
-        out.put_u32_le(crc32c::crc32c(segment));
+        out.put_u32_le(crate::crc::crc32c(segment));
     }
 }
 
-/// Appends `frame` to a gather list for one vectored write: small segments are copied
-/// into `scratch` (flushed into `chunks` as needed), segments of
+/// A segment to encode: bytes to copy, or a shared buffer that may travel by reference.
+#[derive(Debug, Clone, Copy)]
+pub enum SegmentRef<'a> {
+    Slice(&'a [u8]),
+    Shared(&'a Bytes),
+}
+
+impl AsRef<[u8]> for SegmentRef<'_> {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            SegmentRef::Slice(slice) => slice,
+            SegmentRef::Shared(bytes) => bytes,
+        }
+    }
+}
+
+/// Appends a frame to a gather list for one vectored write: small segments are copied
+/// into `scratch` (flushed into `chunks` as needed), shared segments of
 /// [`SEGMENT_COPY_BYTES_MAX`] bytes or more travel by reference.
 pub fn encode_frame_gather(
     tag: FrameTag,
-    segments: &[&Bytes],
+    segments: &[SegmentRef<'_>],
     scratch: &mut BytesMut,
     chunks: &mut Vec<Bytes>,
 ) {
     let lengths = segment_lengths(tag, segments);
     put_preamble(tag, &lengths, segments.len(), scratch);
     for segment in segments {
-        if segment.len() >= SEGMENT_COPY_BYTES_MAX {
-            if !scratch.is_empty() {
-                chunks.push(scratch.split().freeze());
+        match segment {
+            SegmentRef::Shared(bytes) if bytes.len() >= SEGMENT_COPY_BYTES_MAX => {
+                if !scratch.is_empty() {
+                    chunks.push(scratch.split().freeze());
+                }
+                chunks.push((*bytes).clone());
             }
-            chunks.push((*segment).clone());
-        } else {
-            scratch.put_slice(segment);
+            other => scratch.put_slice(other.as_ref()),
         }
     }
     for segment in segments {
-        scratch.put_u32_le(crc32c::crc32c(segment));
+        scratch.put_u32_le(crate::crc::crc32c(segment.as_ref()));
     }
 }
 
@@ -208,7 +225,7 @@ fn put_preamble(tag: FrameTag, lengths: &[u32; SEGMENTS_MAX], count: usize, out:
         let at = 4 + index * 4;
         preamble[at..at + 4].copy_from_slice(&length.to_le_bytes());
     }
-    let crc = crc32c::crc32c(&preamble[..PREAMBLE_CRC_COVERED_BYTES]);
+    let crc = crate::crc::crc32c(&preamble[..PREAMBLE_CRC_COVERED_BYTES]);
     preamble[PREAMBLE_CRC_COVERED_BYTES..].copy_from_slice(&crc.to_le_bytes());
     out.put_slice(&preamble);
 }
@@ -224,7 +241,7 @@ struct Preamble {
 
 fn parse_preamble(raw: &[u8], max_frame_bytes: usize) -> Result<Preamble, FrameError> {
     assert!(raw.len() >= PREAMBLE_BYTES);
-    let expected = crc32c::crc32c(&raw[..PREAMBLE_CRC_COVERED_BYTES]);
+    let expected = crate::crc::crc32c(&raw[..PREAMBLE_CRC_COVERED_BYTES]);
     let actual = u32::from_le_bytes([raw[20], raw[21], raw[22], raw[23]]);
     if expected != actual {
         return Err(FrameError::BadPreambleCrc { expected, actual });
@@ -298,7 +315,7 @@ impl PendingFrame {
             let end = segment_end.min(body.len());
             if self.checked_bytes < end {
                 let bytes = &body[self.checked_bytes..end];
-                self.crcs[index] = crc32c::crc32c_append(self.crcs[index], bytes);
+                self.crcs[index] = crate::crc::crc32c_append(self.crcs[index], bytes);
                 self.checked_bytes = end;
             }
             segment_start = segment_end;
@@ -331,6 +348,19 @@ impl FrameDecoder {
 
     pub fn push(&mut self, data: &[u8]) {
         self.buffer.extend_from_slice(data);
+    }
+
+    /// The largest frame accepted from the next preamble on. A session keeps this small
+    /// until the handshake completes, so a peer that has not yet said who it is cannot
+    /// make the decoder reserve room for a large frame.
+    pub fn set_max_frame_bytes(&mut self, max_frame_bytes: usize) {
+        assert!(max_frame_bytes >= FRAME_OVERHEAD_BYTES_MAX);
+        assert!(max_frame_bytes <= MESSAGE_BYTES_MAX);
+        self.max_frame_bytes = max_frame_bytes;
+    }
+
+    pub fn max_frame_bytes(&self) -> usize {
+        self.max_frame_bytes
     }
 
     /// The receive buffer, for reading from a socket without an extra copy.
@@ -382,16 +412,15 @@ impl FrameDecoder {
         }
         self.pending = None;
         assert_eq!(pending.checked_bytes, body_bytes);
-        let mut raw = self.buffer.split_to(preamble.total_bytes).freeze();
-        raw.advance(PREAMBLE_BYTES);
-        let body = raw.split_to(body_bytes);
+        // Segments are slices of the frame's bytes: one reference count each, no copy.
+        let raw = self.buffer.split_to(preamble.total_bytes).freeze();
+        let epilogue_at = PREAMBLE_BYTES + body_bytes;
         let mut segments = Vec::with_capacity(preamble.count);
-        let mut offset = 0;
+        let mut offset = PREAMBLE_BYTES;
         for index in 0..preamble.count {
             let length = preamble.lengths[index] as usize;
-            let segment = body.slice(offset..offset + length);
-            offset += length;
-            let expected = raw.get_u32_le();
+            let at = epilogue_at + index * EPILOGUE_BYTES_PER_SEGMENT;
+            let expected = u32::from_le_bytes([raw[at], raw[at + 1], raw[at + 2], raw[at + 3]]);
             let actual = pending.crcs[index];
             if expected != actual {
                 return Err(FrameError::BadSegmentCrc {
@@ -400,9 +429,14 @@ impl FrameDecoder {
                     actual,
                 });
             }
-            segments.push(segment);
+            segments.push(raw.slice(offset..offset + length));
+            offset += length;
         }
-        assert!(raw.is_empty());
+        assert_eq!(offset, epilogue_at);
+        assert_eq!(
+            epilogue_at + preamble.count * EPILOGUE_BYTES_PER_SEGMENT,
+            raw.len()
+        );
         Ok(Some(Frame::new(preamble.tag, segments)))
     }
 }
@@ -511,7 +545,11 @@ mod tests {
         let mut chunks = Vec::new();
         encode_frame_gather(
             FrameTag::Message,
-            &[&small, &big, &small],
+            &[
+                SegmentRef::Slice(&small),
+                SegmentRef::Shared(&big),
+                SegmentRef::Shared(&small),
+            ],
             &mut scratch,
             &mut chunks,
         );

@@ -10,7 +10,12 @@
 //! - [`session`]: the pure state machine (handshake, sequencing, lossy and lossless
 //!   policies with resume, acks, keepalives), driven by `handle_*` / `poll_*`;
 //! - [`fault`]: the built-in fault injector;
-//! - [`tcp`]: one task per connection; vectored writes, many frames per read.
+//! - [`crc`]: crc32c, folded with VPCLMULQDQ where the CPU has it;
+//! - [`tcp`]: one task per connection; vectored writes, many frames per read; messages
+//!   go to a [`Dispatch`] handler on the connection's own task ([`serve_with`],
+//!   [`connect_with`]) or to an owner task as [`NetEvent`]s ([`serve`], [`connect`]);
+//! - [`bench`](mod@bench): the scenarios of `carmine bench msgr`, with raw-TCP baselines;
+//! - `fuzzing` (feature `fuzzing`): the harnesses of `crates/msgr/fuzz`.
 //!
 //! Two sessions wired back to back in memory:
 //!
@@ -37,10 +42,14 @@
 //! }
 //! ```
 
+pub mod bench;
 pub mod config;
+pub mod crc;
 pub mod error;
 pub mod fault;
 pub mod frame;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod handshake;
 pub mod message;
 mod queue;
@@ -53,4 +62,7 @@ pub use fault::{FaultPlan, HandshakeStep};
 pub use frame::{encode_frame, Frame, FrameDecoder, FrameError, FrameTag};
 pub use message::{Message, MessageHeader};
 pub use session::{Session, SessionEvent};
-pub use tcp::{connect, serve, ConnId, ConnectError, ConnectionHandle, NetEvent, SendError};
+pub use tcp::{
+    connect, connect_with, serve, serve_with, ConnId, ConnectError, ConnectionHandle, Dispatch,
+    NetEvent, Outbox, SendError,
+};

@@ -24,7 +24,11 @@ const HEADER_VERSION: u8 = 1;
 /// Oldest header version a reader must understand to read ours.
 const HEADER_COMPAT_VERSION: u8 = 1;
 /// Encoded size of the v1 header, envelope included.
-pub const HEADER_BYTES: usize = 6 + 2 + 1 + 8 + 8 + 4 + 8;
+pub const HEADER_BYTES: usize = ENVELOPE_BYTES + HEADER_BODY_BYTES;
+/// Bytes of a versioned envelope before its body.
+const ENVELOPE_BYTES: usize = 6;
+/// Bytes of the v1 header body.
+const HEADER_BODY_BYTES: usize = 2 + 1 + 8 + 8 + 4 + 8;
 
 /// Routing and ordering information of a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -91,14 +95,30 @@ pub fn encode_header(header: &MessageHeader, ack_seq: u64, encoder: &mut Encoder
 
 /// Encodes the header segment into a fresh buffer.
 pub fn header_bytes(header: &MessageHeader, ack_seq: u64) -> Bytes {
-    let mut encoder = Encoder::with_capacity(HEADER_BYTES);
-    encode_header(header, ack_seq, &mut encoder);
-    debug_assert_eq!(encoder.len(), HEADER_BYTES);
-    encoder.into_bytes()
+    Bytes::copy_from_slice(&header_array(header, ack_seq))
+}
+
+/// The header segment as [`encode_header`] writes it, into a fixed array: the send path
+/// encodes every message's header this way, without an allocation.
+pub fn header_array(header: &MessageHeader, ack_seq: u64) -> [u8; HEADER_BYTES] {
+    let mut out = [0u8; HEADER_BYTES];
+    out[0] = HEADER_VERSION;
+    out[1] = HEADER_COMPAT_VERSION;
+    out[2..6].copy_from_slice(&(HEADER_BODY_BYTES as u32).to_le_bytes());
+    out[6..8].copy_from_slice(&header.msg_type.to_le_bytes());
+    out[8] = header.priority;
+    out[9..17].copy_from_slice(&header.seq.to_le_bytes());
+    out[17..25].copy_from_slice(&header.tid.to_le_bytes());
+    out[25..29].copy_from_slice(&header.sender_epoch.to_le_bytes());
+    out[29..37].copy_from_slice(&ack_seq.to_le_bytes());
+    out
 }
 
 /// Reads the header segment; returns the header and the piggybacked `ack_seq`.
 pub fn decode_header(segment: Bytes) -> Result<(MessageHeader, u64), DecodeError> {
+    if let Some(decoded) = decode_header_v1(&segment) {
+        return Ok(decoded);
+    }
     let mut decoder = Decoder::new(segment);
     let value = decoder.versioned("message header", HEADER_VERSION, |d, _version| {
         let header = MessageHeader {
@@ -114,6 +134,29 @@ pub fn decode_header(segment: Bytes) -> Result<(MessageHeader, u64), DecodeError
     Ok(value)
 }
 
+/// The common case, a v1 header exactly as this build writes it, read without the
+/// general envelope decoder; `None` for anything else (newer versions, bad lengths),
+/// which the general decoder then handles or refuses.
+fn decode_header_v1(raw: &[u8]) -> Option<(MessageHeader, u64)> {
+    let raw: &[u8; HEADER_BYTES] = raw.try_into().ok()?;
+    let body_length = u32::from_le_bytes([raw[2], raw[3], raw[4], raw[5]]);
+    if raw[0] != HEADER_VERSION || raw[1] != HEADER_COMPAT_VERSION {
+        return None;
+    }
+    if body_length as usize != HEADER_BODY_BYTES {
+        return None;
+    }
+    let u64_at = |at: usize| u64::from_le_bytes(raw[at..at + 8].try_into().expect("8 bytes"));
+    let header = MessageHeader {
+        msg_type: u16::from_le_bytes([raw[6], raw[7]]),
+        priority: raw[8],
+        seq: u64_at(9),
+        tid: u64_at(17),
+        sender_epoch: u32::from_le_bytes([raw[25], raw[26], raw[27], raw[28]]),
+    };
+    Some((header, u64_at(29)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +170,15 @@ mod tests {
             let bytes = header_bytes(&header, ack);
             prop_assert_eq!(bytes.len(), HEADER_BYTES);
             prop_assert_eq!(decode_header(bytes).unwrap(), (header, ack));
+        }
+
+        #[test]
+        fn fixed_array_encoding_matches_the_envelope_encoder(msg_type in any::<u16>(), priority in any::<u8>(),
+                seq in any::<u64>(), tid in any::<u64>(), sender_epoch in any::<u32>(), ack in any::<u64>()) {
+            let header = MessageHeader { msg_type, priority, seq, tid, sender_epoch };
+            let mut encoder = Encoder::new();
+            encode_header(&header, ack, &mut encoder);
+            prop_assert_eq!(&encoder.into_vec()[..], &header_array(&header, ack)[..]);
         }
 
         #[test]

@@ -60,11 +60,17 @@ impl OutQueue {
         self.messages.len() < self.messages_max && self.payload_bytes < self.bytes_max
     }
 
+    /// Whether `push` would accept a message of `payload_bytes`.
+    pub(crate) fn fits(&self, payload_bytes: usize) -> bool {
+        let over_bytes =
+            self.payload_bytes + payload_bytes > self.bytes_max && !self.messages.is_empty();
+        self.messages.len() < self.messages_max && !over_bytes
+    }
+
     /// Queues `message`, assigning its sequence number.
     pub(crate) fn push(&mut self, mut message: Message) -> Result<u64, QueueFull> {
         let bytes = message.payload_bytes();
-        let over_bytes = self.payload_bytes + bytes > self.bytes_max && !self.messages.is_empty();
-        if self.messages.len() >= self.messages_max || over_bytes {
+        if !self.fits(bytes) {
             return Err(QueueFull {
                 messages: self.messages.len(),
                 bytes: self.payload_bytes,

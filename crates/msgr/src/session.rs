@@ -28,11 +28,14 @@
 use crate::config::{Policy, SessionConfig};
 use crate::error::SessionError;
 use crate::fault::{FaultState, HandshakeStep};
-use crate::frame::{encode_frame_gather, Frame, FrameDecoder, FrameTag, FRAME_OVERHEAD_BYTES_MAX};
+use crate::frame::{
+    encode_frame_gather, Frame, FrameDecoder, FrameTag, SegmentRef, FRAME_OVERHEAD_BYTES_MAX,
+};
 use crate::handshake::{
     AuthStep, Banner, CloseReason, Counter, Hello, HelloReply, SessionReady, SessionRequest,
+    AUTH_PAYLOAD_BYTES_MAX,
 };
-use crate::message::{decode_header, header_bytes, Message, HEADER_BYTES};
+use crate::message::{decode_header, header_array, Message, HEADER_BYTES};
 use crate::queue::OutQueue;
 use bytes::{Bytes, BytesMut};
 use carmine_types::encoding::{Decode, Encode};
@@ -48,6 +51,11 @@ const TRANSMIT_SCRATCH_BYTES: usize = 64 * 1024;
 /// re-arming a driver timer on every message costs more than the acks save (a 1 ms
 /// delay made 4 KiB depth-1 round trips 2.5x slower over tokio).
 pub const ACK_DELAY_MAX: Duration = Duration::from_millis(50);
+/// Largest frame accepted before the handshake completes: room for the largest
+/// handshake body (an auth payload) and nothing more, so a peer that has not said who
+/// it is cannot make the decoder reserve `max_frame_bytes`.
+pub const HANDSHAKE_FRAME_BYTES_MAX: usize = AUTH_PAYLOAD_BYTES_MAX + 4096;
+const _: () = assert!(HANDSHAKE_FRAME_BYTES_MAX < carmine_types::limits::MESSAGE_BYTES_MAX);
 /// Lossless: most received messages left unacknowledged before an `Ack` is sent
 /// regardless of the delay.
 pub const ACKS_PENDING_MAX: u64 = 32;
@@ -155,7 +163,7 @@ impl Session {
             role,
             policy: config.policy,
             state: State::Unopened,
-            decoder: FrameDecoder::new(config.max_frame_bytes),
+            decoder: FrameDecoder::new(handshake_frame_bytes_max(&config)),
             scratch: BytesMut::with_capacity(TRANSMIT_SCRATCH_BYTES),
             chunks: Vec::new(),
             events: VecDeque::new(),
@@ -263,6 +271,11 @@ impl Session {
     /// Whether `send` would accept another (small) message now.
     pub fn has_send_room(&self) -> bool {
         self.out.has_room()
+    }
+
+    /// Whether `send` would accept a message of `payload_bytes` now.
+    pub fn has_send_room_for(&self, payload_bytes: usize) -> bool {
+        self.out.fits(payload_bytes)
     }
 
     /// Messages queued: unsent, plus sent-but-unacknowledged when lossless.
@@ -497,8 +510,12 @@ impl Session {
         let chunks = &mut self.chunks;
         let mut encoded_any = false;
         self.out.drain_unsent(lossless, |message| {
-            let header = header_bytes(&message.header, ack_seq);
-            let segments = [&header, &message.front, &message.data];
+            let header = header_array(&message.header, ack_seq);
+            let segments = [
+                SegmentRef::Slice(&header),
+                SegmentRef::Shared(&message.front),
+                SegmentRef::Shared(&message.data),
+            ];
             encode_frame_gather(FrameTag::Message, &segments, scratch, chunks);
             encoded_any = true;
         });
@@ -520,7 +537,8 @@ impl Session {
     }
 
     fn queue_frame(&mut self, tag: FrameTag, body: &Bytes) {
-        encode_frame_gather(tag, &[body], &mut self.scratch, &mut self.chunks);
+        let segments = [SegmentRef::Shared(body)];
+        encode_frame_gather(tag, &segments, &mut self.scratch, &mut self.chunks);
     }
 
     /// Writes this side's opening (banner; the connector's pipelined requests).
@@ -755,6 +773,8 @@ impl Session {
     }
 
     fn enter_established(&mut self, now: Instant) {
+        self.decoder
+            .set_max_frame_bytes(self.config.max_frame_bytes);
         self.state = State::Established;
         self.was_established = true;
         self.established_count += 1;
@@ -807,7 +827,7 @@ impl Session {
             "only lossless sessions reconnect"
         );
         assert_ne!(self.state, State::Closed, "reconnect of a closed session");
-        self.decoder = FrameDecoder::new(self.config.max_frame_bytes);
+        self.decoder = FrameDecoder::new(handshake_frame_bytes_max(&self.config));
         self.scratch.clear();
         self.chunks.clear();
         self.state = State::Unopened;
@@ -863,6 +883,10 @@ impl Session {
         }
         Ok(())
     }
+}
+
+fn handshake_frame_bytes_max(config: &SessionConfig) -> usize {
+    config.max_frame_bytes.min(HANDSHAKE_FRAME_BYTES_MAX)
 }
 
 fn step_tag(step: HandshakeStep) -> FrameTag {

@@ -304,6 +304,36 @@ fn injected_handshake_failure() {
     assert!(osd.is_closed());
 }
 
+/// A preamble with a valid crc claiming a large frame, before the peer has said who
+/// it is: refused from the preamble alone, with nothing reserved for it.
+#[test]
+fn large_frames_are_refused_before_the_handshake_completes() {
+    let now = Instant::now();
+    let mut osd = Session::accept(osd_config(Policy::Lossy), now);
+    osd.handle_received(now, &Banner::ours().to_wire()).unwrap();
+    let big = Bytes::from(vec![0u8; HANDSHAKE_FRAME_BYTES_MAX]);
+    let mut wire = BytesMut::new();
+    crate::frame::encode_frame(&Frame::new(FrameTag::Hello, vec![big]), &mut wire);
+    let error = osd.handle_received(now, &wire[..24]).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SessionError::Frame(crate::FrameError::TooLarge { .. })
+        ),
+        "{error}"
+    );
+    assert!(osd.is_closed());
+    assert!(osd.receive_buffer().capacity() < HANDSHAKE_FRAME_BYTES_MAX);
+    // Once established, the configured limit applies.
+    let (mut client, mut osd) = established_pair(Policy::Lossy, now);
+    let payload = Bytes::from(vec![1u8; 2 * HANDSHAKE_FRAME_BYTES_MAX]);
+    client.send(now, message(1).with_data(payload)).unwrap();
+    transfer(now, &mut client, &mut osd).unwrap();
+    let got = delivered(&mut osd);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].data.len(), 2 * HANDSHAKE_FRAME_BYTES_MAX);
+}
+
 proptest! {
     #[test]
     fn garbage_after_the_banner_never_panics(raw in proptest::collection::vec(any::<u8>(), 0..300)) {

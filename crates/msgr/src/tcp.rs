@@ -2,8 +2,20 @@
 //!
 //! One task per connection owns the socket and the session. Each turn it reads once
 //! into the session's receive buffer (every complete frame is decoded from it, segments
-//! are slices of that buffer), then gathers every queued frame into one vectored write.
-//! Sockets use `TCP_NODELAY`. The tasks are `Send`, for `tokio::spawn` on any runtime.
+//! are slices of that buffer), hands each message to the connection's [`Dispatch`],
+//! then gathers every queued frame into one vectored write. Sockets use `TCP_NODELAY`.
+//! The tasks are `Send`, for `tokio::spawn` on any runtime.
+//!
+//! Two ways to use a connection:
+//!
+//! - [`serve_with`] / [`connect_with`]: a [`Dispatch`] runs on the connection's task and
+//!   replies through an [`Outbox`] straight into the session (run to completion: no
+//!   task hop between the socket and the handler in either direction);
+//! - [`serve`] / [`connect`]: messages go to an owner task as [`NetEvent`]s over an
+//!   unbounded channel, and the owner sends through a [`ConnectionHandle`], whose
+//!   queue the connection's task drains (two task hops per message and direction).
+//!
+//! Either way a [`ConnectionHandle`] can send from any task.
 //!
 //! A lossless connector reconnects after a recoverable fault and replays, keeping the
 //! same [`ConnectionHandle`]; a lossless acceptor keeps its session for
@@ -27,13 +39,21 @@ use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, Notify};
 
+#[path = "tcp_dispatch.rs"]
+mod dispatch;
+use dispatch::ChannelDispatch;
+pub use dispatch::{Dispatch, Outbox};
+
 /// A connection's process-unique id.
 pub type ConnId = u64;
 
 /// Bytes reserved in the receive buffer before each read.
 const READ_BYTES_MIN: usize = 128 * 1024;
-/// Most buffers handed to one vectored write.
-const WRITE_SLICES_MAX: usize = 1024;
+/// Most buffers handed to one vectored write (an array of them lives on the stack);
+/// a message of more than `SEGMENT_COPY_BYTES_MAX` bytes takes two.
+const WRITE_SLICES_MAX: usize = 256;
+/// Up to this many pending buffers are written from a small array.
+const WRITE_SLICES_FEW: usize = 8;
 /// Most messages moved from a handle's queue into the session per turn.
 const COMMANDS_PER_TURN_MAX: usize = 1024;
 /// First and last pause between reconnect attempts.
@@ -78,6 +98,8 @@ pub enum SendError {
     QueueFull,
     #[error("connection closed")]
     Closed,
+    #[error("message exceeds the frame limit")]
+    TooLarge,
 }
 
 /// Why [`connect`] failed.
@@ -118,6 +140,29 @@ pub struct ConnectionHandle {
 }
 
 impl ConnectionHandle {
+    /// A new connection's handle, and the receiving end of its queue.
+    fn new(
+        config: &SessionConfig,
+        peer: EntityName,
+        peer_shard: ShardIndex,
+    ) -> (ConnectionHandle, mpsc::Receiver<Message>) {
+        let (sender, commands) = mpsc::channel(config.send_queue_messages_max);
+        let shared = Arc::new(Shared {
+            closed: AtomicBool::new(false),
+            close_requested: Notify::new(),
+            queued_bytes: AtomicUsize::new(0),
+            queued_bytes_max: config.send_queue_bytes_max,
+        });
+        let handle = ConnectionHandle {
+            id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
+            peer,
+            peer_shard,
+            commands: sender,
+            shared,
+        };
+        (handle, commands)
+    }
+
     pub fn id(&self) -> ConnId {
         self.id
     }
@@ -188,13 +233,11 @@ impl Conn {
     /// Writes as much as the socket takes now, many buffers per system call.
     fn try_flush(&mut self) -> io::Result<()> {
         while !self.pending.is_empty() {
-            let slices: Vec<IoSlice<'_>> = self
-                .pending
-                .iter()
-                .take(WRITE_SLICES_MAX)
-                .map(|chunk| IoSlice::new(chunk))
-                .collect();
-            let written = match self.stream.try_write_vectored(&slices) {
+            let written = match self.pending.len() {
+                1..=WRITE_SLICES_FEW => self.write_some::<WRITE_SLICES_FEW>(),
+                _ => self.write_some::<WRITE_SLICES_MAX>(),
+            };
+            let written = match written {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(written) => written,
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -203,6 +246,19 @@ impl Conn {
             self.consume(written);
         }
         Ok(())
+    }
+
+    /// One vectored write of up to `N` pending buffers (their slices live on the
+    /// stack: a small array when little is pending, so a lone reply does not pay
+    /// for initialising a large one).
+    fn write_some<const N: usize>(&self) -> io::Result<usize> {
+        let mut slices = [IoSlice::new(&[]); N];
+        let mut count = 0;
+        for (slot, chunk) in slices.iter_mut().zip(&self.pending) {
+            *slot = IoSlice::new(chunk);
+            count += 1;
+        }
+        self.stream.try_write_vectored(&slices[..count])
     }
 
     fn consume(&mut self, mut written: usize) {
@@ -267,7 +323,6 @@ enum Fault {
     Session(SessionError),
     TimedOut,
     ClosedLocally,
-    EventsDropped,
 }
 
 impl Fault {
@@ -275,7 +330,7 @@ impl Fault {
         match self {
             Fault::Io(_) | Fault::TimedOut => true,
             Fault::Session(error) => error.is_recoverable(),
-            Fault::ClosedLocally | Fault::EventsDropped => false,
+            Fault::ClosedLocally => false,
         }
     }
 }
@@ -287,7 +342,6 @@ impl std::fmt::Display for Fault {
             Fault::Session(error) => write!(f, "{error}"),
             Fault::TimedOut => write!(f, "handshake timed out"),
             Fault::ClosedLocally => write!(f, "closed locally"),
-            Fault::EventsDropped => write!(f, "event receiver dropped"),
         }
     }
 }
@@ -342,6 +396,24 @@ pub async fn connect(
     target_shard: ShardIndex,
     events: mpsc::UnboundedSender<NetEvent>,
 ) -> Result<ConnectionHandle, ConnectError> {
+    connect_with(addr, config, target_shard, |handle| ChannelDispatch {
+        conn_id: handle.id(),
+        peer: handle.peer(),
+        events,
+    })
+    .await
+}
+
+/// Connects to `addr` and returns once the session is established; from then on the
+/// connection's task hands every message from the peer to the dispatcher `make`
+/// builds (given the connection's handle), and reports the end to it. A lossless
+/// session reconnects and replays behind the same handle and dispatcher.
+pub async fn connect_with<D: Dispatch>(
+    addr: SocketAddr,
+    config: SessionConfig,
+    target_shard: ShardIndex,
+    make: impl FnOnce(&ConnectionHandle) -> D,
+) -> Result<ConnectionHandle, ConnectError> {
     let mut session = Session::connect(config, target_shard, Instant::now());
     session.set_cookie(new_cookie());
     let conn = establish(addr, &mut session).await?;
@@ -349,7 +421,9 @@ pub async fn connect(
         let error = io::Error::other("session established without an Established event");
         return Err(ConnectError::Io(error));
     };
-    let (driver, handle) = Driver::new(session, peer, peer_shard, events);
+    let (handle, commands) = ConnectionHandle::new(session.config(), peer, peer_shard);
+    let dispatch = Box::new(make(&handle));
+    let driver = Driver::new(session, &handle, commands, dispatch);
     let role = Role::Connector { addr };
     tracing::debug!(conn_id = handle.id, %peer, %addr, "messenger: connected");
     tokio::spawn(driver.run(conn, role));
@@ -403,11 +477,54 @@ pub async fn serve(
     config: SessionConfig,
     events: mpsc::UnboundedSender<NetEvent>,
 ) {
+    let stop = events.clone();
+    let make = move |handle: &ConnectionHandle| {
+        let established = NetEvent::Established {
+            conn: handle.clone(),
+            peer: handle.peer(),
+            peer_shard: handle.peer_shard(),
+        };
+        events.send(established).ok()?;
+        Some(ChannelDispatch {
+            conn_id: handle.id(),
+            peer: handle.peer(),
+            events: events.clone(),
+        })
+    };
+    serve_until(listener, config, make, stop.closed()).await
+}
+
+/// Accepts connections (until the task running this is dropped). For each established
+/// session `make` is given the connection's handle and returns its dispatcher (or
+/// `None` to refuse it); the connection's task then hands every message to it.
+pub async fn serve_with<D, F>(listener: TcpListener, config: SessionConfig, make: F)
+where
+    D: Dispatch,
+    F: Fn(&ConnectionHandle) -> Option<D> + Send + Sync + 'static,
+{
+    serve_until(listener, config, make, std::future::pending()).await
+}
+
+/// Builds the dispatcher of an accepted connection.
+type MakeDispatch = dyn Fn(&ConnectionHandle) -> Option<Box<dyn Dispatch>> + Send + Sync;
+
+async fn serve_until<D, F>(
+    listener: TcpListener,
+    config: SessionConfig,
+    make: F,
+    stop: impl std::future::Future<Output = ()>,
+) where
+    D: Dispatch,
+    F: Fn(&ConnectionHandle) -> Option<D> + Send + Sync + 'static,
+{
+    let make: Arc<MakeDispatch> =
+        Arc::new(move |handle| make(handle).map(|d| Box::new(d) as Box<dyn Dispatch>));
     let registry = Arc::new(Registry::default());
+    tokio::pin!(stop);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            _ = events.closed() => return,
+            _ = &mut stop => return,
         };
         match accepted {
             Ok((stream, peer_addr)) => {
@@ -415,7 +532,7 @@ pub async fn serve(
                     stream,
                     peer_addr,
                     config.clone(),
-                    events.clone(),
+                    make.clone(),
                     registry.clone(),
                 );
                 tokio::spawn(task);
@@ -436,19 +553,23 @@ struct Resume {
     answer: oneshot::Sender<Option<(Conn, Session)>>,
 }
 
+/// Where a resuming connection is offered to the task of the session it resumes
+/// (boxed: the connection task's wake-up record stays small).
+type ResumeSender = mpsc::Sender<Box<Resume>>;
+
 /// Lossless acceptor sessions that a reconnecting peer may resume.
 #[derive(Default)]
 struct Registry {
-    sessions: Mutex<HashMap<(EntityName, u64), mpsc::Sender<Resume>>>,
+    sessions: Mutex<HashMap<(EntityName, u64), ResumeSender>>,
 }
 
 impl Registry {
-    fn lookup(&self, key: (EntityName, u64)) -> Option<mpsc::Sender<Resume>> {
+    fn lookup(&self, key: (EntityName, u64)) -> Option<ResumeSender> {
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.get(&key).cloned()
     }
 
-    fn insert(&self, key: (EntityName, u64), sender: mpsc::Sender<Resume>) {
+    fn insert(&self, key: (EntityName, u64), sender: ResumeSender) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.insert(key, sender);
     }
@@ -463,7 +584,7 @@ async fn accept_one(
     stream: TcpStream,
     peer_addr: SocketAddr,
     config: SessionConfig,
-    events: mpsc::UnboundedSender<NetEvent>,
+    make: Arc<MakeDispatch>,
     registry: Arc<Registry>,
 ) {
     let after = config.handshake_timeout;
@@ -497,19 +618,13 @@ async fn accept_one(
         tracing::warn!(%peer_addr, "messenger: established without an Established event");
         return;
     };
-    let (driver, handle) = Driver::new(session, peer, peer_shard, events.clone());
-    tracing::debug!(conn_id = handle.id, %peer, %peer_addr, "messenger: accepted");
-    let role = driver.acceptor_role(&registry);
-    if events
-        .send(NetEvent::Established {
-            conn: handle,
-            peer,
-            peer_shard,
-        })
-        .is_err()
-    {
+    let (handle, commands) = ConnectionHandle::new(session.config(), peer, peer_shard);
+    let Some(dispatch) = make(&handle) else {
         return;
-    }
+    };
+    tracing::debug!(conn_id = handle.id, %peer, %peer_addr, "messenger: accepted");
+    let driver = Driver::new(session, &handle, commands, dispatch);
+    let role = driver.acceptor_role(&registry);
     driver.run(conn, role).await;
 }
 
@@ -543,11 +658,11 @@ async fn offer_resume(
         return Some((conn, fresh));
     };
     let (answer, answered) = oneshot::channel();
-    let resume = Resume {
+    let resume = Box::new(Resume {
         conn,
         fresh,
         answer,
-    };
+    });
     if let Err(mpsc::error::SendError(resume)) = sender.send(resume).await {
         return Some((resume.conn, resume.fresh));
     }
@@ -564,7 +679,7 @@ enum Role {
     Acceptor {
         registry: Arc<Registry>,
         key: Option<(EntityName, u64)>,
-        resumes: mpsc::Receiver<Resume>,
+        resumes: mpsc::Receiver<Box<Resume>>,
     },
 }
 
@@ -579,43 +694,26 @@ struct Driver {
     /// Every handle is gone: nothing more will come from `commands`.
     commands_closed: bool,
     shared: Arc<Shared>,
-    events: mpsc::UnboundedSender<NetEvent>,
+    dispatch: Box<dyn Dispatch>,
 }
 
 impl Driver {
     fn new(
         session: Session,
-        peer: EntityName,
-        peer_shard: ShardIndex,
-        events: mpsc::UnboundedSender<NetEvent>,
-    ) -> (Driver, ConnectionHandle) {
-        let config = session.config();
-        let (sender, commands) = mpsc::channel(config.send_queue_messages_max);
-        let shared = Arc::new(Shared {
-            closed: AtomicBool::new(false),
-            close_requested: Notify::new(),
-            queued_bytes: AtomicUsize::new(0),
-            queued_bytes_max: config.send_queue_bytes_max,
-        });
-        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
-        let handle = ConnectionHandle {
-            id,
-            peer,
-            peer_shard,
-            commands: sender,
-            shared: shared.clone(),
-        };
-        let driver = Driver {
-            id,
-            peer,
+        handle: &ConnectionHandle,
+        commands: mpsc::Receiver<Message>,
+        dispatch: Box<dyn Dispatch>,
+    ) -> Driver {
+        Driver {
+            id: handle.id,
+            peer: handle.peer,
             session,
             commands,
             stash: None,
             commands_closed: false,
-            shared,
-            events,
-        };
-        (driver, handle)
+            shared: handle.shared.clone(),
+            dispatch,
+        }
     }
 
     fn acceptor_role(&self, registry: &Arc<Registry>) -> Role {
@@ -635,7 +733,16 @@ impl Driver {
     }
 
     /// Runs connections until the session ends for good, then reports `Closed`.
-    async fn run(mut self, conn: Conn, mut role: Role) {
+    async fn run(mut self, mut conn: Conn, mut role: Role) {
+        let mut out = Outbox {
+            conn_id: self.id,
+            peer: self.peer,
+            now: Instant::now(),
+            session: &mut self.session,
+            conn: &mut conn,
+            shared: &self.shared,
+        };
+        self.dispatch.on_start(&mut out);
         let mut conn = Some(conn);
         let fault = loop {
             let fault = match conn.take() {
@@ -660,7 +767,7 @@ impl Driver {
         self.finish(fault, role);
     }
 
-    fn finish(self, fault: Fault, role: Role) {
+    fn finish(mut self, fault: Fault, role: Role) {
         self.shared.closed.store(true, Ordering::Relaxed);
         if let Role::Acceptor {
             registry,
@@ -679,11 +786,7 @@ impl Driver {
                 tracing::info!(conn_id = self.id, peer = %self.peer, %reason, "messenger: connection closed")
             }
         }
-        let _ = self.events.send(NetEvent::Closed {
-            conn_id: self.id,
-            peer: Some(self.peer),
-            reason,
-        });
+        self.dispatch.on_closed(&reason);
     }
 }
 

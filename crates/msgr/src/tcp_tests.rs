@@ -302,3 +302,97 @@ async fn stalled_acceptor_handshake_completes_after_the_stall() {
     conn.send(Message::new(1, 5, 1, Bytes::new())).unwrap();
     assert_eq!(next_message(&mut client_events).await.header.tid, 5);
 }
+
+/// An idle connection stays up past the keepalive timeout: the timer fires turn after
+/// turn and keepalives flow both ways (the driver polls its timer only when it can
+/// matter, so this guards that it is never left unregistered).
+#[tokio::test]
+async fn idle_connections_keep_each_other_alive() {
+    let quick = |config: SessionConfig| SessionConfig {
+        keepalive_interval: Duration::from_millis(10),
+        keepalive_timeout: Duration::from_millis(60),
+        ..config
+    };
+    let (addr, mut server_events) = echo_server(quick(osd_config())).await;
+    let (events, mut client_events) = mpsc::unbounded_channel();
+    let conn = connect(
+        addr,
+        quick(client_config(Policy::Lossy)),
+        ShardIndex(0),
+        events,
+    )
+    .await
+    .unwrap();
+    for tid in 0..3 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        conn.send(Message::new(1, tid, 1, Bytes::new())).unwrap();
+        assert_eq!(next_message(&mut client_events).await.header.tid, tid);
+    }
+    while let Ok(event) = server_events.try_recv() {
+        assert!(!matches!(event, NetEvent::Closed { .. }), "{event:?}");
+    }
+}
+
+/// The dispatch API: a server handler replies on the connection's own task, a client
+/// handler keeps a few requests in flight; both see every message once, in order.
+#[tokio::test]
+async fn dispatchers_exchange_in_order() {
+    struct Echo;
+    impl Dispatch for Echo {
+        fn on_message(&mut self, mut message: Message, out: &mut Outbox<'_>) {
+            message.header.msg_type += 1;
+            out.send(message).unwrap();
+        }
+    }
+    struct Client {
+        next: u64,
+        seen: Vec<u64>,
+        done: Option<oneshot::Sender<Vec<u64>>>,
+    }
+    impl Client {
+        fn send_next(&mut self, out: &mut Outbox<'_>) {
+            let data = Bytes::from(vec![self.next as u8; (self.next as usize * 131) % 5000]);
+            out.send(Message::new(10, self.next, 1, Bytes::new()).with_data(data))
+                .unwrap();
+            self.next += 1;
+        }
+    }
+    impl Dispatch for Client {
+        fn on_start(&mut self, out: &mut Outbox<'_>) {
+            for _ in 0..8 {
+                self.send_next(out);
+            }
+        }
+        fn on_message(&mut self, message: Message, out: &mut Outbox<'_>) {
+            assert_eq!(message.header.msg_type, 11);
+            assert_eq!(
+                message.data.len(),
+                (message.header.tid as usize * 131) % 5000
+            );
+            self.seen.push(message.header.tid);
+            if self.next < 300 {
+                self.send_next(out);
+            } else if self.seen.len() == 300 {
+                let _ = self.done.take().expect("done once").send(self.seen.clone());
+                out.close();
+            }
+        }
+    }
+    for policy in [Policy::Lossy, Policy::Lossless] {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(serve_with(listener, osd_config(), |_| Some(Echo)));
+        let (done, finished) = oneshot::channel();
+        let client = Client {
+            next: 0,
+            seen: Vec::new(),
+            done: Some(done),
+        };
+        let handle = connect_with(addr, client_config(policy), ShardIndex(0), |_| client)
+            .await
+            .unwrap();
+        assert_eq!(finished.await.unwrap(), (0..300).collect::<Vec<_>>());
+        assert!(handle.is_closed());
+        server.abort();
+    }
+}
