@@ -174,7 +174,13 @@ fn images_and_nbd_with_real_clients() {
             "--size=16M",
             "--iodepth=16",
         ];
-        let verify = ["--verify=crc32c", "--verify_fatal=1", "--do_verify=1"];
+        // No verify-state file: fio would leave it in the working directory.
+        let verify = [
+            "--verify=crc32c",
+            "--verify_fatal=1",
+            "--do_verify=1",
+            "--verify_state_save=0",
+        ];
         let mut args: Vec<&str> = common.to_vec();
         args.extend(["--rw=randwrite", "--number_ios=2048"]);
         args.extend(verify);
