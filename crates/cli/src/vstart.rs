@@ -75,7 +75,26 @@ fn absolute(path: &Path) -> Result<PathBuf> {
     }
 }
 
+/// Lowest port vstart picks for a monitor.
+const MON_PORT_MIN: u16 = 10_000;
+
+/// A port for a monitor that is free now and stays likely free until the monitor binds
+/// it: chosen at random below the kernel's ephemeral range, because a port from that
+/// range (what binding port 0 returns) can be handed to any outgoing connection on the
+/// machine in the meantime.
 fn free_port() -> Result<u16> {
+    let ephemeral_start = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    if ephemeral_start > MON_PORT_MIN + 1_000 {
+        for _ in 0..200 {
+            let port = rand::Rng::gen_range(&mut rand::thread_rng(), MON_PORT_MIN..ephemeral_start);
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
     Ok(listener.local_addr()?.port())
 }
