@@ -160,6 +160,8 @@ enum Op {
     },
     Boot(carmine_proto::OsdBoot),
     FailureCheck,
+    /// Apply the pg_temp changes collected in `Monitor::pending_pg_temp`.
+    PgTemp,
 }
 
 /// The monitor state machine.
@@ -192,6 +194,8 @@ pub struct Monitor {
     unrouted: VecDeque<MonForward>,
     pending_boots: BTreeMap<OsdId, PendingBoot>,
     next_tick_at: Instant,
+    /// Leader: pg_temp changes primaries asked for (empty: remove), proposed together.
+    pending_pg_temp: BTreeMap<carmine_types::PgId, Vec<OsdId>>,
 }
 
 impl Monitor {
@@ -282,6 +286,7 @@ impl Monitor {
             unrouted: VecDeque::new(),
             pending_boots: BTreeMap::new(),
             next_tick_at: now,
+            pending_pg_temp: BTreeMap::new(),
         };
         if monitor.ranks.len() == 1 {
             monitor

@@ -267,6 +267,7 @@ impl Monitor {
     fn step_down(&mut self, out: &mut Vec<MonOutput>) {
         self.leading_from_index = None;
         self.in_flight = None;
+        self.pending_pg_temp.clear();
         for op in std::mem::take(&mut self.queue) {
             let Op::Command { origin, command } = op else {
                 continue;

@@ -140,15 +140,66 @@ impl Monitor {
     fn record_stats(&mut self, now: Instant, stats: OsdStats) {
         for pg in &stats.pgs {
             let clean = PgState::ACTIVE | PgState::CLEAN;
-            let primary = self.map.pg_mapping(pg.pgid).and_then(|m| m.primary);
-            if pg.state.0 & clean == clean && primary == Some(stats.osd) {
+            let Some(mapping) = self.map.pg_mapping(pg.pgid) else {
+                continue;
+            };
+            if mapping.primary != Some(stats.osd) {
+                continue; // a report from an older interval
+            }
+            let is_clean = pg.state.0 & clean == clean;
+            if is_clean {
                 self.history.report_clean(pg.pgid, pg.interval_start);
+            }
+            let temp = self.map.pg_temp.get(&pg.pgid);
+            if is_clean && temp.is_some() && pg.acting == mapping.acting {
+                // The copies the pg_temp let catch up are complete: hand the PG back
+                // to its up set.
+                self.want_pg_temp(pg.pgid, Vec::new());
+            } else if !pg.want_acting.is_empty() && temp != Some(&pg.want_acting) {
+                self.want_pg_temp(pg.pgid, pg.want_acting.clone());
             }
         }
         let tracking = self.osds.entry(stats.osd).or_default();
         tracking.last_heard = Some(now);
         tracking.previous_stats = tracking.stats.take();
         tracking.stats = Some((now, stats));
+    }
+
+    /// Leader: queues a pg_temp change (all pending ones go into one epoch).
+    fn want_pg_temp(&mut self, pgid: carmine_types::PgId, acting: Vec<carmine_types::OsdId>) {
+        if self.pending_pg_temp.get(&pgid) == Some(&acting) {
+            return;
+        }
+        self.pending_pg_temp.insert(pgid, acting);
+        if !self.queue.iter().any(|op| matches!(op, Op::PgTemp)) {
+            self.queue.push_back(Op::PgTemp);
+        }
+    }
+
+    /// One map with every pending pg_temp change that still applies.
+    fn pg_temp_maps(&mut self) -> Option<Vec<OsdMap>> {
+        let pending = std::mem::take(&mut self.pending_pg_temp);
+        let mut builder = MapBuilder::new(self);
+        let mut changed = false;
+        builder
+            .step(|next| {
+                for (pgid, acting) in pending {
+                    if next
+                        .pg_temp
+                        .get(&pgid)
+                        .map_or(acting.is_empty(), |t| *t == acting)
+                    {
+                        continue;
+                    }
+                    match next.set_pg_temp(pgid, acting.clone()) {
+                        Ok(()) => changed = true,
+                        Err(error) => tracing::warn!("pg_temp {pgid} {acting:?} refused: {error}"),
+                    }
+                }
+                Ok(())
+            })
+            .ok()?;
+        changed.then_some(builder.maps)
     }
 
     /// The leader's side of a request: commands and boots are queued for proposal.
@@ -238,6 +289,11 @@ impl Monitor {
                 maps,
             }),
             Op::FailureCheck => self.failure_maps(now).map(|maps| MonEntry {
+                origin: None,
+                message: String::new(),
+                maps,
+            }),
+            Op::PgTemp => self.pg_temp_maps().map(|maps| MonEntry {
                 origin: None,
                 message: String::new(),
                 maps,
@@ -465,6 +521,7 @@ impl MapBuilder {
     ) -> Result<(), String> {
         let mut next = self.last.clone();
         change(&mut next).map_err(|error| error.to_string())?;
+        next.clean_pg_temps();
         next.epoch = self.last.epoch.next();
         self.tracker.advance(&self.last, &mut next);
         self.last = next.clone();

@@ -315,7 +315,11 @@ impl GlobalTask {
                     None => return,
                 },
                 Some(report) = self.report_rx.recv() => {
+                    let urgent = report.urgent;
                     self.reports.insert(report.shard, report);
+                    if urgent {
+                        self.send_stats(&mon);
+                    }
                 }
                 _ = stats_tick.tick() => self.send_stats(&mon),
             }

@@ -29,6 +29,8 @@ pub struct ShardReport {
     pub pgs: Vec<PgStat>,
     pub usage: StoreUsage,
     pub counters: ShardCounters,
+    /// A PG has news for the monitor (a pg_temp request): send it now.
+    pub urgent: bool,
 }
 
 pub struct ShardLoop<S: ObjectStore> {
@@ -91,19 +93,23 @@ impl<S: ObjectStore> ShardLoop<S> {
                     Some(map) => self.shard.handle_map(map, &mut self.outputs),
                     None => return,
                 },
-                _ = report.tick() => self.report(),
+                _ = report.tick() => self.report(false),
             }
             self.shard.flush(&mut self.outputs);
             self.carry_out();
+            if self.shard.take_report_urgent() {
+                self.report(true);
+            }
         }
     }
 
-    fn report(&mut self) {
+    fn report(&mut self, urgent: bool) {
         let report = ShardReport {
             shard: self.shard.index(),
             pgs: self.shard.pg_stats(),
             usage: self.shard.usage(),
             counters: self.shard.counters(),
+            urgent,
         };
         // A full queue means shard 0 is behind; the next report supersedes this one.
         let _ = self.report_tx.try_send(report);
