@@ -20,6 +20,7 @@
 
 mod direct;
 mod exec;
+pub mod heartbeat;
 mod pg;
 mod pglog;
 mod shard;
