@@ -275,9 +275,10 @@ impl HeartbeatTracker {
             if silent_for < self.config.grace {
                 continue;
             }
-            let due = peer.reported_at.map_or(true, |at| {
-                now.saturating_duration_since(at) >= self.config.interval
-            });
+            let due = match peer.reported_at {
+                None => true,
+                Some(at) => now.saturating_duration_since(at) >= self.config.interval,
+            };
             if !due {
                 continue;
             }
