@@ -252,6 +252,12 @@ impl HeartbeatTracker {
                 peer.judge_from = peer.judge_from.max(now);
             }
         }
+        // Advanced even when there is nothing to do, so that a driver sleeping until
+        // `poll_timeout` never spins.
+        let ping_due = now >= self.next_ping_at;
+        if ping_due {
+            self.next_ping_at = now + self.config.interval;
+        }
         let Some(map) = self.map.clone() else {
             return Vec::new();
         };
@@ -259,8 +265,7 @@ impl HeartbeatTracker {
             return Vec::new();
         }
         let mut actions = Vec::new();
-        if now >= self.next_ping_at {
-            self.next_ping_at = now + self.config.interval;
+        if ping_due {
             let ping = OsdPing {
                 op: PingOp::Ping,
                 epoch: map.epoch,

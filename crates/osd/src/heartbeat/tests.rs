@@ -271,6 +271,26 @@ fn nothing_is_judged_before_a_grace_from_the_start_or_after_a_stall() {
 }
 
 #[test]
+fn the_next_tick_is_always_in_the_future_after_a_tick() {
+    // A driver sleeps until `poll_timeout`: it must move on with no map and while this
+    // OSD is down, or the driver would spin.
+    let start = Instant::now();
+    let config = HeartbeatConfig::default();
+    let mut tracker = HeartbeatTracker::new(OsdId(0), config, start);
+    let mut now = start;
+    for _ in 0..3 {
+        tracker.handle_tick(now);
+        assert_eq!(tracker.poll_timeout(), now + config.interval);
+        now = tracker.poll_timeout();
+    }
+    let map = map_with(2, 3);
+    let me_down = next(&map, |m| m.mark_down(OsdId(0)).unwrap());
+    tracker.handle_map(now, me_down);
+    tracker.handle_tick(now);
+    assert!(tracker.poll_timeout() > now);
+}
+
+#[test]
 fn an_osd_that_is_down_itself_neither_pings_nor_reports() {
     let start = Instant::now();
     let mut tracker = HeartbeatTracker::new(OsdId(0), HeartbeatConfig::default(), start);
