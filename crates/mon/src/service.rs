@@ -9,6 +9,7 @@ use carmine_proto::{
     PgState,
 };
 use carmine_types::{EntityKind, EntityName};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 impl Monitor {
@@ -24,6 +25,7 @@ impl Monitor {
             Msg::MonGetMap(request) => self.handle_get_map(conn, request, out),
             Msg::OsdBoot(boot) => self.handle_boot(now, conn, from, boot, out),
             Msg::OsdStats(stats) => self.handle_stats(now, from, stats, out),
+            Msg::OsdFailure(report) => self.handle_failure(now, from, report, out),
             Msg::MonCommand(command) => self.accept_command(now, conn, from, command, out),
             Msg::MonRaft(raft) => self.handle_raft(now, from, raft),
             Msg::MonForward(forward) if from.kind == EntityKind::Mon => {
@@ -256,6 +258,9 @@ impl Monitor {
             Msg::OsdStats(stats) if sender == EntityName::osd(stats.osd) => {
                 self.record_stats(now, stats)
             }
+            Msg::OsdFailure(report) if sender == EntityName::osd(report.reporter) => {
+                self.record_failure(now, report)
+            }
             other => tracing::warn!(
                 "mon.{}: ignoring forwarded message type {} from {sender}",
                 self.rank,
@@ -378,6 +383,9 @@ impl Monitor {
                 format!("reweighted {id} to {}", f64::from(weight) / 65536.0)
             }
             Command::ConfigSet { key, value } => {
+                if let Some(value) = &value {
+                    carmine_clustermap::settings::validate(&key, value)?;
+                }
                 builder.step(|next| next.set_config(&key, value.as_deref()))?;
                 match value {
                     Some(_) => format!("set {key}"),
@@ -443,10 +451,18 @@ impl Monitor {
         Some(builder.maps)
     }
 
-    /// OSDs silent for the grace period go down; down ones out after the interval.
+    /// OSDs that enough peers report failed, or with no session and silent for the
+    /// grace period, go down; down ones out after the interval.
     fn failure_maps(&self, now: Instant) -> Option<Vec<OsdMap>> {
         let mut to_down = Vec::new();
         let mut to_out = Vec::new();
+        let mut reasons = BTreeMap::new();
+        if !self.map.flags.contains(OsdFlags::NODOWN) {
+            for (id, reason) in self.reported_down(now) {
+                to_down.push(id);
+                reasons.insert(id, reason);
+            }
+        }
         for (&id, tracking) in &self.osds {
             let Some(info) = self.map.osd(id) else {
                 continue;
@@ -459,13 +475,17 @@ impl Monitor {
                 if silent
                     && tracking.sessions.is_empty()
                     && !self.map.flags.contains(OsdFlags::NODOWN)
+                    && !reasons.contains_key(&id)
                 {
                     to_down.push(id);
                 }
             } else if info.is_in() {
-                let long_down = tracking
-                    .down_since
-                    .is_some_and(|at| now.duration_since(at) >= self.config.osd_down_out_interval);
+                let long_down = match self.failure_settings.down_out_interval {
+                    Some(interval) => tracking
+                        .down_since
+                        .is_some_and(|at| now.duration_since(at) >= interval),
+                    None => false,
+                };
                 if long_down && !self.map.flags.contains(OsdFlags::NOOUT) {
                     to_out.push(id);
                 }
@@ -478,10 +498,10 @@ impl Monitor {
         builder
             .step(|next| {
                 for &id in &to_down {
-                    tracing::info!(
-                        "mon.{}: marking {id} down: silent for the grace period",
-                        self.rank
-                    );
+                    let reason = reasons
+                        .get(&id)
+                        .map_or("silent for the grace period", String::as_str);
+                    tracing::info!("mon.{}: marking {id} down: {reason}", self.rank);
                     next.mark_down(id)?;
                 }
                 for &id in &to_out {

@@ -13,12 +13,14 @@
 //! assert_eq!(Msg::decode(msg.msg_type(), front).unwrap(), msg);
 //! ```
 
+mod heartbeat;
 mod mon;
 mod msg;
 mod op;
 mod osd;
 mod peering;
 
+pub use heartbeat::*;
 pub use mon::*;
 pub use msg::*;
 pub use op::*;

@@ -8,7 +8,7 @@ use carmine_clustermap::OsdMap;
 use carmine_msgr::tcp::{serve, ConnId, ConnectionHandle, NetEvent};
 use carmine_msgr::{Policy, SessionConfig};
 use carmine_osd::{OsdShard, Output, ShardCounters};
-use carmine_proto::{Msg, PgStat};
+use carmine_proto::{Msg, OsdPing, PgStat};
 use carmine_store::{ObjectStore, StoreUsage};
 use carmine_types::{EntityKind, EntityName, OsdId, ShardIndex};
 use std::collections::HashMap;
@@ -143,6 +143,7 @@ impl<S: ObjectStore> ShardLoop<S> {
 
     fn handle_msg(&mut self, conn_id: ConnId, peer: EntityName, msg: Msg) {
         match (peer.kind, msg) {
+            (EntityKind::Osd, Msg::OsdPing(ping)) => self.answer_ping(conn_id, &ping),
             (EntityKind::Client, Msg::OsdOp(op)) => {
                 self.shard.handle_client_op(conn_id, op, &mut self.outputs)
             }
@@ -154,6 +155,19 @@ impl<S: ObjectStore> ShardLoop<S> {
                 "osd: unexpected message type {} from {peer}",
                 msg.msg_type()
             ),
+        }
+    }
+
+    /// Echoes a heartbeat on the connection it came on (the pinger's own session).
+    fn answer_ping(&mut self, conn_id: ConnId, ping: &OsdPing) {
+        let epoch = self.shard.epoch();
+        let Some(reply) = carmine_osd::heartbeat::reply_to(ping, epoch) else {
+            return;
+        };
+        if let Some((conn, peer)) = self.inbound.get(&conn_id) {
+            if let Err(error) = conn.send(to_message(&Msg::OsdPing(reply), epoch)) {
+                tracing::debug!("heartbeat reply to {peer} not sent: {error}");
+            }
         }
     }
 
