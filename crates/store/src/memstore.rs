@@ -369,6 +369,8 @@ mod tests {
         tx.write(pg(), oid.clone(), 0, Bytes::from_static(b"fresh"));
         store.submit(tx).unwrap();
         assert_eq!(&store.read(pg(), &oid, 0, 5).unwrap()[..], b"fresh");
-        assert!(store.inject_decay(pg(), &ObjectId::head("missing")).is_err());
+        assert!(store
+            .inject_decay(pg(), &ObjectId::head("missing"))
+            .is_err());
     }
 }

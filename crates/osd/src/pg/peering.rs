@@ -65,6 +65,10 @@ impl Pg {
     ) {
         self.notifies.clear();
         self.notifies.insert(self.whoami, self.my_notify());
+        // Repairs belong to an interval; the ops waiting on them run again once active.
+        self.repairs.clear();
+        self.local_corrupt.clear();
+        self.replica_corrupt.clear();
         let mut probe: BTreeSet<OsdId> = self.acting.iter().copied().collect();
         if let Some(mapping) = map.pg_mapping(self.pgid) {
             probe.extend(mapping.up);
@@ -525,6 +529,12 @@ impl Pg {
             self.interval_start.0
         );
         self.requeue_in_flight();
+        // Objects this copy still lacks (no peering source could supply them) come
+        // from a replica that has them, before any op reaches them.
+        let lacking: Vec<String> = self.missing.iter().cloned().collect();
+        for name in lacking {
+            self.start_repair(&name, out);
+        }
         self.schedule_recovery(store, out);
         self.complete_writes(store, out);
         let waiting = std::mem::take(&mut self.waiting_for_active);
