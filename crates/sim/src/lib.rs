@@ -37,6 +37,7 @@
 //! assert_eq!(report.trace_hash, carmine_sim::run(7).trace_hash);
 //! ```
 
+mod bitflips;
 pub mod checkers;
 mod cli;
 mod client_node;
@@ -77,8 +78,12 @@ pub struct SimReport {
     pub ops_acked: u64,
     /// Ops that failed or timed out (an error reply such as "no such object" counts).
     pub ops_failed: u64,
-    /// Faults injected.
+    /// Faults injected (bit flips not included).
     pub faults: u64,
+    /// Bits of data at rest flipped (the bit-flip fault class, LogStore seeds).
+    pub bit_flips: u64,
+    /// Object copies the OSDs found corrupt and replaced with a good copy.
+    pub repairs: u64,
     pub shape: String,
     pub fault_classes: FaultClasses,
     pub violations: Vec<String>,
