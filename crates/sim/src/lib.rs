@@ -24,6 +24,10 @@
 //! gaps (`tests/known_gaps.rs`, feature `known-gaps`); enable them with
 //! [`run_with_faults`] or `carmine sim --faults all`.
 //!
+//! Bit flips (class `bit-flips`, in [`FaultClasses::ALL`]): LogStore seeds get bits of
+//! checkpointed data flipped in one copy at a time, OSDs scrub periodically, and the
+//! run converges only once every flipped acting copy reads clean (see `bitflips.rs`).
+//!
 //! BUGGIFY: half the seeds (their own stream of the seed) shrink the OSD's internal
 //! limits through [`carmine_osd::OsdTuning`]: tiny push windows and batches, tiny
 //! in-flight-write, waiting-op and map-wait queues. LogStore seeds also defer store
