@@ -65,7 +65,11 @@ impl Pg {
     ) {
         self.notifies.clear();
         self.notifies.insert(self.whoami, self.my_notify());
-        // Repairs belong to an interval; the ops waiting on them run again once active.
+        // Pushes of an earlier interval are never acknowledged (replies from another
+        // interval are ignored), and repairs belong to an interval too: the ops waiting
+        // on them run again once active, and activation recomputes what to push.
+        self.pushing.clear();
+        self.backfilling.clear();
         self.repairs.clear();
         self.local_corrupt.clear();
         self.replica_corrupt.clear();
