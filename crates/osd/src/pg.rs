@@ -424,6 +424,8 @@ impl Pg {
         match self.repair_gate(&op.oid, out) {
             Gate::Ready => {}
             Gate::Wait => return self.block_read(client, op, out),
+            // A resent write already in the log is answered from it below.
+            Gate::Unfound if op.is_write() && self.log.find_reqid(op.reqid).is_some() => {}
             Gate::Unfound if op.is_write() => {
                 return self.answer_failed_write(client, &op, unfound_error(&op.oid), out)
             }

@@ -72,7 +72,9 @@ impl Sim {
         }
         let first = self.flips.rng.exponential(FLIP_INTERVAL_MEAN);
         self.schedule(first, Event::BitFlip);
-        self.schedule(SCRUB_INTERVAL, Event::Scrub);
+        if self.config.canary != crate::Canary::NoScrub {
+            self.schedule(SCRUB_INTERVAL, Event::Scrub);
+        }
     }
 
     pub(crate) fn inject_bit_flip(&mut self) {

@@ -131,6 +131,9 @@ pub enum Canary {
     /// they are submitted, before their sync ("acknowledge before the disk has it"):
     /// a crash then loses acknowledged writes.
     AckBeforeSync,
+    /// With bit flips, the OSDs never scrub: a flipped copy that no client read or
+    /// push touches stays corrupt, and the convergence check must say so.
+    NoScrub,
 }
 
 /// One run's settings. [`SimConfig::from_seed`] draws them.

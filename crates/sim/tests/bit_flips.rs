@@ -3,7 +3,7 @@
 //! their content, replicas byte-identical), with the flips found and repaired.
 
 use carmine_sim::disk::DiskKind;
-use carmine_sim::{format_report, run_config, FaultClasses, SimConfig};
+use carmine_sim::{format_report, run_config, Canary, FaultClasses, SimConfig};
 
 /// The first `count` seeds from `start` whose OSDs run LogStore in 3-copy pools.
 fn log_seeds(start: u64, count: usize) -> Vec<u64> {
@@ -52,4 +52,18 @@ fn memstore_seeds_are_unaffected() {
     let without = run_config(SimConfig::from_seed(seed).with_faults(without));
     assert_eq!(with.trace_hash, without.trace_hash);
     assert_eq!(with.bit_flips, 0);
+}
+
+/// The canary: without scrubs, some flipped copy stays corrupt and the run fails
+/// (the convergence check names it), so the checks above can fail.
+#[test]
+fn without_scrubs_an_unrepaired_flip_is_caught() {
+    let caught = log_seeds(1000, 20).into_iter().any(|seed| {
+        let config = SimConfig::from_seed(seed)
+            .with_faults(FaultClasses::ALL)
+            .with_canary(Canary::NoScrub);
+        let report = run_config(config);
+        !report.ok && (report.violations.iter()).any(|v| v.contains("still fails its checksum"))
+    });
+    assert!(caught, "no seed caught a flip left unrepaired");
 }

@@ -43,7 +43,10 @@ fn fixed_seeds_pass_with_every_fault_class() {
     let flips: u64 = reports.iter().map(|r| r.bit_flips).sum();
     let repairs: u64 = reports.iter().map(|r| r.repairs).sum();
     assert!(flips > 50, "only {flips} bits flipped");
-    assert!(repairs > 40, "only {repairs} copies repaired of {flips} flips");
+    assert!(
+        repairs > 40,
+        "only {repairs} copies repaired of {flips} flips"
+    );
 }
 
 /// Seeds that once failed with every fault class: a primary whose pull was cut short by
