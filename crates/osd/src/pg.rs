@@ -17,6 +17,8 @@ use carmine_store::{CollectionId, ObjectStore, Transaction, TxSeq};
 use carmine_types::encoding::{Decode, Encode};
 use carmine_types::limits::LIST_ENTRIES_MAX;
 use carmine_types::{EVersion, Epoch, ObjectId, OsdId, PgId, ShardIndex};
+pub use repair::RepairCounters;
+use repair::{unfound_error, Gate};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Client ops a PG holds while it cannot serve them (inactive, or reads behind a write).
@@ -125,6 +127,16 @@ pub struct Pg {
     /// recovery budget), and whether it stopped short of work for lack of it.
     push_allowance: usize,
     recovery_starved: bool,
+    /// Primary: objects the peering source could not read (they stay missing here).
+    pull_unreadable: BTreeSet<String>,
+    /// Primary: objects whose own copy is unreadable, and the replica pulled from.
+    repairs: BTreeMap<String, OsdId>,
+    /// Primary: objects whose own copy was found corrupt and not yet repaired (so one
+    /// corruption is counted once, however often it is met).
+    local_corrupt: BTreeSet<String>,
+    /// Primary: replica copies found unreadable and not yet replaced by a push.
+    replica_corrupt: BTreeSet<(OsdId, String)>,
+    repair_counters: RepairCounters,
 }
 
 impl Pg {
@@ -179,6 +191,11 @@ impl Pg {
             report_urgent: false,
             push_allowance: usize::MAX,
             recovery_starved: false,
+            pull_unreadable: BTreeSet::new(),
+            repairs: BTreeMap::new(),
+            local_corrupt: BTreeSet::new(),
+            replica_corrupt: BTreeSet::new(),
+            repair_counters: RepairCounters::default(),
         };
         if store.collection_exists(coll) {
             pg.load(store)?;
@@ -254,10 +271,16 @@ impl Pg {
         !self.in_flight.is_empty() || !self.replica_acks.is_empty()
     }
 
-    /// Whether every replica has every object (nothing to recover or backfill).
+    /// Corrupt copies this PG found and repaired.
+    pub fn repair_counters(&self) -> RepairCounters {
+        self.repair_counters
+    }
+
+    /// Whether every copy has every object (nothing to recover, backfill or repair).
     fn fully_recovered(&self) -> bool {
         self.peer_missing.values().all(BTreeSet::is_empty)
             && self.pushing.values().all(BTreeSet::is_empty)
+            && self.repairs.is_empty()
     }
 
     /// The state as Ceph would name it.
@@ -397,6 +420,9 @@ impl Pg {
         self.pushing.clear();
         self.backfilling.clear();
         self.pulling.clear();
+        self.repairs.clear();
+        self.local_corrupt.clear();
+        self.replica_corrupt.clear();
         self.in_flight.clear();
         self.writes_per_object.clear();
         self.blocked_reads.clear();
@@ -446,15 +472,31 @@ impl Pg {
         if op.oid.is_empty() {
             let reply = self.list(store, &op);
             out.push(Output::Client(client, reply));
-        } else if op.is_write() {
+            return;
+        }
+        match self.repair_gate(&op.oid, out) {
+            Gate::Ready => {}
+            Gate::Wait => return self.block_read(client, op, out),
+            // A resent write already in the log is answered from it below.
+            Gate::Unfound if op.is_write() && self.log.find_reqid(op.reqid).is_some() => {}
+            Gate::Unfound if op.is_write() => {
+                return self.answer_failed_write(client, &op, unfound_error(&op.oid), out)
+            }
+            Gate::Unfound => {
+                return out.push(self.reply(client, &op, Err(unfound_error(&op.oid))));
+            }
+        }
+        if op.is_write() {
             self.handle_write(store, client, op, out);
         } else if self.writes_per_object.contains_key(&op.oid) {
             self.block_read(client, op, out);
         } else {
-            out.push(Output::Client(client, self.read(store, &op)));
+            self.serve_read(store, client, op, out);
         }
     }
 
+    /// Holds an op on an object until its writes in flight complete or its repair
+    /// ends (reads, and writes waiting for a repair).
     fn block_read(&mut self, client: ClientRef, op: OsdOp, out: &mut Vec<Output>) {
         if self.blocked_read_count >= self.tuning.waiting_ops_max {
             out.push(self.reply(client, &op, Err(OpError::Busy)));
@@ -557,4 +599,5 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
 
 pub(crate) mod peering;
 pub(crate) mod recovery;
+mod repair;
 mod replication;

@@ -23,7 +23,15 @@ pub struct ShardCounters {
     pub read_bytes_total: u64,
     /// Client ops that arrived at a shard that does not own their PG.
     pub wrong_shard_total: u64,
+    /// Object copies found unreadable (data failing its checksum) by reads, pushes
+    /// and scrubs of the PGs this shard is primary for.
+    pub corrupt_copies_found_total: u64,
+    /// Of those, copies replaced by a good one.
+    pub copies_repaired_total: u64,
 }
+
+/// Objects one [`OsdShard::scrub_step`] call verifies by default.
+pub const SCRUB_OBJECTS_PER_STEP: usize = 64;
 
 #[derive(Debug)]
 enum Held {
@@ -53,6 +61,8 @@ pub struct OsdShard<S: ObjectStore> {
     recovery_starved: VecDeque<PgId>,
     /// A PG has news for the monitor (a pg_temp request): report before the period.
     report_urgent: bool,
+    /// Where the next scrub step starts: a PG and the last object verified in it.
+    scrub_cursor: Option<(PgId, Option<String>)>,
 }
 
 impl<S: ObjectStore> OsdShard<S> {
@@ -73,6 +83,7 @@ impl<S: ObjectStore> OsdShard<S> {
             recovery_in_flight: 0,
             recovery_starved: VecDeque::new(),
             report_urgent: false,
+            scrub_cursor: None,
         }
     }
 
@@ -198,7 +209,53 @@ impl<S: ObjectStore> OsdShard<S> {
     }
 
     pub fn counters(&self) -> ShardCounters {
-        self.counters
+        let mut counters = self.counters;
+        for pg in self.pgs.values() {
+            let repairs = pg.repair_counters();
+            counters.corrupt_copies_found_total += repairs.corrupt_copies_found;
+            counters.copies_repaired_total += repairs.copies_repaired;
+        }
+        counters
+    }
+
+    /// A deep-scrub step: reads and verifies the data of up to `objects_max` objects,
+    /// going through the shard's PGs in order and wrapping around, continuing where the
+    /// last step stopped. Corrupt copies are repaired (see `pg/repair.rs`). The driver
+    /// decides how often to call it; nothing calls it on its own.
+    pub fn scrub_step(&mut self, objects_max: usize, out: &mut Vec<Output>) {
+        let start = out.len();
+        let mut left = objects_max.max(1);
+        let mut pgs_started = 0;
+        let pg_count = self.pgs.len();
+        while left > 0 && pgs_started <= pg_count {
+            let (pgid, after) = match self.scrub_cursor.take() {
+                Some((pgid, after)) if self.pgs.contains_key(&pgid) => (pgid, after),
+                Some((pgid, _)) => match self.pgs.range(pgid..).next() {
+                    Some((&next, _)) => (next, None),
+                    None => break,
+                },
+                None => match self.pgs.keys().next() {
+                    Some(&first) => (first, None),
+                    None => break,
+                },
+            };
+            if after.is_none() {
+                pgs_started += 1;
+            }
+            let pg = self.pgs.get_mut(&pgid).expect("chosen above");
+            let budget = left.min(SCRUB_OBJECTS_PER_STEP);
+            let (listed, last) = pg.scrub(&self.store, after.as_deref(), budget, out);
+            match last {
+                Some(last) => self.scrub_cursor = Some((pgid, Some(last))),
+                None => {
+                    let next = self.pgs.range(pgid..).nth(1).map(|(&next, _)| next);
+                    self.scrub_cursor = next.map(|next| (next, None));
+                }
+            }
+            // An empty PG still costs a step, so a shard of empty PGs ends.
+            left = left.saturating_sub(listed.max(1));
+        }
+        self.route_peer_messages(out, start);
     }
 
     pub fn usage(&self) -> StoreUsage {

@@ -838,6 +838,7 @@ fn misrouted_and_malformed_requests_are_refused() {
             write_bytes_total: 2,
             read_bytes_total: 0,
             wrong_shard_total: 0,
+            ..ShardCounters::default()
         }
     );
 }

@@ -5,7 +5,9 @@
 //! needs it ([`PgLogRequest`] → [`PgLogReply`]), pulls objects it lacks ([`PgPull`] →
 //! [`PgPush`]), activates the replicas with the log suffix they lack and what they must
 //! recover ([`PgActivate`] → [`PgActivated`]), and pushes their missing objects
-//! ([`PgPush`] → [`PgPushReply`]). Every message carries the sender's interval start
+//! ([`PgPush`] → [`PgPushReply`]). Copies that fail their checksum are named in the
+//! `corrupt` lists of [`PgPush`] (a pull the sender could not serve) and
+//! [`PgPushReply`] (a replica's scrub report), so the primary repairs them. Every message carries the sender's interval start
 //! (`interval`): a message from an older interval is ignored.
 
 use crate::osd::{LogEntry, PgInfo};
@@ -115,6 +117,10 @@ pub struct PgPush {
     pub objects: Vec<ObjectCopy>,
     /// The end of a pull of `all` objects: `names` lists every object the sender holds.
     pub last: Option<Vec<String>>,
+    /// Objects of the pull the sender could not copy because its own copy is unreadable
+    /// (it failed its checksum, or the sender knows it lacks the object). Added in
+    /// version 2; empty from older senders.
+    pub corrupt: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +129,9 @@ pub struct PgPushReply {
     pub interval: Epoch,
     pub map_epoch: Epoch,
     pub oids: Vec<String>,
+    /// Objects whose copy the sender found unreadable (a scrub, replica → primary): the
+    /// primary pushes them again. Added in version 2; empty from older senders.
+    pub corrupt: Vec<String>,
 }
 
 // --- encoding -------------------------------------------------------------------
@@ -386,7 +395,7 @@ impl Decode for ObjectCopy {
 
 impl Encode for PgPush {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.objects.encode(e);
             match &self.last {
@@ -396,13 +405,14 @@ impl Encode for PgPush {
                     put_names(e, names);
                 }
             }
+            put_names(e, &self.corrupt);
         });
     }
 }
 
 impl Decode for PgPush {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgPush", 1, |d, _| {
+        d.versioned("PgPush", 2, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
             let objects = Vec::decode(d)?;
             let last = match d.get_u8()? {
@@ -415,12 +425,18 @@ impl Decode for PgPush {
                     })
                 }
             };
+            let corrupt = if version >= 2 {
+                get_names(d)?
+            } else {
+                Vec::new()
+            };
             Ok(PgPush {
                 pgid,
                 interval,
                 map_epoch,
                 objects,
                 last,
+                corrupt,
             })
         })
     }
@@ -428,23 +444,68 @@ impl Decode for PgPush {
 
 impl Encode for PgPushReply {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             put_names(e, &self.oids);
+            put_names(e, &self.corrupt);
         });
     }
 }
 
 impl Decode for PgPushReply {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgPushReply", 1, |d, _| {
+        d.versioned("PgPushReply", 2, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
+            let oids = get_names(d)?;
+            let corrupt = if version >= 2 {
+                get_names(d)?
+            } else {
+                Vec::new()
+            };
             Ok(PgPushReply {
                 pgid,
                 interval,
                 map_epoch,
-                oids: get_names(d)?,
+                oids,
+                corrupt,
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Version 2 carries the unreadable objects; a version-1 body (no such field)
+    /// still decodes, with none.
+    #[test]
+    fn push_messages_carry_corrupt_names_and_read_version_one() {
+        let push = PgPush {
+            pgid: PgId::new(1, 2),
+            interval: Epoch(3),
+            map_epoch: Epoch(4),
+            objects: Vec::new(),
+            last: None,
+            corrupt: vec!["bad".into()],
+        };
+        assert_eq!(PgPush::from_shared(push.to_bytes()).unwrap(), push);
+        let reply = PgPushReply {
+            pgid: PgId::new(1, 2),
+            interval: Epoch(3),
+            map_epoch: Epoch(4),
+            oids: vec!["good".into()],
+            corrupt: vec!["bad".into()],
+        };
+        assert_eq!(PgPushReply::from_shared(reply.to_bytes()).unwrap(), reply);
+
+        let mut e = Encoder::new();
+        e.versioned(1, 1, |e| {
+            header(e, reply.pgid, reply.interval, reply.map_epoch);
+            put_names(e, &reply.oids);
+        });
+        let old = PgPushReply::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(old.oids, reply.oids);
+        assert!(old.corrupt.is_empty());
     }
 }

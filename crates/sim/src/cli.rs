@@ -95,6 +95,12 @@ pub fn format_report(report: &SimReport) -> String {
         report.faults,
         report.shape
     );
+    if report.bit_flips > 0 || report.repairs > 0 {
+        text.push_str(&format!(
+            "  bit flips {}, copies repaired {}\n",
+            report.bit_flips, report.repairs
+        ));
+    }
     if !report.ok {
         for violation in &report.violations {
             text.push_str(&format!("  violation: {violation}\n"));

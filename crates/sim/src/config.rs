@@ -28,6 +28,9 @@ pub struct FaultClasses {
     pub osd_partitions: bool,
     /// An OSD process crashes and restarts later on the same store.
     pub crashes: bool,
+    /// A bit of data at rest flips on one OSD's LogStore device (LogStore seeds only):
+    /// the OSDs must find the corrupt copy (by a read or a scrub) and repair it.
+    pub bit_flips: bool,
 }
 
 impl Default for FaultClasses {
@@ -45,6 +48,7 @@ impl FaultClasses {
         client_partitions: false,
         osd_partitions: false,
         crashes: false,
+        bit_flips: false,
     };
 
     pub const ALL: FaultClasses = FaultClasses {
@@ -55,20 +59,29 @@ impl FaultClasses {
         client_partitions: true,
         osd_partitions: true,
         crashes: true,
+        bit_flips: true,
     };
 
-    /// The classes the code handles today (see the crate docs for the others).
+    /// The classes the code handles today (see the crate docs for the others). Bit
+    /// flips are handled but left out, so the network-fault seed set keeps its runs.
     pub fn handled() -> FaultClasses {
         FaultClasses {
             osd_mon_resets: false,
             osd_partitions: false,
             crashes: false,
+            bit_flips: false,
             ..Self::ALL
         }
     }
 
+    /// Whether OSDs may leave acting sets (crashes, partitions, monitor resets).
+    pub fn moves_osds(&self) -> bool {
+        self.osd_mon_resets || self.osd_partitions || self.crashes
+    }
+
     /// Parses `all`, `none`, `handled`, or a comma list of `delays`, `resets`,
-    /// `osd-mon-resets`, `slow`, `client-partitions`, `osd-partitions`, `crashes`.
+    /// `osd-mon-resets`, `slow`, `client-partitions`, `osd-partitions`, `crashes`,
+    /// `bit-flips`.
     pub fn parse(text: &str) -> Result<FaultClasses, String> {
         let mut classes = FaultClasses::NONE;
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -83,11 +96,12 @@ impl FaultClasses {
                 "client-partitions" => classes.client_partitions = true,
                 "osd-partitions" => classes.osd_partitions = true,
                 "crashes" => classes.crashes = true,
+                "bit-flips" => classes.bit_flips = true,
                 other => {
                     return Err(format!(
                         "unknown fault class '{other}'; use all, none, handled, delays, \
-                         resets, osd-mon-resets, slow, client-partitions, osd-partitions \
-                         or crashes"
+                         resets, osd-mon-resets, slow, client-partitions, osd-partitions, \
+                         crashes or bit-flips"
                     ))
                 }
             }
@@ -117,6 +131,9 @@ pub enum Canary {
     /// they are submitted, before their sync ("acknowledge before the disk has it"):
     /// a crash then loses acknowledged writes.
     AckBeforeSync,
+    /// With bit flips, the OSDs never scrub: a flipped copy that no client read or
+    /// push touches stays corrupt, and the convergence check must say so.
+    NoScrub,
 }
 
 /// One run's settings. [`SimConfig::from_seed`] draws them.

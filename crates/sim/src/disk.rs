@@ -3,6 +3,9 @@
 //! loses every write not yet synced (keeping a random prefix of them, the first dropped
 //! one torn) and the restarted store must recover from what reached the "platter".
 //!
+//! A LogStore disk can also decay: [`SimStore::flip_bit_at_rest`] flips a bit of an
+//! object's checkpointed data (the bit-flip fault class).
+//!
 //! With a LogStore disk, shards run with deferred flushes: the simulator syncs a shard
 //! only when its disk-latency event fires, so acknowledgements, peering messages and
 //! crashes interleave with unsynced writes as they would on a real disk.
@@ -102,6 +105,58 @@ impl SimStore {
                 })))
             }
         }
+    }
+
+    /// Flips one bit of `oid`'s data at rest (see `carmine_store::logstore::at_rest`):
+    /// checkpoints the store so its data is at rest, then flips bit `bit_choice % 8` of
+    /// the byte `byte_choice` picks among the object's checkpointed pieces, as media
+    /// decay would. Returns the device offset, or `None` when there is nothing to flip
+    /// (a MemStore, or an object without data).
+    pub fn flip_bit_at_rest(
+        &mut self,
+        coll: CollectionId,
+        oid: &ObjectId,
+        byte_choice: u64,
+        bit_choice: u8,
+    ) -> Result<Option<u64>, String> {
+        let SimStore::Log(disk) = self else {
+            return Ok(None);
+        };
+        let store = &mut disk.store;
+        if !store.checkpoint().map_err(|e| format!("checkpoint: {e}"))? {
+            return Ok(None);
+        }
+        let ranges = store
+            .data_at_rest(coll, oid)
+            .map_err(|e| format!("data at rest: {e}"))?;
+        let total: u64 = ranges.iter().map(|r| u64::from(r.length)).sum();
+        if total == 0 {
+            return Ok(None);
+        }
+        let mut byte = byte_choice % total;
+        for range in ranges {
+            if byte < u64::from(range.length) {
+                let offset = range.device_offset + byte;
+                store
+                    .device_mut()
+                    .corrupt_durable_bit(offset, bit_choice % 8)
+                    .map_err(|e| format!("flip at {offset}: {e}"))?;
+                return Ok(Some(offset));
+            }
+            byte -= u64::from(range.length);
+        }
+        unreachable!("byte < total");
+    }
+
+    /// Whether `oid`'s data in `coll` fails its checksum here.
+    pub fn is_corrupt(&self, coll: CollectionId, oid: &ObjectId) -> bool {
+        let Ok(stat) = self.stat(coll, oid) else {
+            return false;
+        };
+        matches!(
+            self.read(coll, oid, 0, stat.size_bytes),
+            Err(StoreError::Corrupt(_))
+        )
     }
 
     fn inner(&self) -> &dyn ObjectStore {

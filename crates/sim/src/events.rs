@@ -51,6 +51,10 @@ pub enum Event {
         shard: carmine_types::ShardIndex,
         start: u64,
     },
+    /// Flip a bit of data at rest (the bit-flip fault class).
+    BitFlip,
+    /// Periodic (with bit flips): every up OSD runs a deep-scrub step.
+    Scrub,
     /// The fault phase ends: heal everything, restart every crashed OSD.
     Quiet,
     /// Clients stop issuing new ops.

@@ -24,6 +24,10 @@
 //! gaps (`tests/known_gaps.rs`, feature `known-gaps`); enable them with
 //! [`run_with_faults`] or `carmine sim --faults all`.
 //!
+//! Bit flips (class `bit-flips`, in [`FaultClasses::ALL`]): LogStore seeds get bits of
+//! checkpointed data flipped in one copy at a time, OSDs scrub periodically, and the
+//! run converges only once every flipped acting copy reads clean (see `bitflips.rs`).
+//!
 //! BUGGIFY: half the seeds (their own stream of the seed) shrink the OSD's internal
 //! limits through [`carmine_osd::OsdTuning`]: tiny push windows and batches, tiny
 //! in-flight-write, waiting-op and map-wait queues. LogStore seeds also defer store
@@ -37,6 +41,7 @@
 //! assert_eq!(report.trace_hash, carmine_sim::run(7).trace_hash);
 //! ```
 
+mod bitflips;
 pub mod checkers;
 mod cli;
 mod client_node;
@@ -77,8 +82,12 @@ pub struct SimReport {
     pub ops_acked: u64,
     /// Ops that failed or timed out (an error reply such as "no such object" counts).
     pub ops_failed: u64,
-    /// Faults injected.
+    /// Faults injected (bit flips not included).
     pub faults: u64,
+    /// Bits of data at rest flipped (the bit-flip fault class, LogStore seeds).
+    pub bit_flips: u64,
+    /// Object copies the OSDs found corrupt and replaced with a good copy.
+    pub repairs: u64,
     pub shape: String,
     pub fault_classes: FaultClasses,
     pub violations: Vec<String>,

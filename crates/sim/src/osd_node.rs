@@ -251,7 +251,7 @@ impl Sim {
     }
 
     /// Carries out a shard's outputs, as the daemon's `ShardLoop::carry_out`.
-    fn osd_outputs(&mut self, osd: OsdId, shard: ShardIndex, outputs: Vec<Output>) {
+    pub(crate) fn osd_outputs(&mut self, osd: OsdId, shard: ShardIndex, outputs: Vec<Output>) {
         let from = Endpoint::Osd(osd, shard);
         for output in outputs {
             match output {
@@ -299,6 +299,7 @@ impl Sim {
 
     /// The process dies: shards and sessions go, the stores stay.
     pub(crate) fn crash_osd(&mut self, osd: OsdId) {
+        self.save_repair_counts(osd);
         let node = self.osds.get_mut(&osd).expect("exists");
         if !node.is_up() {
             return;

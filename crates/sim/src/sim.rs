@@ -6,6 +6,7 @@
 //! random faults), quiet (everything healed; the workload goes on for a while, then
 //! stops), read-back (one client reads every object), then the checkers.
 
+use crate::bitflips::FlipState;
 use crate::checkers::{self, FinalState};
 use crate::client_node::ClientNode;
 use crate::config::SimConfig;
@@ -64,6 +65,7 @@ pub struct Sim {
     pub(crate) canary_fired: bool,
     /// Peer messages delivered to a shard that does not own their PG.
     pub(crate) misrouted_total: u64,
+    pub(crate) flips: FlipState,
 }
 
 impl Sim {
@@ -102,6 +104,7 @@ impl Sim {
             rng: seed_rng.fork(2),
             workload_rng: seed_rng.fork(3),
             faults: FaultState::new(seed_rng.fork(4)),
+            flips: FlipState::new(config.seed),
             config,
             clock,
             queue: EventQueue::default(),
@@ -184,6 +187,8 @@ impl Sim {
             Event::EndFault(id) => self.end_fault(id),
             Event::OsdRestart(osd) => self.restart_osd(osd),
             Event::DiskSync { osd, shard, start } => self.disk_sync(osd, shard, start),
+            Event::BitFlip => self.inject_bit_flip(),
+            Event::Scrub => self.scrub_tick(),
             Event::Quiet => self.enter_quiet(),
             Event::StopWorkload => {
                 self.trace.note(self.now(), || "workload stops".into());
@@ -204,6 +209,7 @@ impl Sim {
             let first = self.faults.rng.exponential(self.config.fault_interval_mean);
             self.schedule(first, Event::Fault);
         }
+        self.start_bit_flips();
     }
 
     fn enter_quiet(&mut self) {
@@ -409,7 +415,7 @@ impl Sim {
                 return Some(format!("{pgid} is {state} on its primary {primary}"));
             }
         }
-        None
+        self.unhealed_flip()
     }
 
     // --- the end ----------------------------------------------------------------------
@@ -472,6 +478,8 @@ impl Sim {
             ops_acked: self.history.acked_count(),
             ops_failed: self.history.failed_count(),
             faults: self.faults.injected,
+            bit_flips: self.flips.flips.len() as u64,
+            repairs: self.repairs_total(),
             shape: self.config.shape(),
             fault_classes: self.config.faults,
             violations,

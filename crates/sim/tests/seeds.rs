@@ -6,7 +6,8 @@
 //!   `PgLogRequest` to a stray (13, 68, 179, 215, 235, 258, 277).
 //! - 120 seeds with every fault class: OSD crashes and restarts (stores kept), OSD
 //!   partitions (one-way and both ways), OSD↔monitor session resets, on top of the
-//!   network faults. These exercise peering, recovery and the monitor's failure
+//!   network faults; LogStore seeds also get bits of data at rest flipped, which must
+//!   be found and repaired. These exercise peering, recovery and the monitor's failure
 //!   detection.
 //!
 //! Seeds that fail today live in `tests/known_gaps.rs`.
@@ -38,6 +39,14 @@ fn fixed_seeds_pass_with_every_fault_class() {
         .map(|seed| run_with_faults(seed, FaultClasses::ALL))
         .collect();
     check(&reports, 500, 30_000);
+    // Bit flips (LogStore seeds of 3-copy pools) happened and were repaired.
+    let flips: u64 = reports.iter().map(|r| r.bit_flips).sum();
+    let repairs: u64 = reports.iter().map(|r| r.repairs).sum();
+    assert!(flips > 50, "only {flips} bits flipped");
+    assert!(
+        repairs > 40,
+        "only {repairs} copies repaired of {flips} flips"
+    );
 }
 
 /// Seeds that once failed with every fault class: a primary whose pull was cut short by

@@ -70,6 +70,7 @@
 //! cleaner's room); a transaction that does not fit even after a few rounds of cleaning
 //! fails with [`StoreError::NoSpace`] and changes nothing.
 
+mod at_rest;
 mod checkpoint;
 mod cleaner;
 mod crc;
@@ -85,6 +86,7 @@ mod txrecord;
 mod validate;
 mod varint;
 
+pub use at_rest::DeviceRange;
 pub use fsck::{fsck, stat, FsckReport, LogStoreStat};
 
 use crate::device::BlockDevice;
@@ -219,6 +221,8 @@ pub struct LogStore<D: BlockDevice = FileDevice> {
     bytes_since_checkpoint: u64,
     /// Ops in the records written since the last checkpoint.
     ops_since_checkpoint: u64,
+    /// The device offset where the newest checkpoint's replay starts (in `log.chain[0]`).
+    replay_start: u64,
     failed: Option<StoreError>,
     stats: LogStoreStats,
 }
@@ -334,6 +338,7 @@ impl<D: BlockDevice> LogStore<D> {
             checkpoint_slot_next: 1 - recovered.checkpoint_slot,
             bytes_since_checkpoint: 0,
             ops_since_checkpoint: 0,
+            replay_start: 0,
             failed: None,
             stats: LogStoreStats::default(),
         };
@@ -438,6 +443,9 @@ impl<D: BlockDevice> LogStore<D> {
         self.stats.bytes_written += bytes.len() as u64;
         self.checkpoint_seq += 1;
         self.checkpoint_slot_next = 1 - self.checkpoint_slot_next;
+        self.replay_start = self.log.geometry.segments_start
+            + self.log.head_segment as u64 * self.log.geometry.segment_bytes
+            + self.log.head_offset;
         self.bytes_since_checkpoint = 0;
         self.ops_since_checkpoint = 0;
         self.log.retire_chain();

@@ -119,6 +119,22 @@ impl MemStore {
         }
     }
 
+    /// Fault injection for tests of detection and repair: from now on, data reads of
+    /// `oid` fail with [`StoreError::Corrupt`], as a store that checksums its data
+    /// reports media decay, until a transaction removes the object. Metadata (stat,
+    /// xattrs, omap) stays readable, as it does in `LogStore`.
+    pub fn inject_decay(&mut self, coll: CollectionId, oid: &ObjectId) -> Result<(), StoreError> {
+        let object = self
+            .collections
+            .get_mut(&coll)
+            .ok_or(StoreError::NoSuchCollection(coll))?
+            .objects
+            .get_mut(oid)
+            .ok_or_else(|| StoreError::NoSuchObject(coll, oid.clone()))?;
+        object.decayed = true;
+        Ok(())
+    }
+
     fn collection(&self, coll: CollectionId) -> Result<&Collection, StoreError> {
         self.collections
             .get(&coll)
@@ -182,7 +198,13 @@ impl ObjectStore for MemStore {
         offset: u64,
         length: u64,
     ) -> Result<Bytes, StoreError> {
-        Ok(self.object(coll, oid)?.data.read(offset, length))
+        let object = self.object(coll, oid)?;
+        if object.decayed {
+            return Err(StoreError::Corrupt(format!(
+                "data of {oid} in {coll} fails its checksum (injected)"
+            )));
+        }
+        Ok(object.data.read(offset, length))
     }
 
     fn getxattr(
@@ -320,5 +342,35 @@ mod tests {
         assert_eq!(store.usage(), usage);
         assert!(!store.exists(pg(), &ObjectId::head("b")));
         assert_eq!(&store.read(pg(), &oid, 0, 3).unwrap()[..], &[1, 1, 1]);
+    }
+
+    #[test]
+    fn injected_decay_fails_data_reads_until_the_object_is_removed() {
+        let mut store = MemStore::new();
+        let oid = ObjectId::head("a");
+        let mut tx = Transaction::new();
+        tx.create_collection(pg());
+        tx.write(pg(), oid.clone(), 0, Bytes::from_static(b"hello"));
+        store.submit(tx).unwrap();
+        store.inject_decay(pg(), &oid).unwrap();
+        assert!(matches!(
+            store.read(pg(), &oid, 0, 5),
+            Err(StoreError::Corrupt(_))
+        ));
+        assert_eq!(store.stat(pg(), &oid).unwrap().size_bytes, 5);
+        // A failed transaction that removed it restores the decayed object.
+        let mut tx = Transaction::new();
+        tx.remove(pg(), oid.clone());
+        tx.remove(pg(), ObjectId::head("missing"));
+        assert!(store.submit(tx).is_err());
+        assert!(store.read(pg(), &oid, 0, 5).is_err());
+        let mut tx = Transaction::new();
+        tx.remove(pg(), oid.clone());
+        tx.write(pg(), oid.clone(), 0, Bytes::from_static(b"fresh"));
+        store.submit(tx).unwrap();
+        assert_eq!(&store.read(pg(), &oid, 0, 5).unwrap()[..], b"fresh");
+        assert!(store
+            .inject_decay(pg(), &ObjectId::head("missing"))
+            .is_err());
     }
 }

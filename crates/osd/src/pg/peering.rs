@@ -70,13 +70,16 @@ impl Pg {
     ) {
         self.notifies.clear();
         self.want_acting.clear();
-        // Pushes of an earlier round are void (their replies carry an old interval and
-        // are ignored): forget them, or they would count against the recovery budget
-        // and keep the PG from ever being clean.
-        self.pushing.clear();
         self.peer_missing.clear();
-        self.backfilling.clear();
         self.notifies.insert(self.whoami, self.my_notify());
+        // Pushes of an earlier interval are never acknowledged (replies from another
+        // interval are ignored), and repairs belong to an interval too: the ops waiting
+        // on them run again once active, and activation recomputes what to push.
+        self.pushing.clear();
+        self.backfilling.clear();
+        self.repairs.clear();
+        self.local_corrupt.clear();
+        self.replica_corrupt.clear();
         let mut probe: BTreeSet<OsdId> = self.acting.iter().copied().collect();
         if let Some(mapping) = map.pg_mapping(self.pgid) {
             probe.extend(mapping.up);
@@ -574,6 +577,12 @@ impl Pg {
             .collect();
         for oid in &carried {
             self.push_before_write(store, oid, out);
+        }
+        // Objects this copy still lacks (no peering source could supply them) come
+        // from a replica that has them, before any op reaches them.
+        let lacking: Vec<String> = self.missing.iter().cloned().collect();
+        for name in lacking {
+            self.start_repair(&name, out);
         }
         self.schedule_recovery(store, out);
         self.complete_writes(store, out);

@@ -24,32 +24,44 @@ pub const PUSHES_IN_FLIGHT_MAX: usize = 4;
 pub const OBJECTS_PER_PUSH_MAX: usize = 16;
 
 impl Pg {
-    /// Reads one object's whole state from our store.
-    pub(super) fn object_copy(&self, store: &dyn ObjectStore, name: &str) -> ObjectCopy {
+    /// Reads one object's whole state from our store; `Err` when our copy cannot be
+    /// trusted: its data fails its checksum (or cannot be read), or we know we lack
+    /// the object. Never an empty or partial copy in its place.
+    pub(super) fn object_copy(
+        &self,
+        store: &dyn ObjectStore,
+        name: &str,
+    ) -> Result<ObjectCopy, String> {
+        if self.missing.contains(name) {
+            return Err(format!("{name} is missing here"));
+        }
         let oid = ObjectId::head(name);
-        let state = store.stat(self.coll, &oid).ok().map(|stat| {
-            let data = store
-                .read(self.coll, &oid, 0, stat.size_bytes)
-                .unwrap_or_default();
-            let xattrs = store.getxattrs(self.coll, &oid).unwrap_or_default();
-            let omap = store
-                .omap_list(self.coll, &oid, None, usize::MAX)
-                .unwrap_or_default();
-            ObjectState {
-                data,
-                mtime_ns: stat.mtime_ns,
-                xattrs,
-                omap,
+        let state = match store.stat(self.coll, &oid) {
+            Ok(stat) => {
+                let data = store
+                    .read(self.coll, &oid, 0, stat.size_bytes)
+                    .map_err(|error| format!("{name}: {error}"))?;
+                let xattrs = store.getxattrs(self.coll, &oid).unwrap_or_default();
+                let omap = store
+                    .omap_list(self.coll, &oid, None, usize::MAX)
+                    .unwrap_or_default();
+                Some(ObjectState {
+                    data,
+                    mtime_ns: stat.mtime_ns,
+                    xattrs,
+                    omap,
+                })
             }
-        });
-        ObjectCopy {
+            Err(_) => None,
+        };
+        Ok(ObjectCopy {
             oid: name.to_string(),
             state,
-        }
+        })
     }
 
     /// Replaces our copies of `objects` and forgets them as missing, in one transaction.
-    fn apply_copies(&mut self, store: &mut dyn ObjectStore, objects: Vec<ObjectCopy>) {
+    pub(super) fn apply_copies(&mut self, store: &mut dyn ObjectStore, objects: Vec<ObjectCopy>) {
         let mut tx = Transaction::new();
         let mut recovered = Vec::new();
         for copy in objects {
@@ -94,6 +106,7 @@ impl Pg {
             return;
         }
         self.pulling = names.clone();
+        self.pull_unreadable.clear();
         let pull = Msg::PgPull(PgPull {
             pgid: self.pgid,
             interval: self.interval_start,
@@ -121,10 +134,16 @@ impl Pg {
         let chunks: Vec<&[String]> = names.chunks(self.tuning.objects_per_push_max).collect();
         let chunk_count = chunks.len().max(1);
         for index in 0..chunk_count {
-            let objects = chunks
-                .get(index)
-                .map(|chunk| chunk.iter().map(|n| self.object_copy(store, n)).collect())
-                .unwrap_or_default();
+            let (mut objects, mut corrupt) = (Vec::new(), Vec::new());
+            for name in chunks.get(index).copied().unwrap_or_default() {
+                match self.object_copy(store, name) {
+                    Ok(copy) => objects.push(copy),
+                    Err(why) => {
+                        tracing::warn!("{}: cannot copy {why}", self.pgid);
+                        corrupt.push(name.clone());
+                    }
+                }
+            }
             let last = (index + 1 == chunk_count).then(|| names.clone());
             let push = Msg::PgPush(PgPush {
                 pgid: self.pgid,
@@ -132,6 +151,7 @@ impl Pg {
                 map_epoch: self.map_epoch,
                 objects,
                 last,
+                corrupt,
             });
             out.push(peer_output(from, push));
         }
@@ -154,6 +174,10 @@ impl Pg {
             }
             return;
         }
+        if self.is_primary() {
+            self.receive_repair(store, from, push, out);
+            return;
+        }
         if self.primary != Some(from) {
             return;
         }
@@ -167,6 +191,7 @@ impl Pg {
                 interval: push.interval,
                 map_epoch: self.map_epoch,
                 oids,
+                corrupt: Vec::new(),
             }),
         });
     }
@@ -178,10 +203,17 @@ impl Pg {
         all: bool,
         out: &mut Vec<Output>,
     ) {
+        let pulled_from = self.phase.clone();
         for copy in &push.objects {
             self.pulling.remove(&copy.oid);
         }
         self.apply_copies(store, push.objects);
+        for name in push.corrupt {
+            // The source cannot read its copy either: ours stays missing, to be
+            // repaired from another member once active.
+            self.pulling.remove(&name);
+            self.pull_unreadable.insert(name);
+        }
         let Some(names) = push.last else { return };
         if all {
             let keep: BTreeSet<String> = names.into_iter().collect();
@@ -199,8 +231,31 @@ impl Pg {
             );
             self.pulling.clear();
         }
-        self.missing.clear();
+        let unreadable = std::mem::take(&mut self.pull_unreadable);
+        self.keep_missing_only(store, &unreadable);
         self.activate_replicas(store, out);
+        let Phase::Pull { source, .. } = pulled_from else {
+            unreachable!("receive_pulled runs in the pull phase");
+        };
+        for name in unreadable {
+            self.note_replica_corrupt(source, name);
+        }
+    }
+
+    /// After a pull: the objects still missing are exactly `names`, in memory and in
+    /// the persisted missing keys.
+    fn keep_missing_only(&mut self, store: &mut dyn ObjectStore, names: &BTreeSet<String>) {
+        let mut tx = Transaction::new();
+        let added: Vec<_> = names
+            .difference(&self.missing)
+            .map(|n| missing_key(n))
+            .collect();
+        if !added.is_empty() {
+            let entries = added.into_iter().map(|key| (key, bytes::Bytes::new()));
+            tx.omap_set(self.coll, crate::pglog::pgmeta_oid(), entries.collect());
+        }
+        self.missing = names.clone();
+        self.submit_meta(store, tx);
     }
 
     /// Primary: a replica applied pushed objects.
@@ -214,6 +269,7 @@ impl Pg {
         if reply.interval != self.interval_start {
             return;
         }
+        self.receive_push_reply_repairs(from, &reply);
         if let Some(pushing) = self.pushing.get_mut(&from) {
             for oid in &reply.oids {
                 pushing.remove(oid);
@@ -233,13 +289,15 @@ impl Pg {
         self.complete_writes(store, out);
     }
 
-    /// Primary: keep up to the limit of pushes in flight to each replica.
+    /// Primary: keep up to the limit of pushes in flight to each replica. Objects whose
+    /// copy here is being repaired (or has no readable copy at all) wait.
     pub(super) fn schedule_recovery(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
         if self.phase != Phase::Active {
             return;
         }
         let mut total = self.pushes_in_flight();
         for replica in self.replicas() {
+            let mut deferred = Vec::new();
             loop {
                 let in_flight = self.pushing.get(&replica).map_or(0, BTreeSet::len);
                 if in_flight >= self.tuning.pushes_in_flight_max {
@@ -263,20 +321,41 @@ impl Pg {
                 else {
                     break;
                 };
-                self.push_now(store, replica, &name, out);
-                total += 1;
+                if self.repairs.contains_key(&name) || !self.push_now(store, replica, &name, out) {
+                    deferred.push(name);
+                } else {
+                    total += 1;
+                }
+            }
+            if !deferred.is_empty() {
+                self.peer_missing
+                    .entry(replica)
+                    .or_default()
+                    .extend(deferred);
             }
         }
     }
 
+    /// Pushes our copy of `name` to `replica`. If our copy is unreadable, starts
+    /// repairing it instead and returns `false` (the caller keeps `name` missing there).
     fn push_now(
         &mut self,
         store: &dyn ObjectStore,
         replica: OsdId,
         name: &str,
         out: &mut Vec<Output>,
-    ) {
-        let copy = self.object_copy(store, name);
+    ) -> bool {
+        let copy = match self.object_copy(store, name) {
+            Ok(copy) => copy,
+            Err(why) => {
+                if !self.missing.contains(name) {
+                    self.note_local_corrupt(name);
+                }
+                tracing::warn!("{}: cannot push {why}; repairing our copy", self.pgid);
+                self.start_repair(name, out);
+                return false;
+            }
+        };
         self.pushing
             .entry(replica)
             .or_default()
@@ -287,26 +366,35 @@ impl Pg {
             map_epoch: self.map_epoch,
             objects: vec![copy],
             last: None,
+            corrupt: Vec::new(),
         });
         out.push(peer_output(replica, push));
+        true
     }
 
     /// Primary, before a write to `name`: replicas still missing it get it now, ahead of
-    /// the write on the same ordered session.
+    /// the write on the same ordered session. Returns `false` if one of them could not
+    /// get it because our copy is unreadable (the write must wait for its repair).
     pub(super) fn push_before_write(
         &mut self,
         store: &dyn ObjectStore,
         name: &str,
         out: &mut Vec<Output>,
-    ) {
+    ) -> bool {
+        let mut pushed_all = true;
         for replica in self.replicas() {
             let missing = self
                 .peer_missing
                 .get_mut(&replica)
                 .is_some_and(|m| m.remove(name));
-            if missing {
-                self.push_now(store, replica, name, out);
+            if missing && !self.push_now(store, replica, name, out) {
+                self.peer_missing
+                    .entry(replica)
+                    .or_default()
+                    .insert(name.to_string());
+                pushed_all = false;
             }
         }
+        pushed_all
     }
 }

@@ -26,6 +26,15 @@ impl Pg {
             out.push(self.reply(client, &op, Err(OpError::Busy)));
             return;
         }
+        if !self.push_before_write(store, &op.oid, out) {
+            // A replica lacks the object and our copy is unreadable: repair ours first.
+            if self.repairs.contains_key(&op.oid) {
+                self.block_read(client, op, out);
+            } else {
+                self.answer_failed_write(client, &op, super::repair::unfound_error(&op.oid), out);
+            }
+            return;
+        }
         if let Err(error) = self.start_write(store, client, &op, out) {
             self.answer_failed_write(client, &op, error, out);
         }
@@ -33,7 +42,7 @@ impl Pg {
 
     /// A write that failed was judged against state that may include writes still in
     /// flight; its answer must not overtake theirs, so it queues behind them.
-    fn answer_failed_write(
+    pub(super) fn answer_failed_write(
         &mut self,
         client: ClientRef,
         op: &OsdOp,
@@ -119,7 +128,6 @@ impl Pg {
         info.object_count = (info.object_count + u64::from(run.exists_after))
             .saturating_sub(u64::from(run.before.exists));
         info.data_bytes = (info.data_bytes + run.size_after).saturating_sub(run.before.size_bytes);
-        self.push_before_write(store, &op.oid, out);
         let mut tx = run.tx;
         self.log.persist_append(&entry, &info, &mut tx);
         let replicas = self.replicas();
@@ -217,7 +225,12 @@ impl Pg {
         }
     }
 
-    fn release_reads(&mut self, store: &mut dyn ObjectStore, oid: &str, out: &mut Vec<Output>) {
+    pub(super) fn release_reads(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        oid: &str,
+        out: &mut Vec<Output>,
+    ) {
         let Some(reads) = self.blocked_reads.remove(oid) else {
             return;
         };

@@ -323,6 +323,27 @@ impl Cluster {
         self.shard(self.addr(osd, pgid)).store()
     }
 
+    /// Simulates media decay of `osd`'s copy of object `name`: its data reads fail
+    /// with `Corrupt` until the object is removed (a repair replaces it).
+    pub fn decay(&mut self, osd: OsdId, name: &str) {
+        let pgid = self.pg_of(name);
+        let addr = self.addr(osd, pgid);
+        let coll = CollectionId::Pg(pgid);
+        (self.shard_mut(addr).store_mut())
+            .inject_decay(coll, &ObjectId::head(name))
+            .expect("the object exists there");
+    }
+
+    /// Runs one deep-scrub step on every shard of `osd` and queues what it sends.
+    pub fn scrub(&mut self, osd: OsdId) {
+        let addrs: Vec<Addr> = self.shards.keys().copied().filter(|a| a.0 == osd).collect();
+        for addr in addrs {
+            let mut out = Vec::new();
+            self.shard_mut(addr).scrub_step(10_000, &mut out);
+            self.route(addr, out);
+        }
+    }
+
     /// The primary's report on `pgid`.
     pub fn pg_stat(&self, pgid: PgId) -> PgStat {
         let addr = self.addr(self.primary_of(pgid), pgid);

@@ -175,6 +175,9 @@ pub(super) struct Object {
     omap: BTreeMap<Bytes, Bytes>,
     xattr_bytes: u64,
     omap_bytes: u64,
+    /// Set by [`MemStore::inject_decay`](super::MemStore::inject_decay): data reads fail
+    /// with `Corrupt` until the object is removed (a recreated object starts clean).
+    pub decayed: bool,
 }
 
 fn entry_bytes(key: &[u8], value: &[u8]) -> u64 {

@@ -1,0 +1,290 @@
+//! Repair: copies whose data fails its checksum are never served and never spread.
+//!
+//! - **Read repair on the primary.** A read that hits a corrupt local copy (or an
+//!   object the primary knows it lacks) is not answered: the op waits, like a read
+//!   behind a write, while the primary pulls the object from an acting replica that
+//!   holds it (one not missing it and not known corrupt), then runs again. Writes to
+//!   the object wait too, so a pulled copy never overwrites a newer local write.
+//! - **Replica copies.** A replica asked to copy an object it cannot read names it in
+//!   its answer's `corrupt` list instead of sending bytes; a replica whose scrub finds
+//!   a corrupt copy reports it in a `PgPushReply`. The primary pushes its good copy.
+//! - **No good copy.** When no acting member can supply the object, ops on it fail
+//!   with `OpError::Io` (EIO) naming the object: never wrong data.
+//!
+//! A scrub ([`Pg::scrub`]) reads and verifies every object's data, so corruption that
+//! no client reads is found too. Everything here is in memory and per interval: a new
+//! interval drops the repairs in flight and the ops run again once the PG is active
+//! (corruption is found again on the next read or scrub).
+
+use super::{peer_output, Pg, Phase};
+use crate::{ClientRef, Output};
+use carmine_proto::{Msg, OpError, OsdOp, PgPull, PgPush, PgPushReply};
+use carmine_store::{ObjectStore, StoreError};
+use carmine_types::{ObjectId, OsdId, SnapId};
+use std::collections::BTreeSet;
+
+/// Corrupt copies found and repaired by one PG, summed into the shard's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RepairCounters {
+    /// Copies found unreadable: the primary's own, or a replica's (reported by the
+    /// replica or found when it was asked for a copy).
+    pub corrupt_copies_found: u64,
+    /// Copies replaced by a good one: the primary's own by a pull, a replica's by a
+    /// push it acknowledged.
+    pub copies_repaired: u64,
+}
+
+/// Whether an op on an object may run on the primary's copy now.
+pub(super) enum Gate {
+    Ready,
+    /// A repair is in flight: the op waits for it.
+    Wait,
+    /// No acting member has a readable copy.
+    Unfound,
+}
+
+/// The error of an op on an object no acting member can read.
+pub(super) fn unfound_error(name: &str) -> OpError {
+    OpError::Io(format!(
+        "object {name} has no readable copy on any acting OSD (every copy is corrupt or \
+         missing); it stays unavailable until an OSD with a good copy returns"
+    ))
+}
+
+impl Pg {
+    /// Whether our stored data of `name` fails its checksum.
+    pub(super) fn copy_is_corrupt(&self, store: &dyn ObjectStore, name: &str) -> bool {
+        let oid = ObjectId::head(name);
+        let Ok(stat) = store.stat(self.coll, &oid) else {
+            return false;
+        };
+        matches!(
+            store.read(self.coll, &oid, 0, stat.size_bytes),
+            Err(StoreError::Corrupt(_))
+        )
+    }
+
+    /// Primary, before an op on `name` runs on our copy.
+    pub(super) fn repair_gate(&mut self, name: &str, out: &mut Vec<Output>) -> Gate {
+        if self.repairs.contains_key(name) {
+            return Gate::Wait;
+        }
+        if !self.missing.contains(name) {
+            return Gate::Ready;
+        }
+        if self.start_repair(name, out) {
+            Gate::Wait
+        } else {
+            Gate::Unfound
+        }
+    }
+
+    /// Primary: answers a read from our copy, or, if our copy is corrupt, holds the
+    /// read and repairs the copy first.
+    pub(super) fn serve_read(
+        &mut self,
+        store: &dyn ObjectStore,
+        client: ClientRef,
+        op: OsdOp,
+        out: &mut Vec<Output>,
+    ) {
+        let reply = self.read(store, &op);
+        let failed =
+            matches!(&reply, Msg::OsdOpReply(r) if matches!(r.result, Err(OpError::Io(_))));
+        if !failed || !self.copy_is_corrupt(store, &op.oid) {
+            out.push(Output::Client(client, reply));
+            return;
+        }
+        self.note_local_corrupt(&op.oid);
+        if self.start_repair(&op.oid, out) {
+            self.block_read(client, op, out);
+        } else {
+            out.push(self.reply(client, &op, Err(unfound_error(&op.oid))));
+        }
+    }
+
+    /// Primary: our copy of `name` fails its checksum (counted once until repaired).
+    pub(super) fn note_local_corrupt(&mut self, name: &str) {
+        if self.local_corrupt.insert(name.to_string()) {
+            self.repair_counters.corrupt_copies_found += 1;
+            tracing::warn!("{}: our copy of {name} is corrupt; repairing it", self.pgid);
+        }
+    }
+
+    /// Primary: pulls `name` from an acting replica that should hold a good copy.
+    /// Returns `false` when none can (the object is unfound for now).
+    pub(super) fn start_repair(&mut self, name: &str, out: &mut Vec<Output>) -> bool {
+        if self.repairs.contains_key(name) {
+            return true;
+        }
+        if self.phase != Phase::Active {
+            return false;
+        }
+        let source = self.replicas().into_iter().find(|replica| {
+            !self
+                .peer_missing
+                .get(replica)
+                .is_some_and(|missing| missing.contains(name))
+                && !self.replica_corrupt.contains(&(*replica, name.to_string()))
+        });
+        let Some(source) = source else {
+            tracing::error!(
+                "{}: no acting replica has a readable copy of {name}; it is unfound",
+                self.pgid
+            );
+            return false;
+        };
+        let pull = Msg::PgPull(PgPull {
+            pgid: self.pgid,
+            interval: self.interval_start,
+            map_epoch: self.map_epoch,
+            oids: vec![name.to_string()],
+            all: false,
+        });
+        out.push(peer_output(source, pull));
+        self.repairs.insert(name.to_string(), source);
+        true
+    }
+
+    /// Primary, active: a replica answered a repair pull with copies, or with the
+    /// names it could not read either.
+    pub(super) fn receive_repair(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        from: OsdId,
+        push: PgPush,
+        out: &mut Vec<Output>,
+    ) {
+        if self.phase != Phase::Active {
+            return;
+        }
+        let (copies, _stale): (Vec<_>, Vec<_>) = push
+            .objects
+            .into_iter()
+            .partition(|copy| self.repairs.get(&copy.oid) == Some(&from));
+        let mut finished: Vec<String> = copies.iter().map(|c| c.oid.clone()).collect();
+        for name in &finished {
+            self.repairs.remove(name);
+            self.local_corrupt.remove(name);
+        }
+        self.repair_counters.copies_repaired += finished.len() as u64;
+        if !copies.is_empty() {
+            self.apply_copies(store, copies);
+        }
+        for name in push.corrupt {
+            if self.repairs.get(&name) == Some(&from) {
+                // That copy is bad too: it gets ours once ours is good, and the ops
+                // waiting on the object run again and try another source.
+                self.repairs.remove(&name);
+                self.note_replica_corrupt(from, name.clone());
+                finished.push(name);
+            }
+        }
+        for name in finished {
+            self.release_reads(store, &name, out);
+        }
+        self.schedule_recovery(store, out);
+    }
+
+    /// Primary: `replica`'s copy of `name` is unreadable; push it ours.
+    pub(super) fn note_replica_corrupt(&mut self, replica: OsdId, name: String) {
+        if !self.replicas().contains(&replica) {
+            return;
+        }
+        if self.replica_corrupt.insert((replica, name.clone())) {
+            self.repair_counters.corrupt_copies_found += 1;
+            tracing::warn!(
+                "{}: {replica}'s copy of {name} is corrupt; pushing it ours",
+                self.pgid
+            );
+        }
+        self.peer_missing.entry(replica).or_default().insert(name);
+    }
+
+    /// Primary: a replica acknowledged pushes (`oids`) and may report corrupt copies.
+    pub(super) fn receive_push_reply_repairs(&mut self, from: OsdId, reply: &PgPushReply) {
+        for name in &reply.oids {
+            if self.replica_corrupt.remove(&(from, name.clone())) {
+                self.repair_counters.copies_repaired += 1;
+            }
+        }
+        if self.phase != Phase::Active {
+            return;
+        }
+        for name in &reply.corrupt {
+            let pushing = self
+                .pushing
+                .get(&from)
+                .is_some_and(|names| names.contains(name));
+            // A push already on its way replaces that copy.
+            if !pushing {
+                self.note_replica_corrupt(from, name.clone());
+            }
+        }
+    }
+
+    /// Reads and verifies the data of up to `objects_max` objects after `after`, in
+    /// name order (a deep scrub step). The primary repairs its corrupt copies (and
+    /// fetches objects it knows it lacks); a replica reports its corrupt copies to
+    /// the primary. Returns how many objects it listed, and the last one when there
+    /// may be more (`None` once the PG is done).
+    pub fn scrub(
+        &mut self,
+        store: &dyn ObjectStore,
+        after: Option<&str>,
+        objects_max: usize,
+        out: &mut Vec<Output>,
+    ) -> (usize, Option<String>) {
+        let objects_max = objects_max.max(1);
+        let cursor = after.map(ObjectId::head);
+        let page = match store.list_objects(self.coll, cursor.as_ref(), objects_max) {
+            Ok(page) => page,
+            Err(error) => {
+                tracing::error!("{}: scrub cannot list objects: {error}", self.pgid);
+                return (0, None);
+            }
+        };
+        let listed = page.len();
+        let next = (listed == objects_max)
+            .then(|| page.last().map(|oid| oid.name.clone()))
+            .flatten();
+        let corrupt: Vec<String> = page
+            .into_iter()
+            .filter(|oid| !oid.name.is_empty() && oid.snap == SnapId::HEAD)
+            .map(|oid| oid.name)
+            .filter(|name| !self.missing.contains(name) && !self.repairs.contains_key(name))
+            .filter(|name| self.copy_is_corrupt(store, name))
+            .collect();
+        if self.is_primary() {
+            self.repair_after_scrub(corrupt, out);
+        } else if let Some(primary) = self.primary.filter(|_| !corrupt.is_empty()) {
+            let report = Msg::PgPushReply(PgPushReply {
+                pgid: self.pgid,
+                interval: self.interval_start,
+                map_epoch: self.map_epoch,
+                oids: Vec::new(),
+                corrupt,
+            });
+            out.push(peer_output(primary, report));
+        }
+        (listed, next)
+    }
+
+    fn repair_after_scrub(&mut self, corrupt: Vec<String>, out: &mut Vec<Output>) {
+        if !self.is_active() {
+            return;
+        }
+        for name in &corrupt {
+            self.note_local_corrupt(name);
+        }
+        let lacking: BTreeSet<String> = self
+            .missing
+            .iter()
+            .filter(|name| !self.repairs.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in corrupt.into_iter().chain(lacking) {
+            self.start_repair(&name, out);
+        }
+    }
+}

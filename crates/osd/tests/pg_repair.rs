@@ -1,0 +1,167 @@
+//! Repair of copies whose data fails its checksum (`MemStore::inject_decay` stands in
+//! for a flipped bit): a corrupt copy is never served and never spread, the primary
+//! repairs its own copy from a replica before answering, replicas found corrupt (when
+//! asked for a copy, or by a scrub) get the primary's copy, and with no good copy at
+//! all the op fails with EIO rather than return wrong data.
+
+mod harness;
+
+use carmine_osd::ShardCounters;
+use carmine_proto::{OpCode, OpError, OpOutput};
+use carmine_types::OsdId;
+use harness::{bytes, Cluster, Config};
+
+fn write(cluster: &mut Cluster, name: &str, content: &[u8]) {
+    let ops = vec![OpCode::WriteFull {
+        data: bytes(content),
+    }];
+    assert_eq!(cluster.call(name, ops).result, Ok(()), "write {name}");
+}
+
+fn read(cluster: &mut Cluster, name: &str) -> Result<Vec<u8>, OpError> {
+    let ops = vec![OpCode::Read {
+        offset: 0,
+        length: 0,
+    }];
+    let reply = cluster.call(name, ops);
+    reply.result?;
+    match reply.outputs.first() {
+        Some(OpOutput::Data(data)) => Ok(data.to_vec()),
+        other => panic!("read {name}: {other:?}"),
+    }
+}
+
+/// The acting set of `name`'s PG, primary first.
+fn acting(cluster: &Cluster, name: &str) -> Vec<OsdId> {
+    cluster.acting(cluster.pg_of(name))
+}
+
+fn counters(cluster: &Cluster, osd: OsdId, name: &str) -> ShardCounters {
+    let pgid = cluster.pg_of(name);
+    cluster.shard(cluster.addr(osd, pgid)).counters()
+}
+
+fn assert_clean_and_identical(cluster: &Cluster, name: &str) {
+    let pgid = cluster.pg_of(name);
+    assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean");
+    cluster.assert_replicas_identical(pgid);
+}
+
+#[test]
+fn a_read_of_a_corrupt_primary_copy_is_repaired_from_a_replica_and_served() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "victim", b"precious bytes");
+    let primary = acting(&cluster, "victim")[0];
+    cluster.decay(primary, "victim");
+
+    assert_eq!(read(&mut cluster, "victim"), Ok(b"precious bytes".to_vec()));
+    let counters = counters(&cluster, primary, "victim");
+    assert_eq!(counters.corrupt_copies_found_total, 1);
+    assert_eq!(counters.copies_repaired_total, 1);
+    assert_clean_and_identical(&cluster, "victim");
+    assert_eq!(read(&mut cluster, "victim"), Ok(b"precious bytes".to_vec()));
+}
+
+/// Writes never read old data, so one can land on a corrupt copy; the repair that
+/// follows must bring back a copy with that write, not the one before it.
+#[test]
+fn a_write_on_a_corrupt_primary_copy_survives_its_repair() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "victim", b"0123456789");
+    let primary = acting(&cluster, "victim")[0];
+    cluster.decay(primary, "victim");
+    let patch = vec![OpCode::Write {
+        offset: 2,
+        data: bytes(b"ab"),
+    }];
+    assert_eq!(cluster.call("victim", patch).result, Ok(()));
+    assert_eq!(read(&mut cluster, "victim"), Ok(b"01ab456789".to_vec()));
+    assert_clean_and_identical(&cluster, "victim");
+}
+
+#[test]
+fn a_corrupt_first_source_is_skipped_and_then_repaired_too() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "victim", b"only one good copy");
+    let members = acting(&cluster, "victim");
+    assert_eq!(members.len(), 3);
+    cluster.decay(members[0], "victim");
+    cluster.decay(members[1], "victim");
+
+    assert_eq!(
+        read(&mut cluster, "victim"),
+        Ok(b"only one good copy".to_vec())
+    );
+    let counters = counters(&cluster, members[0], "victim");
+    assert_eq!(counters.corrupt_copies_found_total, 2, "{counters:?}");
+    assert_eq!(counters.copies_repaired_total, 2, "{counters:?}");
+    assert_clean_and_identical(&cluster, "victim");
+}
+
+#[test]
+fn with_every_copy_corrupt_reads_and_writes_fail_with_eio_not_wrong_data() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "lost", b"gone");
+    write(&mut cluster, "bystander", b"fine");
+    for osd in acting(&cluster, "lost") {
+        cluster.decay(osd, "lost");
+    }
+    match read(&mut cluster, "lost") {
+        Err(OpError::Io(why)) => assert!(why.contains("no readable copy"), "{why}"),
+        other => panic!("expected EIO, got {other:?}"),
+    }
+    assert_eq!(OpError::Io(String::new()).code(), 5, "EIO on the wire");
+    assert_eq!(read(&mut cluster, "bystander"), Ok(b"fine".to_vec()));
+    // The replicas now need the object and nobody can supply it: writes fail too
+    // (as IO to an unfound object blocks in Ceph) instead of building on bad bytes.
+    let ops = vec![OpCode::Append { data: bytes(b"!") }];
+    assert!(matches!(
+        cluster.call("lost", ops).result,
+        Err(OpError::Io(_))
+    ));
+    assert_eq!(read(&mut cluster, "bystander"), Ok(b"fine".to_vec()));
+}
+
+#[test]
+fn a_scrub_finds_a_corrupt_replica_copy_and_the_primary_pushes_its_own() {
+    let mut cluster = Cluster::new(Config::default());
+    for name in ["a", "b", "c"] {
+        write(&mut cluster, name, name.repeat(100).as_bytes());
+    }
+    let members = acting(&cluster, "b");
+    let replica = members[2];
+    cluster.decay(replica, "b");
+    // The primary's copy is good: reads never notice.
+    assert_eq!(read(&mut cluster, "b"), Ok("b".repeat(100).into_bytes()));
+    assert_eq!(
+        counters(&cluster, members[0], "b").corrupt_copies_found_total,
+        0
+    );
+
+    cluster.scrub(replica);
+    cluster.run();
+    let counters = counters(&cluster, members[0], "b");
+    assert_eq!(counters.corrupt_copies_found_total, 1);
+    assert_eq!(counters.copies_repaired_total, 1);
+    assert_clean_and_identical(&cluster, "b");
+    // Nothing left to find.
+    for osd in cluster.osds() {
+        cluster.scrub(osd);
+    }
+    assert_eq!(cluster.run(), 0, "a clean scrub sends nothing");
+}
+
+#[test]
+fn a_scrub_of_the_primary_repairs_its_copy_without_any_read() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "victim", b"data at rest");
+    let primary = acting(&cluster, "victim")[0];
+    cluster.decay(primary, "victim");
+    cluster.scrub(primary);
+    cluster.run();
+    assert_eq!(
+        counters(&cluster, primary, "victim").copies_repaired_total,
+        1
+    );
+    assert_clean_and_identical(&cluster, "victim");
+}

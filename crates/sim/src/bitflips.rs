@@ -1,0 +1,262 @@
+//! The bit-flip fault class: data at rest decays on one OSD's LogStore device, and the
+//! OSDs must find the corrupt copy (a client read, a push, or a scrub) and repair it
+//! from a good one.
+//!
+//! Flips run on their own schedule and random stream (a fork of the seed), so seeds
+//! without them — every MemStore seed, and LogStore seeds without the class — run
+//! exactly as before. A flip picks a PG that is active+clean with its whole acting set
+//! up and no earlier flip still unhealed, then one object copy in it: so at most one
+//! copy of any object is corrupt at a time and a good copy exists. Pools of two copies
+//! get flips only when OSDs never leave acting sets (no crashes, OSD partitions or
+//! monitor resets): otherwise the good copy's OSD could go down while writes land on
+//! the corrupt one, which no replication scheme survives.
+//!
+//! Every up OSD runs a deep-scrub step every [`SCRUB_INTERVAL`]. Healing is part of
+//! convergence: the run has not converged while an acting copy that was flipped still
+//! fails its checksum.
+
+use crate::events::Event;
+use crate::osd_node::Process;
+use crate::rng::Rng;
+use crate::sim::{Phase, Sim};
+use crate::time::{format_nanos, Nanos, MILLISECOND};
+use carmine_clustermap::pg_shard;
+use carmine_proto::PgState;
+use carmine_store::CollectionId;
+use carmine_types::{ObjectId, OsdId, PgId, ShardIndex};
+
+/// Mean time between flips.
+pub const FLIP_INTERVAL_MEAN: Nanos = 1_500 * MILLISECOND;
+/// How often every up OSD runs a scrub step.
+pub const SCRUB_INTERVAL: Nanos = 300 * MILLISECOND;
+/// Objects one scrub step of one shard verifies.
+pub const SCRUB_OBJECTS_PER_STEP: usize = 64;
+
+/// One injected flip.
+#[derive(Debug, Clone)]
+pub struct Flip {
+    pub osd: OsdId,
+    pub shard: ShardIndex,
+    pub pgid: PgId,
+    pub oid: String,
+    pub at: Nanos,
+}
+
+/// Flips so far, and the repairs counted by OSD processes that have since crashed.
+#[derive(Debug)]
+pub struct FlipState {
+    rng: Rng,
+    pub flips: Vec<Flip>,
+    pub repairs_before_crashes: u64,
+}
+
+impl FlipState {
+    pub fn new(seed: u64) -> Self {
+        Self {
+            rng: Rng::new(seed).fork(0x464c_4950), // "FLIP"
+            flips: Vec::new(),
+            repairs_before_crashes: 0,
+        }
+    }
+}
+
+impl Sim {
+    fn flips_enabled(&self) -> bool {
+        self.config.faults.bit_flips && self.config.disk == crate::disk::DiskKind::Log
+    }
+
+    /// At the start of the workload: schedule the first flip and scrub.
+    pub(crate) fn start_bit_flips(&mut self) {
+        if !self.flips_enabled() {
+            return;
+        }
+        let first = self.flips.rng.exponential(FLIP_INTERVAL_MEAN);
+        self.schedule(first, Event::BitFlip);
+        if self.config.canary != crate::Canary::NoScrub {
+            self.schedule(SCRUB_INTERVAL, Event::Scrub);
+        }
+    }
+
+    pub(crate) fn inject_bit_flip(&mut self) {
+        if self.phase != Phase::Faults {
+            return;
+        }
+        let next = self.flips.rng.exponential(FLIP_INTERVAL_MEAN);
+        self.schedule(next, Event::BitFlip);
+        let Some((osd, shard, pgid)) = self.flip_target() else {
+            return;
+        };
+        let coll = CollectionId::Pg(pgid);
+        let store = self.osds[&osd].store(shard);
+        let Ok(objects) = carmine_store::ObjectStore::list_objects(store, coll, None, 4096) else {
+            return;
+        };
+        let objects: Vec<ObjectId> = objects
+            .into_iter()
+            .filter(|oid| !oid.name.is_empty())
+            .collect();
+        if objects.is_empty() {
+            return;
+        }
+        let oid = objects[self.flips.rng.index(objects.len())].clone();
+        let byte = self.flips.rng.next_u64();
+        let bit = self.flips.rng.below(8) as u8;
+        let store = match &mut self.osds.get_mut(&osd).expect("exists").process {
+            Process::Up(shards) => shards[usize::from(shard.0)].store_mut(),
+            Process::Down(_) => return,
+        };
+        match store.flip_bit_at_rest(coll, &oid, byte, bit) {
+            Ok(Some(offset)) => {
+                self.flips.flips.push(Flip {
+                    osd,
+                    shard,
+                    pgid,
+                    oid: oid.name.clone(),
+                    at: self.now(),
+                });
+                self.record_flip(format!(
+                    "bit flip on {osd} shard {}: {pgid} {} at device offset {offset}",
+                    shard.0, oid.name
+                ));
+            }
+            Ok(None) => {}
+            Err(error) => self.violations.push(format!("bit flip on {osd}: {error}")),
+        }
+    }
+
+    /// A random up OSD's shard and one of its PGs that may take a flip now.
+    fn flip_target(&mut self) -> Option<(OsdId, ShardIndex, PgId)> {
+        let map = self.mon.map().clone();
+        let pool_size = usize::from(self.config.pool_size);
+        if pool_size < 3 && self.config.faults.moves_osds() {
+            return None;
+        }
+        let up: Vec<OsdId> = (self.osds.iter())
+            .filter(|(_, node)| node.is_up())
+            .map(|(&osd, _)| osd)
+            .collect();
+        if up.len() < pool_size {
+            return None;
+        }
+        let osd = up[self.flips.rng.index(up.len())];
+        let shards = self.config.shards_per_osd;
+        let candidates: Vec<PgId> = map
+            .all_pgs()
+            .filter(|&pgid| {
+                let Some(mapping) = map.pg_mapping(pgid) else {
+                    return false;
+                };
+                let Some(primary) = mapping.primary else {
+                    return false;
+                };
+                let shard = pg_shard(pgid, shards);
+                mapping.acting.contains(&osd)
+                    && mapping.acting.len() == pool_size
+                    && mapping.acting.iter().all(|o| self.osds[o].is_up())
+                    && self.osds[&primary]
+                        .pg_state(shard, pgid)
+                        .is_some_and(|s| s.contains(PgState::ACTIVE) && s.contains(PgState::CLEAN))
+                    && !self
+                        .flips
+                        .flips
+                        .iter()
+                        .any(|f| f.pgid == pgid && !self.flip_healed(f))
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let pgid = candidates[self.flips.rng.index(candidates.len())];
+        Some((osd, pg_shard(pgid, shards), pgid))
+    }
+
+    /// Whether a flipped copy reads clean again (repaired, or its data rewritten). A
+    /// copy on a down OSD counts as not healed.
+    fn flip_healed(&self, flip: &Flip) -> bool {
+        let node = &self.osds[&flip.osd];
+        node.is_up()
+            && !node
+                .store(flip.shard)
+                .is_corrupt(CollectionId::Pg(flip.pgid), &ObjectId::head(&flip.oid))
+    }
+
+    fn record_flip(&mut self, words: String) {
+        self.trace.mix(words.as_bytes());
+        self.trace.note(self.now(), || format!("FAULT {words}"));
+        if self.faults.log.len() < crate::faults::FAULT_LOG_MAX {
+            let line = format!("{} {words}", format_nanos(self.now()));
+            self.faults.log.push(line);
+        }
+    }
+
+    /// Every up OSD runs a scrub step; repeats until the run ends.
+    pub(crate) fn scrub_tick(&mut self) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        self.schedule(SCRUB_INTERVAL, Event::Scrub);
+        let osds: Vec<OsdId> = self.osds.keys().copied().collect();
+        for osd in osds {
+            let node = self.osds.get_mut(&osd).expect("exists");
+            let Process::Up(shards) = &mut node.process else {
+                continue;
+            };
+            let mut outputs = Vec::new();
+            for (index, shard) in shards.iter_mut().enumerate() {
+                let mut out = Vec::new();
+                shard.scrub_step(SCRUB_OBJECTS_PER_STEP, &mut out);
+                outputs.push((ShardIndex(index as u16), out));
+            }
+            for (shard, out) in outputs {
+                self.osd_outputs(osd, shard, out);
+            }
+        }
+    }
+
+    /// Why healing is not done: an acting copy that was flipped still fails its
+    /// checksum (a copy whose OSD left the acting set is a stray; nobody repairs it).
+    pub(crate) fn unhealed_flip(&self) -> Option<String> {
+        let map = self.mon.map();
+        self.flips
+            .flips
+            .iter()
+            .filter(|f| {
+                map.pg_mapping(f.pgid)
+                    .is_some_and(|m| m.acting.contains(&f.osd))
+            })
+            .find(|f| !self.flip_healed(f))
+            .map(|f| {
+                format!(
+                    "{}'s copy of {} in {} (bit flipped at {}) still fails its checksum",
+                    f.osd,
+                    f.oid,
+                    f.pgid,
+                    format_nanos(f.at)
+                )
+            })
+    }
+
+    /// Copies the OSDs repaired, over the whole run.
+    pub(crate) fn repairs_total(&self) -> u64 {
+        let live: u64 = (self.osds.values())
+            .filter_map(|node| match &node.process {
+                Process::Up(shards) => Some(shards),
+                Process::Down(_) => None,
+            })
+            .flatten()
+            .map(|shard| shard.counters().copies_repaired_total)
+            .sum();
+        live + self.flips.repairs_before_crashes
+    }
+
+    /// Before `osd`'s process dies: keep its repair count.
+    pub(crate) fn save_repair_counts(&mut self, osd: OsdId) {
+        if let Process::Up(shards) = &self.osds[&osd].process {
+            let repairs: u64 = shards
+                .iter()
+                .map(|shard| shard.counters().copies_repaired_total)
+                .sum();
+            self.flips.repairs_before_crashes += repairs;
+        }
+    }
+}
