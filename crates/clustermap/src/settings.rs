@@ -32,6 +32,10 @@ pub const MON_OSD_MIN_DOWN_REPORTERS: &str = "mon_osd_min_down_reporters";
 /// Seconds a down OSD stays in before the monitor marks it out; 0 never does.
 pub const MON_OSD_DOWN_OUT_INTERVAL: &str = "mon_osd_down_out_interval";
 
+/// Seconds between an OSD shard's deep-scrub steps (each verifies the data of a few
+/// objects against their checksums and repairs corrupt copies); 0 disables scrubbing.
+pub const OSD_SCRUB_INTERVAL: &str = "osd_scrub_interval";
+
 /// The longest interval or grace accepted: a day (longer is surely a typo).
 pub const SECONDS_MAX: f64 = 86_400.0;
 /// The most down reporters a monitor can be asked to wait for.
@@ -51,7 +55,7 @@ enum Kind {
 fn kind(key: &str) -> Option<Kind> {
     match key {
         OSD_HEARTBEAT_INTERVAL | OSD_HEARTBEAT_GRACE => Some(Kind::PositiveSeconds),
-        MON_OSD_DOWN_OUT_INTERVAL => Some(Kind::Seconds),
+        MON_OSD_DOWN_OUT_INTERVAL | OSD_SCRUB_INTERVAL => Some(Kind::Seconds),
         MON_OSD_MIN_DOWN_REPORTERS => Some(Kind::Count),
         _ => None,
     }

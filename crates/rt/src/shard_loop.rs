@@ -4,6 +4,7 @@
 
 use crate::peers::{PeerConnected, Peers};
 use crate::{from_message, to_message};
+use carmine_clustermap::settings::{SettingsReader, OSD_SCRUB_INTERVAL};
 use carmine_clustermap::OsdMap;
 use carmine_msgr::tcp::{serve, ConnId, ConnectionHandle, NetEvent};
 use carmine_msgr::{Policy, SessionConfig};
@@ -13,7 +14,7 @@ use carmine_store::{ObjectStore, StoreUsage};
 use carmine_types::{EntityKind, EntityName, OsdId, ShardIndex};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// Most queued events handled before the shard flushes its store and sends replies.
@@ -21,6 +22,15 @@ pub const EVENTS_PER_TURN_MAX: usize = 256;
 
 /// How often a shard reports its stats to shard 0.
 pub const SHARD_REPORT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often a shard checks whether a deep-scrub step is due.
+const SCRUB_TICK: Duration = Duration::from_millis(250);
+/// Seconds between deep-scrub steps unless the map's `osd_scrub_interval` says
+/// otherwise.
+pub const SCRUB_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
+/// Objects one deep-scrub step verifies: a slow sweep, so scrubbing costs client IO
+/// little (about 16 objects a second per shard by default).
+pub const SCRUB_OBJECTS_PER_STEP: usize = 16;
 
 /// A shard's periodic report to shard 0.
 #[derive(Debug, Clone)]
@@ -43,6 +53,8 @@ pub struct ShardLoop<S: ObjectStore> {
     map_rx: mpsc::Receiver<Arc<OsdMap>>,
     report_tx: mpsc::Sender<ShardReport>,
     outputs: Vec<Output>,
+    settings: SettingsReader,
+    last_scrub: Instant,
 }
 
 impl<S: ObjectStore> ShardLoop<S> {
@@ -65,7 +77,28 @@ impl<S: ObjectStore> ShardLoop<S> {
             map_rx,
             report_tx,
             outputs: Vec::new(),
+            settings: SettingsReader::default(),
+            last_scrub: Instant::now(),
         }
+    }
+
+    /// A deep-scrub step when one is due (`osd_scrub_interval`, 0: never).
+    fn maybe_scrub(&mut self) {
+        let Some(map) = self.shard.map().cloned() else {
+            return;
+        };
+        let interval =
+            self.settings
+                .seconds(&map.config, OSD_SCRUB_INTERVAL, SCRUB_INTERVAL_DEFAULT);
+        for warning in self.settings.take_warnings() {
+            tracing::warn!("{}: {warning}", self.shard.whoami());
+        }
+        if interval.is_zero() || self.last_scrub.elapsed() < interval {
+            return;
+        }
+        self.last_scrub = Instant::now();
+        self.shard
+            .scrub_step(SCRUB_OBJECTS_PER_STEP, &mut self.outputs);
     }
 
     /// Serves `listener` until the map channel closes (the OSD is stopping).
@@ -74,6 +107,7 @@ impl<S: ObjectStore> ShardLoop<S> {
         let session = SessionConfig::new(name, Policy::Lossy);
         tokio::spawn(serve(listener, session, self.events_tx.clone()));
         let mut report = tokio::time::interval(SHARD_REPORT_INTERVAL);
+        let mut scrub = tokio::time::interval(SCRUB_TICK);
         self.shard.set_deferred_flush(true);
         loop {
             tokio::select! {
@@ -94,6 +128,7 @@ impl<S: ObjectStore> ShardLoop<S> {
                     None => return,
                 },
                 _ = report.tick() => self.report(false),
+                _ = scrub.tick() => self.maybe_scrub(),
             }
             self.shard.flush(&mut self.outputs);
             self.carry_out();
