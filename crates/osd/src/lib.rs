@@ -23,6 +23,7 @@ mod exec;
 mod pg;
 mod pglog;
 mod shard;
+mod snaps;
 mod tuning;
 
 pub use direct::DirectClient;

@@ -18,9 +18,11 @@ mod msg;
 mod op;
 mod osd;
 mod peering;
+mod snap;
 
 pub use mon::*;
 pub use msg::*;
 pub use op::*;
 pub use osd::*;
 pub use peering::*;
+pub use snap::*;

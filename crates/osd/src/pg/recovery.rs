@@ -13,7 +13,7 @@ use super::{peer_output, Pg, Phase};
 use crate::pglog::missing_key;
 use crate::Output;
 use carmine_proto::{Msg, ObjectCopy, ObjectState, PgPull, PgPush, PgPushReply};
-use carmine_store::{ObjectStore, Transaction};
+use carmine_store::{CollectionId, ObjectStore, Transaction};
 use carmine_types::{ObjectId, OsdId};
 use std::collections::BTreeSet;
 
@@ -24,27 +24,22 @@ pub const PUSHES_IN_FLIGHT_MAX: usize = 4;
 pub const OBJECTS_PER_PUSH_MAX: usize = 16;
 
 impl Pg {
-    /// Reads one object's whole state from our store.
+    /// Reads one object's whole state from our store, its snapshot clones included.
     pub(super) fn object_copy(&self, store: &dyn ObjectStore, name: &str) -> ObjectCopy {
-        let oid = ObjectId::head(name);
-        let state = store.stat(self.coll, &oid).ok().map(|stat| {
-            let data = store
-                .read(self.coll, &oid, 0, stat.size_bytes)
-                .unwrap_or_default();
-            let xattrs = store.getxattrs(self.coll, &oid).unwrap_or_default();
-            let omap = store
-                .omap_list(self.coll, &oid, None, usize::MAX)
-                .unwrap_or_default();
-            ObjectState {
-                data,
-                mtime_ns: stat.mtime_ns,
-                xattrs,
-                omap,
-            }
-        });
+        let state = read_state(store, self.coll, &ObjectId::head(name));
+        let snapset = crate::snaps::load_snapset(store, self.coll, name).unwrap_or_default();
+        let clones = snapset
+            .clones
+            .iter()
+            .filter_map(|clone| {
+                let oid = crate::snaps::clone_oid(name, clone.id);
+                Some((clone.id, read_state(store, self.coll, &oid)?))
+            })
+            .collect();
         ObjectCopy {
             oid: name.to_string(),
             state,
+            clones,
         }
     }
 
@@ -57,18 +52,19 @@ impl Pg {
             if store.exists(self.coll, &oid) {
                 tx.remove(self.coll, oid.clone());
             }
+            for clone in crate::snaps::stored_clones(store, self.coll, &copy.oid) {
+                tx.remove(self.coll, clone);
+            }
             if let Some(state) = copy.state {
-                tx.touch(self.coll, oid.clone());
-                if !state.data.is_empty() {
-                    tx.write(self.coll, oid.clone(), 0, state.data);
-                }
-                for (name, value) in state.xattrs {
-                    tx.set_xattr(self.coll, oid.clone(), name, value);
-                }
-                if !state.omap.is_empty() {
-                    tx.omap_set(self.coll, oid.clone(), state.omap);
-                }
-                tx.set_mtime(self.coll, oid, state.mtime_ns);
+                write_state(&mut tx, self.coll, oid, state);
+            }
+            for (id, state) in copy.clones {
+                write_state(
+                    &mut tx,
+                    self.coll,
+                    crate::snaps::clone_oid(&copy.oid, id),
+                    state,
+                );
             }
             if self.missing.remove(&copy.oid) {
                 recovered.push(missing_key(&copy.oid));
@@ -296,4 +292,37 @@ impl Pg {
             }
         }
     }
+}
+
+/// One stored object's whole state (`None` if absent).
+fn read_state(store: &dyn ObjectStore, coll: CollectionId, oid: &ObjectId) -> Option<ObjectState> {
+    let stat = store.stat(coll, oid).ok()?;
+    let data = store
+        .read(coll, oid, 0, stat.size_bytes)
+        .unwrap_or_default();
+    let xattrs = store.getxattrs(coll, oid).unwrap_or_default();
+    let omap = store
+        .omap_list(coll, oid, None, usize::MAX)
+        .unwrap_or_default();
+    Some(ObjectState {
+        data,
+        mtime_ns: stat.mtime_ns,
+        xattrs,
+        omap,
+    })
+}
+
+/// Adds to `tx` the creation of `oid` with exactly `state`.
+fn write_state(tx: &mut Transaction, coll: CollectionId, oid: ObjectId, state: ObjectState) {
+    tx.touch(coll, oid.clone());
+    if !state.data.is_empty() {
+        tx.write(coll, oid.clone(), 0, state.data);
+    }
+    for (name, value) in state.xattrs {
+        tx.set_xattr(coll, oid.clone(), name, value);
+    }
+    if !state.omap.is_empty() {
+        tx.omap_set(coll, oid.clone(), state.omap);
+    }
+    tx.set_mtime(coll, oid, state.mtime_ns);
 }
