@@ -12,9 +12,10 @@ use crate::spec::ImageSpec;
 use crate::tracker::{WriteGuard, WriteTracker};
 use crate::{admin, BlockError};
 use bytes::{Bytes, BytesMut};
-use carmine_client::{Client, ClientError};
-use carmine_proto::{OpCode, OpError, OpOutput};
+use carmine_client::{Client, ClientError, OpSnaps};
+use carmine_proto::{OpCode, OpError, OpOutput, SnapContext};
 use carmine_types::limits::WRITE_BYTES_MAX;
+use carmine_types::SnapId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -27,6 +28,12 @@ pub struct Image {
     order: u8,
     size_bytes: AtomicU64,
     tracker: WriteTracker,
+    /// What writes carry: the image's snapshots when it was opened. (A snapshot taken
+    /// by another process while this handle writes is not seen: Carmine has no header
+    /// watch/notify yet.)
+    snapc: SnapContext,
+    /// `Some(name, id)` for a handle on a snapshot: reads see it, writes are refused.
+    snapshot: Option<(String, u64)>,
 }
 
 impl std::fmt::Debug for Image {
@@ -48,6 +55,26 @@ impl Image {
         Ok(Image::from_header(client.clone(), spec.clone(), &header))
     }
 
+    /// Opens snapshot `snap` of `spec` (or the head for `None`): reads see the image as
+    /// it was when the snapshot was taken, with its size then; writes are refused.
+    pub async fn open_at(
+        client: &Client,
+        spec: &ImageSpec,
+        snap: Option<&str>,
+    ) -> Result<Image, BlockError> {
+        let id = admin::lookup_id(client, spec).await?;
+        let (header, _) = admin::load_header(client, spec, &id).await?;
+        let mut image = Image::from_header(client.clone(), spec.clone(), &header);
+        if let Some(name) = snap {
+            let found = header
+                .snap(name)
+                .ok_or_else(|| BlockError::NoSuchSnap(format!("{spec}@{name}")))?;
+            image.size_bytes = AtomicU64::new(found.size_bytes);
+            image.snapshot = Some((name.to_string(), found.id));
+        }
+        Ok(image)
+    }
+
     pub(crate) fn from_header(client: Client, spec: ImageSpec, header: &ImageHeader) -> Image {
         Image {
             client,
@@ -56,6 +83,27 @@ impl Image {
             order: header.order,
             size_bytes: AtomicU64::new(header.size_bytes),
             tracker: WriteTracker::default(),
+            snapc: header.snap_context(),
+            snapshot: None,
+        }
+    }
+
+    /// The snapshot id reads use ([`SnapId::HEAD`] for the live image).
+    pub fn read_snap(&self) -> SnapId {
+        self.snapshot
+            .as_ref()
+            .map_or(SnapId::HEAD, |(_, id)| SnapId(*id))
+    }
+
+    /// The snapshot this handle reads, if it is one.
+    pub fn snapshot_name(&self) -> Option<&str> {
+        self.snapshot.as_ref().map(|(name, _)| name.as_str())
+    }
+
+    fn check_writable(&self) -> Result<(), BlockError> {
+        match &self.snapshot {
+            Some((name, _)) => Err(BlockError::ReadOnly(format!("{}@{name}", self.spec))),
+            None => Ok(()),
         }
     }
 
@@ -99,11 +147,12 @@ impl Image {
     /// Reads `length` bytes at `offset`.
     pub async fn read(&self, offset: u64, length: u64) -> Result<Bytes, BlockError> {
         self.check_range(offset, length)?;
+        let snap = self.read_snap();
         let pieces: Vec<_> = extents(offset, length, self.order)
             .map(|extent| {
                 let (client, pool) = (self.client.clone(), self.spec.pool.clone());
                 let oid = data_object(&self.id, extent.object_number);
-                async move { read_extent(&client, &pool, &oid, extent).await }
+                async move { read_extent(&client, &pool, &oid, extent, snap).await }
             })
             .collect();
         let mut pieces = join_all(pieces).await?;
@@ -137,6 +186,7 @@ impl Image {
         offset: u64,
         data: Bytes,
     ) -> Result<(), BlockError> {
+        self.check_writable()?;
         self.check_range(offset, data.len() as u64)?;
         let guard = Arc::new(guard);
         let mut writes = Vec::new();
@@ -170,6 +220,7 @@ impl Image {
         offset: u64,
         length: u64,
     ) -> Result<(), BlockError> {
+        self.check_writable()?;
         self.check_range(offset, length)?;
         let guard = Arc::new(guard);
         let order = self.order;
@@ -204,6 +255,7 @@ impl Image {
 
     /// Changes the size (see [`admin::resize`]) and this handle's view of it.
     pub async fn resize(&self, size_bytes: u64, allow_shrink: bool) -> Result<(), BlockError> {
+        self.check_writable()?;
         self.flush().await?;
         admin::resize(&self.client, &self.spec, size_bytes, allow_shrink).await?;
         self.size_bytes.store(size_bytes, Ordering::Release);
@@ -219,8 +271,12 @@ impl Image {
     ) -> impl std::future::Future<Output = Result<(), BlockError>> + Send + 'static {
         let (client, pool) = (self.client.clone(), self.spec.pool.clone());
         let oid = data_object(&self.id, object_number);
+        let snaps = OpSnaps {
+            snapc: self.snapc.clone(),
+            snapid: SnapId::HEAD,
+        };
         async move {
-            let result = client.operate(&pool, &oid, ops).await;
+            let result = client.operate_snaps(&pool, &oid, ops, snaps).await;
             drop(guard);
             match result {
                 Ok(_) => Ok(()),
@@ -231,18 +287,24 @@ impl Image {
     }
 }
 
-/// Reads one extent of one object, as zeros where the object has no data.
+/// Reads one extent of one object at snapshot `snap`, as zeros where the object has
+/// no data.
 pub(crate) async fn read_extent(
     client: &Client,
     pool: &str,
     oid: &str,
     extent: ObjectExtent,
+    snap: SnapId,
 ) -> Result<Bytes, BlockError> {
     let ops = vec![OpCode::Read {
         offset: extent.offset_in_object,
         length: extent.length,
     }];
-    let data = match client.operate(pool, oid, ops).await {
+    let snaps = OpSnaps {
+        snapc: SnapContext::default(),
+        snapid: snap,
+    };
+    let data = match client.operate_snaps(pool, oid, ops, snaps).await {
         Ok(reply) => match reply.outputs.first() {
             Some(OpOutput::Data(data)) => data.clone(),
             _ => return Err(ClientError::Op(OpError::Io("read reply without data".into())).into()),

@@ -25,6 +25,7 @@ pub mod header;
 mod image;
 pub mod layout;
 pub mod nbd;
+pub mod snapshot;
 pub mod spec;
 mod tracker;
 pub mod transfer;

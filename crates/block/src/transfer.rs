@@ -30,6 +30,7 @@ pub async fn export<W: AsyncWrite + Unpin>(
         image.id().to_string(),
     );
     let mut pending: VecDeque<JoinHandle<Result<Bytes, BlockError>>> = VecDeque::new();
+    let snap = image.read_snap();
     let mut pieces = extents(0, size_bytes, image.order());
     let mut written = 0u64;
     loop {
@@ -41,7 +42,7 @@ pub async fn export<W: AsyncWrite + Unpin>(
                 data_object(&id, extent.object_number),
             );
             pending.push_back(tokio::spawn(async move {
-                read_extent(&client, &pool, &oid, extent).await
+                read_extent(&client, &pool, &oid, extent, snap).await
             }));
         }
         let Some(head) = pending.pop_front() else {

@@ -1,7 +1,8 @@
 //! Block image verbs, as the `rbd` tool and `rbd-nbd`: create, ls, info, resize, rm,
-//! rename, cp, du, export, import, bench, nbd.
+//! rename, cp, du, export, import, bench, nbd, and `snap` (in `snap.rs`).
 
 mod bench;
+mod snap;
 
 use crate::output::bytes;
 use anyhow::{bail, Context, Result};
@@ -33,7 +34,8 @@ pub enum ImageCommand {
         #[arg(short = 'l', long)]
         long: bool,
     },
-    /// Size, object size, id and object prefix of an image.
+    /// Size, object size, id, object prefix and snapshots of an image (or of
+    /// POOL/IMAGE@SNAP).
     Info { spec: String },
     /// Change the size; shrinking discards data and needs --allow-shrink.
     Resize {
@@ -51,7 +53,7 @@ pub enum ImageCommand {
     Cp { src: String, dst: String },
     /// Provisioned size against space used.
     Du { spec: String },
-    /// Write the image's raw bytes to FILE (- for stdout).
+    /// Write the image's (or POOL/IMAGE@SNAP's) raw bytes to FILE (- for stdout).
     Export { spec: String, file: String },
     /// Create an image from the raw bytes of FILE (- for stdin).
     Import {
@@ -83,8 +85,16 @@ pub enum ImageCommand {
         /// Listen on a Unix socket instead.
         #[arg(long)]
         socket: Option<PathBuf>,
+        /// Serve snapshot NAME (read-only).
+        #[arg(long)]
+        snap: Option<String>,
         #[arg(long)]
         read_only: bool,
+    },
+    /// Snapshots: create, ls, rm, rollback, protect, unprotect (as `rbd snap`).
+    Snap {
+        #[command(subcommand)]
+        command: snap::SnapCommand,
     },
 }
 
@@ -144,7 +154,10 @@ pub async fn run(client: &Client, command: ImageCommand, json: bool) -> Result<(
             }
         }
         ImageCommand::Ls { pool, long } => ls(client, &pool, long, json).await?,
-        ImageCommand::Info { spec: text } => info(client, &spec(&text)?, json).await?,
+        ImageCommand::Info { spec: text } => {
+            let (spec, snap) = ImageSpec::parse_with_snap(&text)?;
+            info(client, &spec, snap.as_deref(), json).await?
+        }
         ImageCommand::Resize {
             spec: text,
             size,
@@ -185,9 +198,7 @@ pub async fn run(client: &Client, command: ImageCommand, json: bool) -> Result<(
             }
         }
         ImageCommand::Du { spec: text } => du(client, &spec(&text)?, json).await?,
-        ImageCommand::Export { spec: text, file } => {
-            export(client, &spec(&text)?, &file, json).await?
-        }
+        ImageCommand::Export { spec: text, file } => export(client, &text, &file, json).await?,
         ImageCommand::Import {
             file,
             spec: text,
@@ -216,8 +227,20 @@ pub async fn run(client: &Client, command: ImageCommand, json: bool) -> Result<(
             spec: text,
             bind,
             socket,
+            snap,
             read_only,
-        } => nbd(client, &spec(&text)?, &bind, socket, read_only, json).await?,
+        } => {
+            let (spec, at) = ImageSpec::parse_with_snap(&text)?;
+            if at.is_some() && snap.is_some() {
+                bail!("give the snapshot either as POOL/IMAGE@SNAP or with --snap, not both");
+            }
+            let snap = at.or(snap);
+            let image = Arc::new(Image::open_at(client, &spec, snap.as_deref()).await?);
+            // A snapshot is always served read-only, as rbd-nbd does.
+            let read_only = read_only || snap.is_some();
+            nbd(image, &bind, socket, read_only, json).await?
+        }
+        ImageCommand::Snap { command } => snap::run(client, command, json).await?,
     }
     Ok(())
 }
@@ -271,16 +294,25 @@ async fn ls(client: &Client, pool: &str, long: bool, json: bool) -> Result<()> {
     Ok(())
 }
 
-async fn info(client: &Client, spec: &ImageSpec, json: bool) -> Result<()> {
+async fn info(client: &Client, spec: &ImageSpec, snap: Option<&str>, json: bool) -> Result<()> {
     let id = admin::lookup_id(client, spec).await?;
-    let (h, _) = admin::load_header(client, spec, &id).await?;
+    let (mut h, _) = admin::load_header(client, spec, &id).await?;
+    let mut protected = None;
+    if let Some(name) = snap {
+        let found = h
+            .snap(name)
+            .ok_or_else(|| carmine_block::BlockError::NoSuchSnap(format!("{spec}@{name}")))?;
+        protected = Some(found.protected);
+        h.size_bytes = found.size_bytes;
+    }
     let objects = object_count(h.size_bytes, h.order);
     let prefix = header::data_prefix(&h.id);
     if json {
         println!(
             "{}",
             json!({"image": h.name, "pool": spec.pool, "id": h.id, "size_bytes": h.size_bytes, "object_count": objects,
-                   "order": h.order, "object_size_bytes": object_size_bytes(h.order), "block_name_prefix": prefix, "features": h.features})
+                   "order": h.order, "object_size_bytes": object_size_bytes(h.order), "block_name_prefix": prefix, "features": h.features,
+                   "snapshot_count": h.snaps.len(), "snapshot": snap, "protected": protected})
         );
         return Ok(());
     }
@@ -298,6 +330,10 @@ async fn info(client: &Client, spec: &ImageSpec, json: bool) -> Result<()> {
     println!("\tid: {}", h.id);
     println!("\tblock_name_prefix: {prefix}");
     println!("\tfeatures: {:#x}", h.features);
+    println!("\tsnapshot_count: {}", h.snaps.len());
+    if let Some(protected) = protected {
+        println!("\tprotected: {}", if protected { "True" } else { "False" });
+    }
     Ok(())
 }
 
@@ -324,12 +360,13 @@ async fn du(client: &Client, spec: &ImageSpec, json: bool) -> Result<()> {
     Ok(())
 }
 
-async fn export(client: &Client, spec: &ImageSpec, file: &str, json: bool) -> Result<()> {
-    let image = Image::open(client, spec).await?;
+async fn export(client: &Client, text: &str, file: &str, json: bool) -> Result<()> {
+    let (spec, snap) = ImageSpec::parse_with_snap(text)?;
+    let image = Image::open_at(client, &spec, snap.as_deref()).await?;
     let written = transfer::export_to_path(&image, file)
         .await
-        .with_context(|| format!("exporting {spec} to {file}"))?;
-    report_transfer("exported", spec, file, written, json);
+        .with_context(|| format!("exporting {text} to {file}"))?;
+    report_transfer("exported", &spec, file, written, json);
     Ok(())
 }
 
@@ -366,14 +403,13 @@ fn report_transfer(verb: &str, spec: &ImageSpec, file: &str, size_bytes: u64, js
 }
 
 async fn nbd(
-    client: &Client,
-    spec: &ImageSpec,
+    image: Arc<Image>,
     bind: &str,
     socket: Option<PathBuf>,
     read_only: bool,
     json: bool,
 ) -> Result<()> {
-    let image = Arc::new(Image::open(client, spec).await?);
+    let spec = &image.spec().clone();
     let server = NbdServer::new(image.clone(), read_only);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let serving = async {
