@@ -185,6 +185,7 @@ pub async fn create(
         features: 0,
         snap_seq: 0,
         snaps: Vec::new(),
+        parent: None,
     };
     let (name_key, id_key) = (
         directory_name_key(&spec.image),
@@ -361,6 +362,9 @@ pub async fn remove(client: &Client, spec: &ImageSpec) -> Result<(), BlockError>
                 &header.snap_context(),
             )
             .await?;
+            if let Some(parent) = &header.parent {
+                crate::clone::unregister(client, parent, &spec.pool, &id).await?;
+            }
             match client.remove(&spec.pool, &header_object(&id)).await {
                 Err(error) if !error.is_not_found() => return Err(error.into()),
                 _ => {}
@@ -456,6 +460,11 @@ pub async fn resize(
     }
     update_header(client, spec, |header| {
         header.size_bytes = size_bytes;
+        // Shrinking a clone cuts what reads through to its parent for good: growing
+        // again later shows zeros there, as RBD does.
+        if let Some(parent) = header.parent.as_mut() {
+            parent.overlap_bytes = parent.overlap_bytes.min(size_bytes);
+        }
         Ok(())
     })
     .await?;

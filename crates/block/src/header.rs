@@ -9,8 +9,10 @@
 //! Header encoding (little-endian, in a `carmine_types::encoding` envelope, version 2,
 //! compat 1): `blob id | blob name | u64 size_bytes | u8 order | u64 features`, then
 //! (v2) `u64 snap_seq | u32 count | count × (u64 id | blob name | u64 size_bytes | u8
-//! protected)`. A v1 header has no snapshots. Later versions append fields; this build
-//! decodes any envelope with compat ≤ 1.
+//! protected)`, then (v3) `u8 has_parent` and, when 1, `blob pool | blob image_id |
+//! u64 snap_id | u64 overlap_bytes`. A v1 header has no snapshots, a v1 or v2 header
+//! no parent. Later versions append fields; this build decodes any envelope with
+//! compat ≤ 1.
 
 use crate::layout::{ORDER_MAX, ORDER_MIN};
 use crate::spec::IMAGE_NAME_BYTES_MAX;
@@ -38,6 +40,16 @@ pub struct ImageSnap {
     pub protected: bool,
 }
 
+/// The parent of a clone: the protected snapshot it was cloned from, and how many of
+/// the child's first bytes still read through to it where the child has no object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentInfo {
+    pub pool: String,
+    pub image_id: String,
+    pub snap_id: u64,
+    pub overlap_bytes: u64,
+}
+
 /// The image's metadata, kept in its header object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageHeader {
@@ -50,6 +62,8 @@ pub struct ImageHeader {
     pub snap_seq: u64,
     /// Snapshots, oldest first; v2.
     pub snaps: Vec<ImageSnap>,
+    /// Set for a clone until it is flattened; v3.
+    pub parent: Option<ParentInfo>,
 }
 
 impl ImageHeader {
@@ -68,7 +82,7 @@ impl ImageHeader {
     }
 }
 
-const HEADER_VERSION: u8 = 2;
+const HEADER_VERSION: u8 = 3;
 
 impl Encode for ImageHeader {
     fn encode(&self, e: &mut Encoder) {
@@ -86,6 +100,16 @@ impl Encode for ImageHeader {
                 e.put_u64(snap.size_bytes);
                 e.put_u8(u8::from(snap.protected));
             }
+            match &self.parent {
+                None => e.put_u8(0),
+                Some(parent) => {
+                    e.put_u8(1);
+                    e.put_blob(parent.pool.as_bytes());
+                    e.put_blob(parent.image_id.as_bytes());
+                    e.put_u64(parent.snap_id);
+                    e.put_u64(parent.overlap_bytes);
+                }
+            }
         });
     }
 }
@@ -101,6 +125,7 @@ impl Decode for ImageHeader {
                 features: d.get_u64()?,
                 snap_seq: 0,
                 snaps: Vec::new(),
+                parent: None,
             };
             if version >= 2 {
                 header.snap_seq = d.get_u64()?;
@@ -130,6 +155,26 @@ impl Decode for ImageHeader {
                     });
                 }
             }
+            if version >= 3 {
+                header.parent = match d.get_u8()? {
+                    0 => None,
+                    1 => Some(ParentInfo {
+                        pool: d.get_string(
+                            "parent pool",
+                            carmine_types::limits::POOL_NAME_BYTES_MAX,
+                        )?,
+                        image_id: d.get_string("parent image id", IMAGE_ID_BYTES_MAX)?,
+                        snap_id: d.get_u64()?,
+                        overlap_bytes: d.get_u64()?,
+                    }),
+                    other => {
+                        return Err(DecodeError::Invalid {
+                            what: "parent tag",
+                            value: u64::from(other),
+                        })
+                    }
+                };
+            }
             if !(ORDER_MIN..=ORDER_MAX).contains(&header.order) {
                 return Err(DecodeError::Invalid {
                     what: "image order",
@@ -139,6 +184,23 @@ impl Decode for ImageHeader {
             Ok(header)
         })
     }
+}
+
+/// The pool-wide object whose omap records clones: `CHILDREN_OBJECT` in the parent's
+/// pool, key [`children_key`] → the child's `POOL/NAME`.
+pub const CHILDREN_OBJECT: &str = "rbd_children";
+
+/// `<parent id>.<snap id as 16 hex digits>.<child pool>/<child id>`.
+pub fn children_key(parent_id: &str, snap_id: u64, child_pool: &str, child_id: &str) -> Bytes {
+    Bytes::from(format!(
+        "{}{child_pool}/{child_id}",
+        children_prefix(parent_id, snap_id)
+    ))
+}
+
+/// The key prefix of every child of one parent snapshot.
+pub fn children_prefix(parent_id: &str, snap_id: u64) -> String {
+    format!("{parent_id}.{snap_id:016x}.")
 }
 
 /// `rbd_header.<id>`.
@@ -196,6 +258,7 @@ mod tests {
             features: 0,
             snap_seq: 0,
             snaps: Vec::new(),
+            parent: None,
         }
     }
 
@@ -209,6 +272,12 @@ mod tests {
             size_bytes: 1 << 30,
             protected: true,
         }];
+        with_snaps.parent = Some(ParentInfo {
+            pool: "rbd".into(),
+            image_id: "00ff".into(),
+            snap_id: 3,
+            overlap_bytes: 1 << 20,
+        });
         assert_eq!(
             ImageHeader::from_shared(with_snaps.to_bytes()).unwrap(),
             with_snaps
@@ -229,7 +298,7 @@ mod tests {
     #[test]
     fn header_decodes_newer_appended_fields_and_refuses_garbage() {
         let mut e = Encoder::new();
-        e.versioned(3, 1, |e| {
+        e.versioned(4, 1, |e| {
             e.put_blob(b"id");
             e.put_blob(b"n");
             e.put_u64(5);
@@ -237,6 +306,7 @@ mod tests {
             e.put_u64(0);
             e.put_u64(0);
             e.put_u32(0);
+            e.put_u8(0);
             e.put_u64(77); // a field a newer version appended
         });
         let decoded = ImageHeader::from_bytes(&e.into_vec()).unwrap();

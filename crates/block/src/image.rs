@@ -6,7 +6,7 @@
 //! costs no space.
 
 use crate::concurrent::join_all;
-use crate::header::{data_object, ImageHeader};
+use crate::header::{data_object, ImageHeader, ParentInfo};
 use crate::layout::{extents, in_bounds, object_size_bytes, ObjectExtent};
 use crate::spec::ImageSpec;
 use crate::tracker::{WriteGuard, WriteTracker};
@@ -34,6 +34,8 @@ pub struct Image {
     snapc: SnapContext,
     /// `Some(name, id)` for a handle on a snapshot: reads see it, writes are refused.
     snapshot: Option<(String, u64)>,
+    /// A clone's parent: reads fall through to it, first writes copy up from it.
+    parent: Option<ParentInfo>,
 }
 
 impl std::fmt::Debug for Image {
@@ -85,7 +87,26 @@ impl Image {
             tracker: WriteTracker::default(),
             snapc: header.snap_context(),
             snapshot: None,
+            parent: header.parent.clone(),
         }
+    }
+
+    /// Where this handle's reads come from.
+    pub(crate) fn read_source(&self) -> ReadSource {
+        ReadSource {
+            pool: self.spec.pool.clone(),
+            id: self.id.clone(),
+            snap: self.read_snap(),
+            order: self.order,
+            parent: self.parent.clone(),
+        }
+    }
+
+    /// Whether object `object_number` may still read through to the parent.
+    fn parent_covers(&self, object_number: u64) -> bool {
+        self.parent
+            .as_ref()
+            .is_some_and(|parent| (object_number << self.order) < parent.overlap_bytes)
     }
 
     /// The snapshot id reads use ([`SnapId::HEAD`] for the live image).
@@ -147,12 +168,10 @@ impl Image {
     /// Reads `length` bytes at `offset`.
     pub async fn read(&self, offset: u64, length: u64) -> Result<Bytes, BlockError> {
         self.check_range(offset, length)?;
-        let snap = self.read_snap();
         let pieces: Vec<_> = extents(offset, length, self.order)
             .map(|extent| {
-                let (client, pool) = (self.client.clone(), self.spec.pool.clone());
-                let oid = data_object(&self.id, extent.object_number);
-                async move { read_extent(&client, &pool, &oid, extent, snap).await }
+                let (client, source) = (self.client.clone(), self.read_source());
+                async move { read_image_extent(&client, &source, extent).await }
             })
             .collect();
         let mut pieces = join_all(pieces).await?;
@@ -226,7 +245,14 @@ impl Image {
         let order = self.order;
         let ops: Vec<_> = extents(offset, length, order)
             .map(|extent| {
-                let op = if extent.is_whole_object(order) {
+                let op = if self.parent_covers(extent.object_number) {
+                    // Removing or zeroing an absent object would let the parent show
+                    // through: write zeros instead (copying the object up first).
+                    OpCode::Write {
+                        offset: extent.offset_in_object,
+                        data: Bytes::from(vec![0u8; extent.length as usize]),
+                    }
+                } else if extent.is_whole_object(order) {
                     OpCode::Remove
                 } else {
                     OpCode::Zero {
@@ -275,8 +301,22 @@ impl Image {
             snapc: self.snapc.clone(),
             snapid: SnapId::HEAD,
         };
+        let parent = self
+            .parent
+            .clone()
+            .filter(|_| self.parent_covers(object_number))
+            .map(|parent| (parent, object_number, self.order));
         async move {
-            let result = client.operate_snaps(&pool, &oid, ops, snaps).await;
+            let result = match parent {
+                Some((parent, number, order)) => {
+                    write_with_copyup(&client, &pool, &oid, ops, snaps, &parent, number, order)
+                        .await
+                }
+                None => client
+                    .operate_snaps(&pool, &oid, ops, snaps)
+                    .await
+                    .map(drop),
+            };
             drop(guard);
             match result {
                 Ok(_) => Ok(()),
@@ -284,6 +324,147 @@ impl Image {
                 Err(error) => Err(error.into()),
             }
         }
+    }
+}
+
+/// Where an image's reads come from: its objects at a snapshot (or the head), and for
+/// a clone, its parent where the clone has no object.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadSource {
+    pub pool: String,
+    pub id: String,
+    pub snap: SnapId,
+    pub order: u8,
+    pub parent: Option<ParentInfo>,
+}
+
+/// Reads one extent of an image, falling through to the parent (at its snapshot, up
+/// to the overlap) where a clone has no object.
+pub(crate) async fn read_image_extent(
+    client: &Client,
+    source: &ReadSource,
+    extent: ObjectExtent,
+) -> Result<Bytes, BlockError> {
+    let oid = data_object(&source.id, extent.object_number);
+    let snaps = OpSnaps {
+        snapc: SnapContext::default(),
+        snapid: source.snap,
+    };
+    let ops = vec![OpCode::Read {
+        offset: extent.offset_in_object,
+        length: extent.length,
+    }];
+    match client.operate_snaps(&source.pool, &oid, ops, snaps).await {
+        Ok(reply) => match reply.outputs.first() {
+            Some(OpOutput::Data(data)) => Ok(pad_to(data.clone(), extent.length as usize)),
+            _ => Err(ClientError::Op(OpError::Io("read reply without data".into())).into()),
+        },
+        Err(error) if error.is_not_found() => match &source.parent {
+            Some(parent) => read_parent_extent(client, parent, extent, source.order).await,
+            None => Ok(pad_to(Bytes::new(), extent.length as usize)),
+        },
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The parent's bytes for a clone's extent: zeros past the overlap.
+async fn read_parent_extent(
+    client: &Client,
+    parent: &ParentInfo,
+    extent: ObjectExtent,
+    order: u8,
+) -> Result<Bytes, BlockError> {
+    let start = (extent.object_number << order) + extent.offset_in_object;
+    let visible = parent
+        .overlap_bytes
+        .saturating_sub(start)
+        .min(extent.length);
+    if visible == 0 {
+        return Ok(pad_to(Bytes::new(), extent.length as usize));
+    }
+    let oid = data_object(&parent.image_id, extent.object_number);
+    let piece = ObjectExtent {
+        length: visible,
+        ..extent
+    };
+    let data = read_extent(client, &parent.pool, &oid, piece, SnapId(parent.snap_id)).await?;
+    Ok(pad_to(data, extent.length as usize))
+}
+
+/// A write to a clone's object that may still read through to the parent: applied
+/// as is when the object exists; otherwise the parent's object (at the snapshot, cut
+/// at the overlap) is copied up in the same request, ahead of the write.
+#[allow(clippy::too_many_arguments)]
+async fn write_with_copyup(
+    client: &Client,
+    pool: &str,
+    oid: &str,
+    ops: Vec<OpCode>,
+    snaps: OpSnaps,
+    parent: &ParentInfo,
+    object_number: u64,
+    order: u8,
+) -> Result<(), ClientError> {
+    // Two rounds suffice: a lost race to create the object means it now exists.
+    for _ in 0..2 {
+        let mut guarded = vec![OpCode::AssertExists];
+        guarded.extend(ops.iter().cloned());
+        match client
+            .operate_snaps(pool, oid, guarded, snaps.clone())
+            .await
+        {
+            Err(error) if error.is_not_found() => {}
+            other => return other.map(drop),
+        }
+        let data = copyup_data(client, parent, object_number, order)
+            .await
+            .map_err(|error| ClientError::Other(error.to_string()))?;
+        let mut copyup = vec![OpCode::Create { exclusive: true }];
+        if !data.is_empty() {
+            copyup.extend(whole_object_writes(data));
+        }
+        copyup.extend(ops.iter().cloned());
+        match client.operate_snaps(pool, oid, copyup, snaps.clone()).await {
+            Err(ClientError::Op(OpError::Exists)) => continue,
+            other => return other.map(drop),
+        }
+    }
+    Err(ClientError::Other(format!(
+        "copy-up of {oid} kept racing with another writer"
+    )))
+}
+
+/// The parent object's data a copy-up writes into the clone (empty if absent).
+pub(crate) async fn copyup_data(
+    client: &Client,
+    parent: &ParentInfo,
+    object_number: u64,
+    order: u8,
+) -> Result<Bytes, BlockError> {
+    let start = object_number << order;
+    let visible = parent
+        .overlap_bytes
+        .saturating_sub(start)
+        .min(object_size_bytes(order));
+    if visible == 0 {
+        return Ok(Bytes::new());
+    }
+    let oid = data_object(&parent.image_id, object_number);
+    let full = vec![OpCode::Read {
+        offset: 0,
+        length: visible,
+    }];
+    let snaps = OpSnaps {
+        snapc: SnapContext::default(),
+        snapid: SnapId(parent.snap_id),
+    };
+    match client.operate_snaps(&parent.pool, &oid, full, snaps).await {
+        Ok(reply) => match reply.outputs.first() {
+            Some(OpOutput::Data(data)) => Ok(data.clone()),
+            _ => Err(ClientError::Op(OpError::Io("read reply without data".into())).into()),
+        },
+        Err(error) if error.is_not_found() => Ok(Bytes::new()),
+        Err(error) => Err(error.into()),
     }
 }
 

@@ -19,6 +19,7 @@
 //! ```
 
 pub mod admin;
+pub mod clone;
 mod concurrent;
 mod error;
 pub mod header;

@@ -101,6 +101,21 @@ pub async fn set_protected(
     name: &str,
     protected: bool,
 ) -> Result<(), BlockError> {
+    if !protected {
+        let id = lookup_id(client, spec).await?;
+        let (header, _) = load_header(client, spec, &id).await?;
+        if let Some(snap) = header.snap(name) {
+            let children = crate::clone::children_of(client, &spec.pool, &id, snap.id).await?;
+            if !children.is_empty() {
+                return Err(BlockError::Invalid(format!(
+                    "snapshot {} has {} clones ({}); flatten or remove them first",
+                    snap_spec(spec, name),
+                    children.len(),
+                    children.join(", ")
+                )));
+            }
+        }
+    }
     update_header(client, spec, |header| {
         let snap = header
             .snaps

@@ -91,6 +91,13 @@ pub enum ImageCommand {
         #[arg(long)]
         read_only: bool,
     },
+    /// Clone a protected snapshot POOL/PARENT@SNAP into a new image (DST may be NAME
+    /// or POOL/NAME).
+    Clone { src: String, dst: String },
+    /// The clones of POOL/IMAGE@SNAP.
+    Children { spec: String },
+    /// Copy everything a clone still reads from its parent, and drop the parent.
+    Flatten { spec: String },
     /// Snapshots: create, ls, rm, rollback, protect, unprotect (as `rbd snap`).
     Snap {
         #[command(subcommand)]
@@ -241,6 +248,40 @@ pub async fn run(client: &Client, command: ImageCommand, json: bool) -> Result<(
             nbd(image, &bind, socket, read_only, json).await?
         }
         ImageCommand::Snap { command } => snap::run(client, command, json).await?,
+        ImageCommand::Clone { src, dst } => {
+            let (parent, snap) = ImageSpec::parse_with_snap(&src)?;
+            let Some(snap) = snap else {
+                bail!("'{src}' names no snapshot; clone takes POOL/PARENT@SNAP");
+            };
+            let child = destination(&parent, &dst)?;
+            carmine_block::clone::clone(client, &parent, &snap, &child).await?;
+            if json {
+                println!("{}", json!({"parent": src, "image": child.to_string()}));
+            } else {
+                println!("cloned {src} to {child}");
+            }
+        }
+        ImageCommand::Children { spec: text } => {
+            let (parent, snap) = ImageSpec::parse_with_snap(&text)?;
+            let Some(snap) = snap else {
+                bail!("'{text}' names no snapshot; children takes POOL/IMAGE@SNAP");
+            };
+            let children = carmine_block::clone::children(client, &parent, &snap).await?;
+            if json {
+                println!("{}", json!(children));
+            } else {
+                children.iter().for_each(|child| println!("{child}"));
+            }
+        }
+        ImageCommand::Flatten { spec: text } => {
+            let spec = spec(&text)?;
+            let copied = carmine_block::clone::flatten(client, &spec).await?;
+            if json {
+                println!("{}", json!({"image": text, "objects_copied": copied}));
+            } else {
+                println!("flattened {spec} ({copied} objects copied from the parent)");
+            }
+        }
     }
     Ok(())
 }
@@ -312,7 +353,8 @@ async fn info(client: &Client, spec: &ImageSpec, snap: Option<&str>, json: bool)
             "{}",
             json!({"image": h.name, "pool": spec.pool, "id": h.id, "size_bytes": h.size_bytes, "object_count": objects,
                    "order": h.order, "object_size_bytes": object_size_bytes(h.order), "block_name_prefix": prefix, "features": h.features,
-                   "snapshot_count": h.snaps.len(), "snapshot": snap, "protected": protected})
+                   "snapshot_count": h.snaps.len(), "snapshot": snap, "protected": protected,
+                   "parent": h.parent.as_ref().map(|p| json!({"pool": p.pool, "image_id": p.image_id, "snap_id": p.snap_id, "overlap_bytes": p.overlap_bytes}))})
         );
         return Ok(());
     }
@@ -331,6 +373,13 @@ async fn info(client: &Client, spec: &ImageSpec, snap: Option<&str>, json: bool)
     println!("\tblock_name_prefix: {prefix}");
     println!("\tfeatures: {:#x}", h.features);
     println!("\tsnapshot_count: {}", h.snaps.len());
+    if let Some(p) = &h.parent {
+        println!(
+            "\tparent: {}/(id {})@(snap id {})",
+            p.pool, p.image_id, p.snap_id
+        );
+        println!("\toverlap: {}", bytes(p.overlap_bytes));
+    }
     if let Some(protected) = protected {
         println!("\tprotected: {}", if protected { "True" } else { "False" });
     }

@@ -1,7 +1,9 @@
-//! Image snapshots end to end with real processes: data written before a snapshot
-//! reads back from it (export of POOL/IMAGE@SNAP) after the image is overwritten,
-//! rollback restores it, protection blocks removal with a one-line error, and removing
-//! the snapshot frees its clones in the OSDs (seen through `obj listsnaps`).
+//! Image snapshots and clones end to end with real processes: data written before a
+//! snapshot reads back from it (export of POOL/IMAGE@SNAP) after the image is
+//! overwritten, rollback restores it, a clone of the protected snapshot reads the
+//! parent's data and its writes do not leak into the parent, flatten makes it
+//! independent so the snapshot can be unprotected and removed, and removing the
+//! snapshot frees its clones in the OSDs (seen through `obj listsnaps`).
 
 mod common;
 
@@ -79,10 +81,13 @@ fn snapshot_rollback_and_trim_through_the_cli() {
     cluster.ok(&["image", "export", "rbd/disk", head.to_str().unwrap()]);
     assert!(read(&head) == original, "rollback restored the snapshot");
 
+    let error = cluster.fails(&["image", "clone", "rbd/disk@one", "rbd/child"]);
+    assert!(error.contains("not protected"), "{error}");
     cluster.ok(&["image", "snap", "protect", "rbd/disk@one"]);
     let error = cluster.fails(&["image", "snap", "rm", "rbd/disk@one"]);
     assert!(error.contains("protected"), "{error}");
     cluster.fails(&["image", "rm", "rbd/disk"]);
+    clone_and_flatten(&cluster, &original);
     cluster.ok(&["image", "snap", "unprotect", "rbd/disk@one"]);
     cluster.ok(&["image", "snap", "rm", "rbd/disk@one"]);
     let snaps = cluster.ok(&["--format", "json", "image", "snap", "ls", "rbd/disk"]);
@@ -96,4 +101,60 @@ fn snapshot_rollback_and_trim_through_the_cli() {
     cluster.ok(&["image", "export", "rbd/disk", head.to_str().unwrap()]);
     assert!(read(&head) == original, "trimming left the head alone");
     cluster.ok(&["image", "rm", "rbd/disk"]);
+    // The flattened clone no longer needs the parent or its snapshot.
+    let out = cluster.path("child.raw");
+    cluster.ok(&["image", "export", "rbd/child", out.to_str().unwrap()]);
+    assert_eq!(read(&out)[65_536..], original[65_536..]);
+}
+
+/// A clone of `rbd/disk@one` (protected, holding `original`): reads through, copies
+/// up on its first write without touching the parent, and flattens.
+fn clone_and_flatten(cluster: &DevCluster, original: &[u8]) {
+    cluster.ok(&["image", "clone", "rbd/disk@one", "rbd/child"]);
+    let children = cluster.ok(&["--format", "json", "image", "children", "rbd/disk@one"]);
+    assert_eq!(children.trim(), r#"["rbd/child"]"#);
+    let out = cluster.path("child.raw");
+    let out_text = out.to_str().unwrap();
+    cluster.ok(&["image", "export", "rbd/child", out_text]);
+    assert!(read(&out) == original, "the clone reads its parent's data");
+    // One 64 KiB write at offset 0: object 0 is copied up, then overwritten.
+    let bench = [
+        "image",
+        "bench",
+        "rbd/child",
+        "--io-type",
+        "write",
+        "--io-size",
+        "64K",
+        "--io-threads",
+        "1",
+        "--io-total",
+        "64K",
+        "--io-pattern",
+        "seq",
+    ];
+    cluster.ok(&bench);
+    let mut expected = original.to_vec();
+    expected[..65_536].copy_from_slice(&bench_pattern()[..65_536]);
+    cluster.ok(&["image", "export", "rbd/child", out_text]);
+    assert!(
+        read(&out) == expected,
+        "the clone has its write over the parent's data"
+    );
+    cluster.ok(&["image", "export", "rbd/disk@one", out_text]);
+    assert!(
+        read(&out) == original,
+        "the write did not leak into the parent snapshot"
+    );
+    cluster.ok(&["image", "export", "rbd/disk", out_text]);
+    assert!(read(&out) == original, "nor into the parent's head");
+    let error = cluster.fails(&["image", "snap", "unprotect", "rbd/disk@one"]);
+    assert!(error.contains("rbd/child"), "{error}");
+    cluster.ok(&["image", "flatten", "rbd/child"]);
+    let children = cluster.ok(&["--format", "json", "image", "children", "rbd/disk@one"]);
+    assert_eq!(children.trim(), "[]");
+    let info = cluster.ok(&["--format", "json", "image", "info", "rbd/child"]);
+    assert!(info.contains(r#""parent":null"#), "{info}");
+    cluster.ok(&["image", "export", "rbd/child", out_text]);
+    assert!(read(&out) == expected, "flatten kept the clone's content");
 }
