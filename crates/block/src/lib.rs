@@ -21,6 +21,7 @@
 pub mod admin;
 pub mod clone;
 mod concurrent;
+pub mod diff;
 mod error;
 pub mod header;
 mod image;

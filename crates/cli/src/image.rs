@@ -8,7 +8,7 @@ use crate::output::bytes;
 use anyhow::{bail, Context, Result};
 use carmine_block::layout::{object_count, object_size_bytes, ORDER_DEFAULT};
 use carmine_block::nbd::NbdServer;
-use carmine_block::{admin, header, transfer, Image, ImageSpec};
+use carmine_block::{admin, diff, header, transfer, Image, ImageSpec};
 use carmine_client::Client;
 use clap::{Subcommand, ValueEnum};
 use serde_json::json;
@@ -91,6 +91,17 @@ pub enum ImageCommand {
         #[arg(long)]
         read_only: bool,
     },
+    /// Write the changes from --from-snap (or from nothing) to POOL/IMAGE[@SNAP] to
+    /// FILE (- for stdout) in rbd's diff format v1.
+    ExportDiff {
+        spec: String,
+        file: String,
+        #[arg(long)]
+        from_snap: Option<String>,
+    },
+    /// Apply a diff from FILE (- for stdin) to POOL/IMAGE; the image must have the
+    /// diff's from-snapshot, and gets its end snapshot.
+    ImportDiff { file: String, spec: String },
     /// Clone a protected snapshot POOL/PARENT@SNAP into a new image (DST may be NAME
     /// or POOL/NAME).
     Clone { src: String, dst: String },
@@ -248,6 +259,55 @@ pub async fn run(client: &Client, command: ImageCommand, json: bool) -> Result<(
             nbd(image, &bind, socket, read_only, json).await?
         }
         ImageCommand::Snap { command } => snap::run(client, command, json).await?,
+        ImageCommand::ExportDiff {
+            spec: text,
+            file,
+            from_snap,
+        } => {
+            let (spec, to) = ImageSpec::parse_with_snap(&text)?;
+            let (from, to) = (from_snap.as_deref(), to.as_deref());
+            let records = if file == "-" {
+                let mut out = tokio::io::stdout();
+                diff::export_diff(client, &spec, from, to, &mut out).await?
+            } else {
+                let mut out = tokio::fs::File::create(&file)
+                    .await
+                    .with_context(|| format!("creating {file}"))?;
+                let records = diff::export_diff(client, &spec, from, to, &mut out).await?;
+                out.sync_all().await?;
+                records
+            };
+            let line = if json {
+                json!({"image": text, "file": file, "records": records}).to_string()
+            } else {
+                format!("exported the diff of {text} to {file} ({records} records)")
+            };
+            if file == "-" {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
+        }
+        ImageCommand::ImportDiff { file, spec: text } => {
+            let spec = spec(&text)?;
+            let records = if file == "-" {
+                diff::import_diff(client, &spec, &mut tokio::io::stdin()).await?
+            } else {
+                let file_handle = tokio::fs::File::open(&file)
+                    .await
+                    .with_context(|| format!("opening {file}"))?;
+                let mut reader = tokio::io::BufReader::new(file_handle);
+                diff::import_diff(client, &spec, &mut reader).await?
+            };
+            if json {
+                println!(
+                    "{}",
+                    json!({"image": text, "file": file, "records": records})
+                );
+            } else {
+                println!("applied {records} records from {file} to {spec}");
+            }
+        }
         ImageCommand::Clone { src, dst } => {
             let (parent, snap) = ImageSpec::parse_with_snap(&src)?;
             let Some(snap) = snap else {

@@ -77,6 +77,7 @@ fn snapshot_rollback_and_trim_through_the_cli() {
     cluster.fails(&["image", "snap", "create", "rbd/disk@one"]);
     cluster.fails(&["image", "bench", "rbd/disk@one", "--io-type", "write"]);
 
+    diff_round_trip(&cluster, input, &read(&head));
     cluster.ok(&["image", "snap", "rollback", "rbd/disk@one"]);
     cluster.ok(&["image", "export", "rbd/disk", head.to_str().unwrap()]);
     assert!(read(&head) == original, "rollback restored the snapshot");
@@ -157,4 +158,49 @@ fn clone_and_flatten(cluster: &DevCluster, original: &[u8]) {
     assert!(info.contains(r#""parent":null"#), "{info}");
     cluster.ok(&["image", "export", "rbd/child", out_text]);
     assert!(read(&out) == expected, "flatten kept the clone's content");
+}
+
+/// `export-diff --from-snap one` of the overwritten head, applied to a copy of the
+/// original that has a snapshot `one`, reproduces the head.
+fn diff_round_trip(cluster: &DevCluster, original_file: &str, head: &[u8]) {
+    let diff = cluster.path("one-to-head.diff");
+    let diff_text = diff.to_str().unwrap();
+    cluster.ok(&[
+        "image",
+        "export-diff",
+        "rbd/disk",
+        diff_text,
+        "--from-snap",
+        "one",
+    ]);
+    assert!(read(&diff).starts_with(b"rbd diff v1\n"));
+    cluster.ok(&[
+        "image",
+        "import",
+        original_file,
+        "rbd/copy",
+        "--order",
+        ORDER,
+    ]);
+    cluster.ok(&["image", "snap", "create", "rbd/copy@one"]);
+    cluster.ok(&["image", "import-diff", diff_text, "rbd/copy"]);
+    let out = cluster.path("copy.raw");
+    cluster.ok(&["image", "export", "rbd/copy", out.to_str().unwrap()]);
+    assert!(read(&out) == head, "the diff reproduced the head");
+    // A diff from nothing to the snapshot is a full image.
+    cluster.ok(&["image", "export-diff", "rbd/disk@one", diff_text]);
+    cluster.ok(&[
+        "image",
+        "create",
+        "rbd/fresh",
+        "--size",
+        "1M",
+        "--order",
+        ORDER,
+    ]);
+    cluster.ok(&["image", "import-diff", diff_text, "rbd/fresh"]);
+    cluster.ok(&["image", "export", "rbd/fresh@one", out.to_str().unwrap()]);
+    let original = read(std::path::Path::new(original_file));
+    assert!(read(&out) == original, "a full diff carried the snapshot");
+    cluster.fails(&["image", "import-diff", original_file, "rbd/fresh"]);
 }
