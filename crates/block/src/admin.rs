@@ -456,6 +456,18 @@ pub async fn resize(
                 to_bytes: size_bytes,
             });
         }
+        let cuts_overlap = header
+            .parent
+            .as_ref()
+            .is_some_and(|parent| size_bytes < parent.overlap_bytes);
+        if cuts_overlap && !header.snaps.is_empty() {
+            // The clone's snapshots read through to the parent up to the overlap,
+            // which one header field records for the head and its snapshots alike.
+            return Err(BlockError::Invalid(format!(
+                "shrinking clone {spec} below its parent overlap while it has snapshots \
+                 would change them; remove its snapshots first"
+            )));
+        }
         trim_tail(client, &spec.pool, &header, size_bytes).await?;
     }
     update_header(client, spec, |header| {

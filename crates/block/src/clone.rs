@@ -117,6 +117,16 @@ pub async fn flatten(client: &Client, child: &ImageSpec) -> Result<u64, BlockErr
     let Some(parent) = header.parent.clone() else {
         return Err(BlockError::Invalid(format!("image {child} has no parent")));
     };
+    if !header.snaps.is_empty() {
+        // Its snapshots read through to the parent where they have no object (the
+        // header keeps one parent, not one per snapshot, as RBD does): dropping the
+        // link would turn that data into zeros.
+        return Err(BlockError::Invalid(format!(
+            "clone {child} has {} snapshots, which still read through to its parent; \
+             remove them before flattening",
+            header.snaps.len()
+        )));
+    }
     let snapc = header.snap_context();
     let order = header.order;
     let numbers: Vec<u64> = (0..object_count(parent.overlap_bytes, order)).collect();

@@ -184,6 +184,9 @@ impl Pg {
             let mut tx = Transaction::new();
             for name in self.all_objects(store).difference(&keep) {
                 tx.remove(self.coll, ObjectId::head(name.clone()));
+                for clone in crate::snaps::stored_clones(store, self.coll, name) {
+                    tx.remove(self.coll, clone);
+                }
             }
             self.submit_meta(store, tx);
         }
