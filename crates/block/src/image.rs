@@ -28,10 +28,10 @@ pub struct Image {
     order: u8,
     size_bytes: AtomicU64,
     tracker: WriteTracker,
-    /// What writes carry: the image's snapshots when it was opened. (A snapshot taken
-    /// by another process while this handle writes is not seen: Carmine has no header
-    /// watch/notify yet.)
-    snapc: SnapContext,
+    /// What writes carry: the image's snapshots as of opening or the last
+    /// [`Image::refresh_snap_context`]. (Carmine has no header watch/notify yet, so a
+    /// long-lived writer polls.) Held only to copy or replace it, never across I/O.
+    snapc: std::sync::Mutex<SnapContext>,
     /// `Some(name, id)` for a handle on a snapshot: reads see it, writes are refused.
     snapshot: Option<(String, u64)>,
     /// A clone's parent: reads fall through to it, first writes copy up from it.
@@ -85,10 +85,34 @@ impl Image {
             order: header.order,
             size_bytes: AtomicU64::new(header.size_bytes),
             tracker: WriteTracker::default(),
-            snapc: header.snap_context(),
+            snapc: std::sync::Mutex::new(header.snap_context()),
             snapshot: None,
             parent: header.parent.clone(),
         }
+    }
+
+    /// Reloads the header's snapshot context, so that writes from now on preserve
+    /// snapshots taken by other processes since. Returns whether it changed.
+    pub async fn refresh_snap_context(&self) -> Result<bool, BlockError> {
+        if self.snapshot.is_some() {
+            return Ok(false);
+        }
+        let (header, _) = admin::load_header(&self.client, &self.spec, &self.id).await?;
+        let fresh = header.snap_context();
+        let mut current = self.snapc.lock().expect("snap context lock poisoned");
+        // Never step back to an older context (a header read that raced a newer one).
+        if fresh.seq < current.seq || fresh == *current {
+            return Ok(false);
+        }
+        *current = fresh;
+        Ok(true)
+    }
+
+    fn snap_context(&self) -> SnapContext {
+        self.snapc
+            .lock()
+            .expect("snap context lock poisoned")
+            .clone()
     }
 
     /// Where this handle's reads come from.
@@ -298,7 +322,7 @@ impl Image {
         let (client, pool) = (self.client.clone(), self.spec.pool.clone());
         let oid = data_object(&self.id, object_number);
         let snaps = OpSnaps {
-            snapc: self.snapc.clone(),
+            snapc: self.snap_context(),
             snapid: SnapId::HEAD,
         };
         let parent = self

@@ -136,6 +136,9 @@ pub enum IoPattern {
     Rand,
 }
 
+/// How often a writing NBD server rereads the image's snapshot context.
+const SNAP_CONTEXT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn parse_size_arg(text: &str) -> Result<u64, String> {
     carmine_block::parse_size(text)
 }
@@ -519,6 +522,19 @@ async fn nbd(
     json: bool,
 ) -> Result<()> {
     let spec = &image.spec().clone();
+    if !read_only {
+        // Snapshots taken while this server writes: pick up their context within a
+        // second (no header watch/notify yet).
+        let watched = image.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SNAP_CONTEXT_POLL_INTERVAL).await;
+                if let Err(error) = watched.refresh_snap_context().await {
+                    tracing::debug!("refreshing the snapshot context failed: {error}");
+                }
+            }
+        });
+    }
     let server = NbdServer::new(image.clone(), read_only);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let serving = async {
