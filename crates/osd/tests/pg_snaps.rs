@@ -305,3 +305,47 @@ fn malformed_snapshot_contexts_and_writes_at_a_snapshot_are_refused() {
         Err(OpError::Invalid(_))
     ));
 }
+
+#[test]
+fn trimming_is_bounded_per_turn_and_finishes_over_several() {
+    let config = Config {
+        pg_num: 1,
+        ..Config::default()
+    };
+    let mut cluster = Cluster::new(config);
+    let names: Vec<String> = (0..300).map(|i| format!("o{i:03}")).collect();
+    for name in &names {
+        write(&mut cluster, name, "v1", snapc(&[]));
+    }
+    let s1 = snap_create(&mut cluster);
+    for name in &names {
+        write(&mut cluster, name, "v2", snapc(&[s1]));
+    }
+    snap_remove(&mut cluster, s1);
+    let remaining = |cluster: &Cluster| -> usize {
+        let pgid = cluster.pg_of("o000");
+        let primary = cluster.primary_of(pgid);
+        cluster
+            .dump_pg(primary, pgid)
+            .keys()
+            .filter(|key| key.contains('@'))
+            .count()
+    };
+    assert_eq!(remaining(&cluster), 300);
+    cluster.turn();
+    let after_one = remaining(&cluster);
+    assert!(after_one < 300, "a turn trims something");
+    assert!(
+        after_one >= 300 - 16,
+        "a turn starts at most 16 trims: {after_one} left"
+    );
+    let mut turns = 1;
+    while remaining(&cluster) > 0 {
+        cluster.turn();
+        turns += 1;
+        assert!(turns < 100, "trimming never finished");
+    }
+    assert!(turns >= 300 / 16, "{turns} turns");
+    cluster.assert_all_replicas_identical();
+    assert_eq!(read_at(&mut cluster, "o123", SnapId::HEAD).unwrap(), b"v2");
+}
