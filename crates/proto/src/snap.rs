@@ -249,4 +249,79 @@ mod tests {
             assert!(SnapSet::from_shared(bytes.slice(..cut)).is_err());
         }
     }
+
+    /// OsdOp v2 carries the snapshot fields; a v1 encoding (an older client) decodes
+    /// with an empty context at the head. PgPush v2 carries clones; ObjectInfo v1 has
+    /// no whiteout flag.
+    #[test]
+    fn snapshot_fields_round_trip_and_older_encodings_still_decode() {
+        use crate::{Msg, ObjectCopy, ObjectInfo, ObjectState, OpCode, OsdOp, PgPush};
+        use carmine_types::{Epoch, PgId, PoolId, ReqId};
+        let op = OsdOp {
+            reqid: ReqId { client: 1, tid: 2 },
+            pgid: PgId {
+                pool: PoolId(1),
+                seed: 3,
+            },
+            oid: "obj".into(),
+            map_epoch: Epoch(4),
+            flags: 0,
+            mtime_ns: 5,
+            ops: vec![OpCode::ListSnaps],
+            snapc: SnapContext {
+                seq: 9,
+                snaps: vec![9, 4],
+            },
+            snapid: SnapId(4),
+        };
+        let msg = Msg::OsdOp(op.clone());
+        assert_eq!(
+            Msg::decode(msg.msg_type(), msg.encode_front()).unwrap(),
+            msg
+        );
+        let mut e = Encoder::new();
+        e.versioned(1, 1, |e| {
+            op.reqid.encode(e);
+            op.pgid.encode(e);
+            op.oid.encode(e);
+            op.map_epoch.encode(e);
+            e.put_u32(op.flags);
+            e.put_u64(op.mtime_ns);
+            op.ops.encode(e);
+        });
+        let old = OsdOp::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(old.snapc, SnapContext::default());
+        assert_eq!(old.snapid, SnapId::HEAD);
+
+        let state = ObjectState {
+            data: bytes::Bytes::from_static(b"d"),
+            mtime_ns: 1,
+            xattrs: Default::default(),
+            omap: Vec::new(),
+        };
+        let push = Msg::PgPush(PgPush {
+            pgid: op.pgid,
+            interval: Epoch(2),
+            map_epoch: Epoch(3),
+            objects: vec![ObjectCopy {
+                oid: "obj".into(),
+                state: Some(state.clone()),
+                clones: vec![(4, state.clone()), (9, state)],
+            }],
+            last: None,
+        });
+        assert_eq!(
+            Msg::decode(push.msg_type(), push.encode_front()).unwrap(),
+            push
+        );
+
+        let mut e = Encoder::new();
+        e.versioned(1, 1, |e| {
+            carmine_types::EVersion::ZERO.encode(e);
+            e.put_u64(7);
+        });
+        let info = ObjectInfo::from_shared(e.into_bytes()).unwrap();
+        assert!(!info.whiteout);
+        assert_eq!(info.user_version, 7);
+    }
 }
