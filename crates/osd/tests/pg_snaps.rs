@@ -349,3 +349,21 @@ fn trimming_is_bounded_per_turn_and_finishes_over_several() {
     cluster.assert_all_replicas_identical();
     assert_eq!(read_at(&mut cluster, "o123", SnapId::HEAD).unwrap(), b"v2");
 }
+
+#[test]
+fn a_writer_with_a_stale_context_makes_no_clone_for_a_removed_snapshot() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "s", "v1", snapc(&[]));
+    let s1 = snap_create(&mut cluster);
+    snap_remove(&mut cluster, s1);
+    cluster.turn();
+    // The writer still holds s1 in its context.
+    write(&mut cluster, "s", "v2", snapc(&[s1]));
+    let (set, _) = list_snaps(&mut cluster, "s");
+    assert!(set.clones.is_empty(), "{set:?}");
+    assert_eq!(set.seq, s1);
+    assert_eq!(
+        read_at(&mut cluster, "s", SnapId(s1)),
+        Err(OpError::NotFound)
+    );
+}

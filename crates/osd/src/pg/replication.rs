@@ -100,12 +100,18 @@ impl Pg {
             version: self.info.last_update.version + 1,
         };
         let oid = ObjectId::head(op.oid.clone());
+        // A writer may not know yet that a snapshot was removed: a clone made for it
+        // now would never be trimmed (as Ceph, the OSD drops removed snaps).
+        let mut snapc = op.snapc.clone();
+        snapc
+            .snaps
+            .retain(|snap| !self.pool.removed_snaps.contains(snap));
         let run = exec::execute(
             store,
             self.coll,
             &oid,
             &op.ops,
-            &op.snapc,
+            &snapc,
             version,
             op.mtime_ns,
         )?;
