@@ -287,6 +287,9 @@ fn run_net(args: &OsdBenchArgs) -> Result<Vec<OsdBenchRow>> {
         mon_port: 0,
         osd_down_grace_seconds: 3,
         osd_down_out_seconds: 600,
+        osd_heartbeat_grace_seconds: 3.0,
+        osd_heartbeat_interval_seconds: 1.0,
+        mon_osd_min_down_reporters: 1,
     };
     let cluster = TempCluster { dir };
     let conf = vstart::start(&vstart_args).context("cannot start the bench cluster")?;

@@ -4,6 +4,7 @@
 use crate::{admin, cli::with_client, conf};
 use anyhow::{bail, Context, Result};
 use carmine_mon::MonConfig;
+use carmine_osd::heartbeat::HeartbeatConfig;
 use carmine_rt::{run_monitor, run_osd, MonDaemonConfig, OsdDaemonConfig, StoreKind};
 use carmine_types::OsdId;
 use clap::{Args, Subcommand};
@@ -50,10 +51,27 @@ pub struct MonDaemonArgs {
     /// Seconds an OSD stays down before it is marked out.
     #[arg(long, default_value_t = 600)]
     pub osd_down_out_seconds: u64,
+    /// Seconds an OSD's failure report about a peer counts (the map's
+    /// osd_heartbeat_grace overrides it).
+    #[arg(long, default_value_t = 3.0, value_parser = parse_seconds)]
+    pub osd_heartbeat_grace_seconds: f64,
+    /// Distinct OSDs that must report a peer before it is marked down (the map's
+    /// mon_osd_min_down_reporters overrides it).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub mon_osd_min_down_reporters: u32,
     /// Another monitor of the group, as RANK=ADDR (repeat for each); default: the
     /// configuration file's mon_addrs in rank order, else this monitor alone.
     #[arg(long = "peer", value_parser = parse_peer)]
     pub peers: Vec<(u64, SocketAddr)>,
+}
+
+/// Seconds above 0 and at most a day, as the map's config keys take them.
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    carmine_clustermap::settings::validate(carmine_clustermap::settings::OSD_HEARTBEAT_GRACE, text)
+        .map_err(|_| format!("{text:?} is not a number of seconds above 0 and at most 86400"))?;
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))
 }
 
 fn parse_peer(text: &str) -> Result<(u64, SocketAddr), String> {
@@ -141,6 +159,14 @@ pub struct OsdDaemonArgs {
     /// this way).
     #[arg(long, default_value_t = 0)]
     pub first_cpu: usize,
+    /// Seconds between heartbeat pings to each peer OSD (the map's
+    /// osd_heartbeat_interval overrides it).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_seconds)]
+    pub osd_heartbeat_interval_seconds: f64,
+    /// Seconds without a heartbeat reply before a peer is reported failed (the map's
+    /// osd_heartbeat_grace overrides it).
+    #[arg(long, default_value_t = 3.0, value_parser = parse_seconds)]
+    pub osd_heartbeat_grace_seconds: f64,
 }
 
 pub fn init_daemon_logging() {
@@ -181,6 +207,8 @@ pub fn mon(args: MonArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
         mon: MonConfig {
             osd_down_grace: Duration::from_secs(daemon.osd_down_grace_seconds),
             osd_down_out_interval: Duration::from_secs(daemon.osd_down_out_seconds),
+            osd_heartbeat_grace: Duration::from_secs_f64(daemon.osd_heartbeat_grace_seconds),
+            min_down_reporters: daemon.mon_osd_min_down_reporters,
             mon_count: monmap.len() as u32,
             ..MonConfig::default()
         },
@@ -227,6 +255,11 @@ pub fn osd(args: OsdArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
         host: daemon.host.unwrap_or_else(|| format!("host{id}")),
         pin_threads: !daemon.no_pin,
         first_cpu: daemon.first_cpu,
+        heartbeat: HeartbeatConfig {
+            interval: Duration::from_secs_f64(daemon.osd_heartbeat_interval_seconds),
+            grace: Duration::from_secs_f64(daemon.osd_heartbeat_grace_seconds),
+            ..HeartbeatConfig::default()
+        },
     };
     run_osd(config).with_context(|| format!("osd.{id} failed"))
 }

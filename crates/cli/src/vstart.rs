@@ -52,6 +52,15 @@ pub struct VstartArgs {
     /// Seconds an OSD stays down before the monitor marks it out (unless noout).
     #[arg(long, default_value_t = 600)]
     pub osd_down_out_seconds: u64,
+    /// Seconds without a heartbeat reply before an OSD reports a peer failed.
+    #[arg(long, default_value_t = 3.0, value_parser = crate::daemons::parse_seconds)]
+    pub osd_heartbeat_grace_seconds: f64,
+    /// Seconds between heartbeat pings.
+    #[arg(long, default_value_t = 1.0, value_parser = crate::daemons::parse_seconds)]
+    pub osd_heartbeat_interval_seconds: f64,
+    /// Distinct OSDs that must report a peer before the monitor marks it down.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub mon_osd_min_down_reporters: u32,
 }
 
 #[derive(Args, Debug)]
@@ -185,6 +194,10 @@ fn daemon_specs(args: &VstartArgs, dir: &Path, fsid: &str, mons: &[SocketAddr]) 
             args.osd_down_grace_seconds.to_string(),
             "--osd-down-out-seconds".into(),
             args.osd_down_out_seconds.to_string(),
+            "--osd-heartbeat-grace-seconds".into(),
+            args.osd_heartbeat_grace_seconds.to_string(),
+            "--mon-osd-min-down-reporters".into(),
+            args.mon_osd_min_down_reporters.to_string(),
         ];
         for (peer, peer_addr) in mons.iter().enumerate().filter(|(p, _)| *p != rank) {
             daemon_args.push("--peer".into());
@@ -219,6 +232,10 @@ fn daemon_specs(args: &VstartArgs, dir: &Path, fsid: &str, mons: &[SocketAddr]) 
             "512".into(),
             "--host".into(),
             format!("host{id}"),
+            "--osd-heartbeat-interval-seconds".into(),
+            args.osd_heartbeat_interval_seconds.to_string(),
+            "--osd-heartbeat-grace-seconds".into(),
+            args.osd_heartbeat_grace_seconds.to_string(),
         ]);
         // Each shard gets a CPU of its own while there are enough of them; past
         // that, pinning would stack shards on one CPU while another idles, so the

@@ -20,6 +20,7 @@ mod history;
 mod osdmap;
 mod placement;
 mod pool;
+pub mod settings;
 
 pub use history::{HistoryTracker, PastInterval, PAST_INTERVALS_MAX};
 pub use osdmap::{

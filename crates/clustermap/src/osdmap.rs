@@ -123,6 +123,8 @@ pub enum OsdMapError {
     InvalidReweight(u32),
     #[error("invalid config key: {0}")]
     InvalidConfig(String),
+    #[error("invalid pg_temp: {0}")]
+    InvalidPgTemp(String),
 }
 
 /// The cluster map at one epoch.
@@ -141,6 +143,10 @@ pub struct OsdMap {
     /// Operator key/values (`carmine config set KEY VALUE`, as `ceph config-key`),
     /// replicated with the map so every daemon and client sees them (encoding v3).
     pub config: BTreeMap<String, String>,
+    /// Temporary acting sets (Ceph's pg_temp, encoding v4): while a PG's up primary
+    /// lacks data it would have to copy before serving, the monitor lets an OSD with a
+    /// complete copy act as primary, and clears the entry once the PG is clean.
+    pub pg_temp: BTreeMap<carmine_types::PgId, Vec<OsdId>>,
 }
 
 impl OsdMap {
@@ -161,6 +167,7 @@ impl OsdMap {
             flags: OsdFlags::default(),
             pg_history: BTreeMap::new(),
             config: BTreeMap::new(),
+            pg_temp: BTreeMap::new(),
         }
     }
 
@@ -368,7 +375,69 @@ impl OsdMap {
             .map(|pool| pool.id)
             .ok_or_else(|| OsdMapError::NoSuchPool(name.to_string()))?;
         self.pools.remove(&id);
+        self.pg_temp.retain(|pg, _| pg.pool != id);
         Ok(id)
+    }
+
+    /// Sets (or, with an empty `acting`, removes) the temporary acting set of `pg`.
+    /// The set must name distinct existing OSDs, at most the pool's size of them.
+    pub fn set_pg_temp(
+        &mut self,
+        pg: carmine_types::PgId,
+        acting: Vec<OsdId>,
+    ) -> Result<(), OsdMapError> {
+        let Some(pool) = self.pools.get(&pg.pool) else {
+            return Err(OsdMapError::InvalidPgTemp(format!("{pg}: no such pool")));
+        };
+        if pg.seed >= pool.pg_num {
+            return Err(OsdMapError::InvalidPgTemp(format!("{pg}: no such PG")));
+        }
+        if acting.is_empty() {
+            self.pg_temp.remove(&pg);
+            return Ok(());
+        }
+        if acting.len() > usize::from(pool.size) {
+            return Err(OsdMapError::InvalidPgTemp(format!(
+                "{pg}: {} OSDs for a pool of size {}",
+                acting.len(),
+                pool.size
+            )));
+        }
+        for (index, osd) in acting.iter().enumerate() {
+            if !self.osds.contains_key(osd) {
+                return Err(OsdMapError::NoSuchOsd(*osd));
+            }
+            if acting[..index].contains(osd) {
+                return Err(OsdMapError::InvalidPgTemp(format!("{pg}: {osd} twice")));
+            }
+        }
+        self.pg_temp.insert(pg, acting);
+        Ok(())
+    }
+
+    /// Drops temporary acting sets that no longer do anything: those whose up members
+    /// are exactly the up set in the same order, or that have no up member (Ceph's
+    /// `remove_redundant_temporaries` and `remove_down_pg_temp`), and those with fewer
+    /// up members than the up set offers (an OSD came back: the PG must grow again; its
+    /// up primary asks for a new entry that includes it if it still needs one).
+    pub fn clean_pg_temps(&mut self) {
+        let redundant: Vec<carmine_types::PgId> = self
+            .pg_temp
+            .iter()
+            .filter(|(&pg, temp)| {
+                let up_members: Vec<OsdId> =
+                    temp.iter().copied().filter(|&o| self.is_up(o)).collect();
+                let size = self.pools.get(&pg.pool).map_or(0, |p| usize::from(p.size));
+                up_members.is_empty()
+                    || self.pg_mapping(pg).is_none_or(|m| {
+                        m.up == up_members || up_members.len() < m.up.len().min(size)
+                    })
+            })
+            .map(|(&pg, _)| pg)
+            .collect();
+        for pg in redundant {
+            self.pg_temp.remove(&pg);
+        }
     }
 
     /// Records an OSD booting: marks it up with its shard addresses, adds it to CRUSH
@@ -520,8 +589,8 @@ impl Decode for OsdInfo {
 
 impl Encode for OsdMap {
     fn encode(&self, e: &mut Encoder) {
-        // v2 appends the PG histories, v3 the config keys.
-        e.versioned(3, 1, |e| {
+        // v2 appends the PG histories, v3 the config keys, v4 the pg_temp entries.
+        e.versioned(4, 1, |e| {
             e.put_u64(self.fsid as u64);
             e.put_u64((self.fsid >> 64) as u64);
             self.epoch.encode(e);
@@ -542,13 +611,14 @@ impl Encode for OsdMap {
                 key.encode(e);
                 value.encode(e);
             }
+            self.pg_temp.encode(e);
         });
     }
 }
 
 impl Decode for OsdMap {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("OsdMap", 3, |d, version| {
+        d.versioned("OsdMap", 4, |d, version| {
             let fsid_low = u128::from(d.get_u64()?);
             let fsid = fsid_low | (u128::from(d.get_u64()?) << 64);
             let epoch = Epoch::decode(d)?;
@@ -582,6 +652,21 @@ impl Decode for OsdMap {
                     config.insert(key, value);
                 }
             }
+            let pg_temp: BTreeMap<carmine_types::PgId, Vec<OsdId>> = if version >= 4 {
+                BTreeMap::decode(d)?
+            } else {
+                BTreeMap::new()
+            };
+            if let Some(long) = pg_temp
+                .values()
+                .find(|v| v.len() > usize::from(POOL_SIZE_MAX))
+            {
+                return Err(DecodeError::TooLong {
+                    what: "pg_temp entry",
+                    length: long.len(),
+                    limit: usize::from(POOL_SIZE_MAX),
+                });
+            }
             Ok(OsdMap {
                 fsid,
                 epoch,
@@ -592,6 +677,7 @@ impl Decode for OsdMap {
                 flags,
                 pg_history,
                 config,
+                pg_temp,
             })
         })
     }
@@ -701,5 +787,34 @@ mod tests {
         assert!(map.set_config("missing", None).is_err());
         map.set_config("empty", None).unwrap();
         assert_eq!(map.config.len(), 1);
+    }
+
+    #[test]
+    fn pg_temp_round_trips_and_a_v3_map_decodes_without_it() {
+        let mut map = OsdMap::new_dev(3);
+        for id in 0..3 {
+            let addr = format!("127.0.0.1:{}", 6800 + id).parse().unwrap();
+            map.boot_osd(OsdId(id), vec![addr], format!("h{id}"))
+                .unwrap();
+        }
+        map.create_pool(PoolSpec::replicated("rbd", 3, 4)).unwrap();
+        let pg = carmine_types::PgId {
+            pool: carmine_types::PoolId(1),
+            seed: 2,
+        };
+        map.set_pg_temp(pg, vec![OsdId(2), OsdId(0)]).unwrap();
+        let bytes = map.to_bytes();
+        assert_eq!(bytes[0], 4, "version");
+        assert_eq!(OsdMap::from_bytes(&bytes).unwrap(), map);
+
+        // The same map as version 3 wrote it: no trailing pg_temp, version byte 3.
+        let mut v3 = map.clone();
+        v3.pg_temp.clear();
+        let mut v3_bytes = v3.to_bytes().to_vec();
+        let body = v3_bytes.len() - 6 - 4; // drop the empty pg_temp count
+        v3_bytes.truncate(6 + body);
+        v3_bytes[0] = 3;
+        v3_bytes[2..6].copy_from_slice(&(body as u32).to_le_bytes());
+        assert_eq!(OsdMap::from_bytes(&v3_bytes).unwrap(), v3);
     }
 }

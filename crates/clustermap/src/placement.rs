@@ -13,10 +13,11 @@ pub struct PgMapping {
     pub raw: Vec<OsdId>,
     /// The OSDs that are up, in CRUSH order.
     pub up: Vec<OsdId>,
-    /// The OSDs that serve the PG (equal to `up` until pg_temp exists).
+    /// The OSDs that serve the PG: the up members of its pg_temp entry when it has
+    /// one with an up member, else `up`.
     pub acting: Vec<OsdId>,
-    /// The first OSD of `up`: CRUSH's first up OSD, unless primary affinity moved
-    /// another one to the front.
+    /// The first OSD of `acting`: CRUSH's first up OSD, unless primary affinity moved
+    /// another one to the front or a pg_temp entry names another.
     pub primary: Option<OsdId>,
 }
 
@@ -46,8 +47,10 @@ impl OsdMap {
     }
 
     /// Maps a PG to its OSDs (Ceph's `_pg_to_up_acting_osds` without upmap and
-    /// pg_temp): CRUSH, removal of OSDs that do not exist, removal of down OSDs, then
-    /// primary affinity. `None` if the pool does not exist.
+    /// primary_temp): CRUSH, removal of OSDs that do not exist, removal of down OSDs,
+    /// primary affinity, then the pg_temp entry's up members as the acting set (an
+    /// entry with no up member is ignored, as Ceph's `_get_temp_osds` does).
+    /// `None` if the pool does not exist.
     pub fn pg_mapping(&self, pg: PgId) -> Option<PgMapping> {
         let info = self.pools.get(&pg.pool)?;
         let pps = self.pg_placement_seed(pg)?;
@@ -69,9 +72,20 @@ impl OsdMap {
         let mut up: Vec<OsdId> = raw.iter().copied().filter(|&osd| self.is_up(osd)).collect();
         let mut primary = up.first().copied();
         self.apply_primary_affinity(pps, &mut up, &mut primary);
+        let temp: Vec<OsdId> = self
+            .pg_temp
+            .get(&pg)
+            .map(|temp| temp.iter().copied().filter(|&o| self.is_up(o)).collect())
+            .unwrap_or_default();
+        let acting = if temp.is_empty() {
+            up.clone()
+        } else {
+            primary = temp.first().copied();
+            temp
+        };
         Some(PgMapping {
             raw,
-            acting: up.clone(),
+            acting,
             up,
             primary,
         })
@@ -246,5 +260,88 @@ mod tests {
             assert_eq!(pg_shard(pg, 4), pg_shard(pg, 4));
             assert_eq!(pg_shard(pg, 1), ShardIndex(0));
         }
+    }
+
+    #[test]
+    fn pg_temp_sets_the_acting_set_and_primary_until_cleared() {
+        let mut map = booted_map(4);
+        map.create_pool(PoolSpec::replicated("rbd", 3, 8)).unwrap();
+        let pg = map.all_pgs().next().unwrap();
+        let before = map.pg_mapping(pg).unwrap();
+        let mut temp = before.up.clone();
+        temp.rotate_left(1);
+        map.set_pg_temp(pg, temp.clone()).unwrap();
+        let during = map.pg_mapping(pg).unwrap();
+        assert_eq!(during.up, before.up, "pg_temp leaves the up set alone");
+        assert_eq!(during.acting, temp);
+        assert_eq!(during.primary, Some(temp[0]));
+
+        // A down member leaves the acting set; with none up the entry is ignored.
+        map.mark_down(temp[0]).unwrap();
+        let degraded = map.pg_mapping(pg).unwrap();
+        assert_eq!(degraded.acting, temp[1..].to_vec());
+        assert_eq!(degraded.primary, Some(temp[1]));
+        for &osd in &temp[1..] {
+            map.mark_down(osd).unwrap();
+        }
+        let none_up = map.pg_mapping(pg).unwrap();
+        assert_eq!(none_up.acting, none_up.up);
+        map.clean_pg_temps();
+        assert!(
+            map.pg_temp.is_empty(),
+            "an entry with no up member is dropped"
+        );
+    }
+
+    #[test]
+    fn pg_temp_equal_to_up_is_redundant_and_bad_entries_are_refused() {
+        let mut map = booted_map(4);
+        map.create_pool(PoolSpec::replicated("rbd", 3, 8)).unwrap();
+        let pg = map.all_pgs().next().unwrap();
+        let up = map.pg_mapping(pg).unwrap().up;
+        map.set_pg_temp(pg, up.clone()).unwrap();
+        map.clean_pg_temps();
+        assert!(map.pg_temp.is_empty());
+
+        let other = PgId {
+            pool: pg.pool,
+            seed: 1,
+        };
+        let mut temp = map.pg_mapping(other).unwrap().up;
+        temp.reverse();
+        map.set_pg_temp(other, temp).unwrap();
+        map.clean_pg_temps();
+        assert_eq!(map.pg_temp.len(), 1, "a reordered set is kept");
+        map.set_pg_temp(other, Vec::new()).unwrap();
+        assert!(map.pg_temp.is_empty(), "an empty set removes the entry");
+
+        let refused = [
+            (pg, vec![OsdId(0), OsdId(0)]),
+            (pg, vec![OsdId(0), OsdId(1), OsdId(2), OsdId(3)]),
+            (pg, vec![OsdId(9)]),
+            (
+                PgId {
+                    pool: pg.pool,
+                    seed: 8,
+                },
+                vec![OsdId(0)],
+            ),
+            (
+                PgId {
+                    pool: PoolId(99),
+                    seed: 0,
+                },
+                vec![OsdId(0)],
+            ),
+        ];
+        for (pg, acting) in refused {
+            assert!(
+                map.set_pg_temp(pg, acting.clone()).is_err(),
+                "{pg} {acting:?}"
+            );
+        }
+        map.set_pg_temp(pg, vec![OsdId(3), OsdId(1)]).unwrap();
+        map.delete_pool("rbd").unwrap();
+        assert!(map.pg_temp.is_empty(), "deleting a pool drops its entries");
     }
 }

@@ -458,3 +458,43 @@ fn a_lagging_monitor_catches_up_from_a_snapshot() {
     group.run_for(Duration::from_secs(3));
     group.assert_converged();
 }
+
+#[test]
+fn a_failure_report_made_at_a_follower_reaches_the_leader() {
+    let mut group = settled(3);
+    let follower = group.follower();
+    // The bootstrapped map says osd.2 is up from the epoch after it; a reporter holds
+    // at least that epoch.
+    let map = group.mon(follower).map().clone();
+    let epoch = map.epoch.max(map.osd(OsdId(2)).unwrap().up_from);
+    let report = |alive| {
+        Msg::OsdFailure(carmine_proto::OsdFailure {
+            target: OsdId(2),
+            reporter: OsdId(0),
+            epoch,
+            silent_for_ms: 3_000,
+            alive,
+        })
+    };
+    // Withdrawn before the leader acts on it: nothing happens.
+    let now = group.now;
+    group.call(follower, |mon| {
+        mon.handle_message(now, 500, EntityName::osd(OsdId(0)), report(false))
+    });
+    group.call(follower, |mon| {
+        mon.handle_message(now, 500, EntityName::osd(OsdId(0)), report(true))
+    });
+    group.deliver();
+    group.run_for(Duration::from_millis(500));
+    assert!(group.live().all(|mon| mon.map().is_up(OsdId(2))));
+    // Standing: the leader marks osd.2 down and every monitor applies it.
+    let now = group.now;
+    group.call(follower, |mon| {
+        mon.handle_message(now, 500, EntityName::osd(OsdId(0)), report(false))
+    });
+    group.deliver();
+    group.run_for(Duration::from_millis(500));
+    group.assert_converged();
+    assert!(group.live().all(|mon| !mon.map().is_up(OsdId(2))));
+    assert!(group.live().all(|mon| mon.map().is_up(OsdId(0))));
+}

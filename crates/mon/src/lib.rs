@@ -20,9 +20,15 @@
 //!   next epoch, is handed to the driver ([`MonOutput::PersistMap`]) and pushed to that
 //!   monitor's subscribers. The monitor that holds the requesting client answers it.
 //!
-//! Failure detection: the leader hears from each OSD directly (its session) or through
-//! the stats reports followers forward; an OSD silent for `osd_down_grace` is marked
-//! down, and out after `osd_down_out_interval` (unless `noout`).
+//! Failure detection: OSDs heartbeat each other and report a silent peer
+//! ([`carmine_proto::OsdFailure`]); the leader marks an OSD down once
+//! `min_down_reporters` distinct up OSDs hold fresh reports on it (module `failure`).
+//! As a backstop the leader also hears from each OSD directly (its session) or through
+//! the stats reports followers forward: an OSD with no session and silent for
+//! `osd_down_grace` is marked down. A down OSD is marked out after
+//! `osd_down_out_interval` (unless `noout`). The map's config keys
+//! `osd_heartbeat_grace`, `mon_osd_min_down_reporters` and `mon_osd_down_out_interval`
+//! override the configured values.
 //!
 //! ```
 //! use carmine_mon::{MonConfig, Monitor};
@@ -36,6 +42,7 @@
 //! ```
 
 pub mod entry;
+mod failure;
 mod replication;
 mod service;
 mod status;
@@ -43,6 +50,7 @@ pub mod storage;
 
 pub use storage::{MonStore, StoreError};
 
+use carmine_clustermap::settings::SettingsReader;
 use carmine_clustermap::{HistoryTracker, OsdMap};
 use carmine_proto::{MonForward, Msg, OsdStats};
 use carmine_types::{EntityName, OsdId};
@@ -71,8 +79,15 @@ const TICKS_PER_CALL_MAX: u32 = 64;
 pub struct MonConfig {
     /// How long an OSD may be silent before it is marked down.
     pub osd_down_grace: Duration,
-    /// How long a down OSD stays in before it is marked out (data re-placed).
+    /// How long a down OSD stays in before it is marked out (data re-placed); zero
+    /// never marks it out.
     pub osd_down_out_interval: Duration,
+    /// How long an OSD's failure report counts (Ceph's `osd_heartbeat_grace`): OSDs
+    /// repeat their reports while a peer stays silent.
+    pub osd_heartbeat_grace: Duration,
+    /// Distinct OSDs that must report an OSD before it is marked down (Ceph's
+    /// `mon_osd_min_down_reporters`, 2 there; 1 here, where clusters are small).
+    pub min_down_reporters: u32,
     /// Monitors in the cluster; informational (the group's ranks decide).
     pub mon_count: u32,
     /// One Raft tick.
@@ -90,6 +105,8 @@ impl Default for MonConfig {
         Self {
             osd_down_grace: Duration::from_secs(3),
             osd_down_out_interval: Duration::from_secs(600),
+            osd_heartbeat_grace: Duration::from_secs(3),
+            min_down_reporters: 1,
             mon_count: 1,
             raft_tick: Duration::from_millis(100),
             election_ticks: 10,
@@ -160,6 +177,18 @@ enum Op {
     },
     Boot(carmine_proto::OsdBoot),
     FailureCheck,
+    /// Apply the pg_temp changes collected in `Monitor::pending_pg_temp`.
+    PgTemp,
+}
+
+/// The failure-detection timing in force: [`MonConfig`] overridden by the map's config
+/// keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FailureSettings {
+    heartbeat_grace: Duration,
+    min_down_reporters: u32,
+    /// `None`: never mark out.
+    down_out_interval: Option<Duration>,
 }
 
 /// The monitor state machine.
@@ -192,6 +221,12 @@ pub struct Monitor {
     unrouted: VecDeque<MonForward>,
     pending_boots: BTreeMap<OsdId, PendingBoot>,
     next_tick_at: Instant,
+    /// Leader: pg_temp changes primaries asked for (empty: remove), proposed together.
+    pending_pg_temp: BTreeMap<carmine_types::PgId, Vec<OsdId>>,
+    // Failure reports (at the leader) and the settings that judge them.
+    failures: failure::FailureReports,
+    failure_settings: FailureSettings,
+    settings_reader: SettingsReader,
 }
 
 impl Monitor {
@@ -282,7 +317,16 @@ impl Monitor {
             unrouted: VecDeque::new(),
             pending_boots: BTreeMap::new(),
             next_tick_at: now,
+            pending_pg_temp: BTreeMap::new(),
+            failures: failure::FailureReports::default(),
+            failure_settings: FailureSettings {
+                heartbeat_grace: Duration::ZERO,
+                min_down_reporters: 1,
+                down_out_interval: None,
+            },
+            settings_reader: SettingsReader::default(),
         };
+        monitor.read_settings();
         if monitor.ranks.len() == 1 {
             monitor
                 .raft

@@ -189,6 +189,8 @@ impl Monitor {
                 .is_some_and(|info| info.up && info.shard_addrs == boot.shard_addrs)
         });
         self.map = map.clone();
+        self.failures.prune(&map);
+        self.read_settings();
         self.recent_maps.push_back(map.clone());
         while self.recent_maps.len() > crate::RECENT_MAPS_MAX {
             self.recent_maps.pop_front();
@@ -267,6 +269,8 @@ impl Monitor {
     fn step_down(&mut self, out: &mut Vec<MonOutput>) {
         self.leading_from_index = None;
         self.in_flight = None;
+        self.pending_pg_temp.clear();
+        self.failures.clear();
         for op in std::mem::take(&mut self.queue) {
             let Op::Command { origin, command } = op else {
                 continue;

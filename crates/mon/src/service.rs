@@ -9,6 +9,7 @@ use carmine_proto::{
     PgState,
 };
 use carmine_types::{EntityKind, EntityName};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 impl Monitor {
@@ -24,6 +25,7 @@ impl Monitor {
             Msg::MonGetMap(request) => self.handle_get_map(conn, request, out),
             Msg::OsdBoot(boot) => self.handle_boot(now, conn, from, boot, out),
             Msg::OsdStats(stats) => self.handle_stats(now, from, stats, out),
+            Msg::OsdFailure(report) => self.handle_failure(now, from, report, out),
             Msg::MonCommand(command) => self.accept_command(now, conn, from, command, out),
             Msg::MonRaft(raft) => self.handle_raft(now, from, raft),
             Msg::MonForward(forward) if from.kind == EntityKind::Mon => {
@@ -140,15 +142,66 @@ impl Monitor {
     fn record_stats(&mut self, now: Instant, stats: OsdStats) {
         for pg in &stats.pgs {
             let clean = PgState::ACTIVE | PgState::CLEAN;
-            let primary = self.map.pg_mapping(pg.pgid).and_then(|m| m.primary);
-            if pg.state.0 & clean == clean && primary == Some(stats.osd) {
+            let Some(mapping) = self.map.pg_mapping(pg.pgid) else {
+                continue;
+            };
+            if mapping.primary != Some(stats.osd) {
+                continue; // a report from an older interval
+            }
+            let is_clean = pg.state.0 & clean == clean;
+            if is_clean {
                 self.history.report_clean(pg.pgid, pg.interval_start);
+            }
+            let temp = self.map.pg_temp.get(&pg.pgid);
+            if is_clean && temp.is_some() && pg.acting == mapping.acting {
+                // The copies the pg_temp let catch up are complete: hand the PG back
+                // to its up set.
+                self.want_pg_temp(pg.pgid, Vec::new());
+            } else if !pg.want_acting.is_empty() && temp != Some(&pg.want_acting) {
+                self.want_pg_temp(pg.pgid, pg.want_acting.clone());
             }
         }
         let tracking = self.osds.entry(stats.osd).or_default();
         tracking.last_heard = Some(now);
         tracking.previous_stats = tracking.stats.take();
         tracking.stats = Some((now, stats));
+    }
+
+    /// Leader: queues a pg_temp change (all pending ones go into one epoch).
+    fn want_pg_temp(&mut self, pgid: carmine_types::PgId, acting: Vec<carmine_types::OsdId>) {
+        if self.pending_pg_temp.get(&pgid) == Some(&acting) {
+            return;
+        }
+        self.pending_pg_temp.insert(pgid, acting);
+        if !self.queue.iter().any(|op| matches!(op, Op::PgTemp)) {
+            self.queue.push_back(Op::PgTemp);
+        }
+    }
+
+    /// One map with every pending pg_temp change that still applies.
+    fn pg_temp_maps(&mut self) -> Option<Vec<OsdMap>> {
+        let pending = std::mem::take(&mut self.pending_pg_temp);
+        let mut builder = MapBuilder::new(self);
+        let mut changed = false;
+        builder
+            .step(|next| {
+                for (pgid, acting) in pending {
+                    if next
+                        .pg_temp
+                        .get(&pgid)
+                        .map_or(acting.is_empty(), |t| *t == acting)
+                    {
+                        continue;
+                    }
+                    match next.set_pg_temp(pgid, acting.clone()) {
+                        Ok(()) => changed = true,
+                        Err(error) => tracing::warn!("pg_temp {pgid} {acting:?} refused: {error}"),
+                    }
+                }
+                Ok(())
+            })
+            .ok()?;
+        changed.then_some(builder.maps)
     }
 
     /// The leader's side of a request: commands and boots are queued for proposal.
@@ -205,6 +258,9 @@ impl Monitor {
             Msg::OsdStats(stats) if sender == EntityName::osd(stats.osd) => {
                 self.record_stats(now, stats)
             }
+            Msg::OsdFailure(report) if sender == EntityName::osd(report.reporter) => {
+                self.record_failure(now, report)
+            }
             other => tracing::warn!(
                 "mon.{}: ignoring forwarded message type {} from {sender}",
                 self.rank,
@@ -238,6 +294,11 @@ impl Monitor {
                 maps,
             }),
             Op::FailureCheck => self.failure_maps(now).map(|maps| MonEntry {
+                origin: None,
+                message: String::new(),
+                maps,
+            }),
+            Op::PgTemp => self.pg_temp_maps().map(|maps| MonEntry {
                 origin: None,
                 message: String::new(),
                 maps,
@@ -322,6 +383,9 @@ impl Monitor {
                 format!("reweighted {id} to {}", f64::from(weight) / 65536.0)
             }
             Command::ConfigSet { key, value } => {
+                if let Some(value) = &value {
+                    carmine_clustermap::settings::validate(&key, value)?;
+                }
                 builder.step(|next| next.set_config(&key, value.as_deref()))?;
                 match value {
                     Some(_) => format!("set {key}"),
@@ -399,10 +463,18 @@ impl Monitor {
         Some(builder.maps)
     }
 
-    /// OSDs silent for the grace period go down; down ones out after the interval.
+    /// OSDs that enough peers report failed, or with no session and silent for the
+    /// grace period, go down; down ones out after the interval.
     fn failure_maps(&self, now: Instant) -> Option<Vec<OsdMap>> {
         let mut to_down = Vec::new();
         let mut to_out = Vec::new();
+        let mut reasons = BTreeMap::new();
+        if !self.map.flags.contains(OsdFlags::NODOWN) {
+            for (id, reason) in self.reported_down(now) {
+                to_down.push(id);
+                reasons.insert(id, reason);
+            }
+        }
         for (&id, tracking) in &self.osds {
             let Some(info) = self.map.osd(id) else {
                 continue;
@@ -415,13 +487,17 @@ impl Monitor {
                 if silent
                     && tracking.sessions.is_empty()
                     && !self.map.flags.contains(OsdFlags::NODOWN)
+                    && !reasons.contains_key(&id)
                 {
                     to_down.push(id);
                 }
             } else if info.is_in() {
-                let long_down = tracking
-                    .down_since
-                    .is_some_and(|at| now.duration_since(at) >= self.config.osd_down_out_interval);
+                let long_down = match self.failure_settings.down_out_interval {
+                    Some(interval) => tracking
+                        .down_since
+                        .is_some_and(|at| now.duration_since(at) >= interval),
+                    None => false,
+                };
                 if long_down && !self.map.flags.contains(OsdFlags::NOOUT) {
                     to_out.push(id);
                 }
@@ -434,10 +510,10 @@ impl Monitor {
         builder
             .step(|next| {
                 for &id in &to_down {
-                    tracing::info!(
-                        "mon.{}: marking {id} down: silent for the grace period",
-                        self.rank
-                    );
+                    let reason = reasons
+                        .get(&id)
+                        .map_or("silent for the grace period", String::as_str);
+                    tracing::info!("mon.{}: marking {id} down: {reason}", self.rank);
                     next.mark_down(id)?;
                 }
                 for &id in &to_out {
@@ -477,6 +553,7 @@ impl MapBuilder {
     ) -> Result<(), String> {
         let mut next = self.last.clone();
         change(&mut next).map_err(|error| error.to_string())?;
+        next.clean_pg_temps();
         next.epoch = self.last.epoch.next();
         self.tracker.advance(&self.last, &mut next);
         self.last = next.clone();

@@ -75,6 +75,7 @@ impl Monitor {
                         last_update: Default::default(),
                         acting,
                         interval_start: Default::default(),
+                        want_acting: Vec::new(),
                     }
                 });
                 pgs.push(stat);

@@ -364,3 +364,104 @@ fn self_managed_snap_ids_are_allocated_in_order_and_removed_once() {
     };
     assert!(command(&mut mon, now, missing).is_err());
 }
+
+fn report(mon: &mut Monitor, now: Instant, osd: OsdId, pg: carmine_proto::PgStat) {
+    let conn = u64::from(osd.0) + 1;
+    mon.handle_message(
+        now,
+        conn,
+        EntityName::osd(osd),
+        Msg::OsdStats(carmine_proto::OsdStats {
+            osd,
+            map_epoch: mon.map().epoch,
+            pgs: vec![pg],
+            ..carmine_proto::OsdStats::default()
+        }),
+    );
+}
+
+#[test]
+fn a_primary_gets_the_pg_temp_it_asks_for_until_its_pg_is_clean() {
+    use carmine_proto::{PgStat, PgState};
+    let (mut mon, now) = cluster(4);
+    command(
+        &mut mon,
+        now,
+        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8)),
+    )
+    .unwrap();
+    let pgid = mon.map().all_pgs().next().unwrap();
+    let mapping = mon.map().pg_mapping(pgid).unwrap();
+    let primary = mapping.primary.unwrap();
+    let mut want = mapping.up.clone();
+    want.rotate_left(1);
+    let stat = |state: u32, acting: Vec<OsdId>, want_acting: Vec<OsdId>| PgStat {
+        pgid,
+        state: PgState(state),
+        object_count: 0,
+        data_bytes: 0,
+        last_update: Default::default(),
+        acting,
+        interval_start: Epoch(0),
+        want_acting,
+    };
+
+    // A request from an OSD that is not the PG's primary is ignored.
+    let before = mon.map().epoch;
+    report(
+        &mut mon,
+        now,
+        want[0],
+        stat(PgState::PEERING, mapping.acting.clone(), want.clone()),
+    );
+    assert_eq!(mon.map().epoch, before);
+    assert!(mon.map().pg_temp.is_empty());
+
+    // The primary's request becomes the acting set in one new epoch.
+    report(
+        &mut mon,
+        now,
+        primary,
+        stat(PgState::PEERING, mapping.acting.clone(), want.clone()),
+    );
+    assert_eq!(mon.map().epoch, before.next());
+    assert_eq!(mon.map().pg_temp.get(&pgid), Some(&want));
+    let during = mon.map().pg_mapping(pgid).unwrap();
+    assert_eq!(during.acting, want);
+    assert_eq!(during.primary, Some(want[0]));
+
+    // Asking again for the same set changes nothing; the old primary no longer counts.
+    report(
+        &mut mon,
+        now,
+        primary,
+        stat(PgState::PEERING, want.clone(), want.clone()),
+    );
+    let epoch = mon.map().epoch;
+    report(
+        &mut mon,
+        now,
+        want[0],
+        stat(PgState::PEERING, want.clone(), want.clone()),
+    );
+    assert_eq!(mon.map().epoch, epoch);
+
+    // Active but still backfilling: kept. Clean: handed back to the up set.
+    let backfilling = PgState::ACTIVE | PgState::BACKFILLING | PgState::DEGRADED;
+    report(
+        &mut mon,
+        now,
+        want[0],
+        stat(backfilling, want.clone(), Vec::new()),
+    );
+    assert!(mon.map().pg_temp.contains_key(&pgid));
+    let clean = PgState::ACTIVE | PgState::CLEAN | PgState::REMAPPED;
+    report(
+        &mut mon,
+        now,
+        want[0],
+        stat(clean, want.clone(), Vec::new()),
+    );
+    assert!(mon.map().pg_temp.is_empty());
+    assert_eq!(mon.map().pg_mapping(pgid).unwrap().acting, mapping.up);
+}

@@ -1,5 +1,6 @@
 //! The OSD's logic as pure state machines: the placement group (op execution, PG log,
-//! primary-copy replication) and the shard that owns a set of PGs and one store.
+//! primary-copy replication), the shard that owns a set of PGs and one store, and the
+//! heartbeat tracker that watches peer OSDs ([`heartbeat`]).
 //!
 //! Nothing here touches a socket, a clock or a thread (DESIGN.md §3). The runtime
 //! (`carmine-rt`) feeds an [`OsdShard`] with messages and maps and carries out the
@@ -20,6 +21,7 @@
 
 mod direct;
 mod exec;
+pub mod heartbeat;
 mod pg;
 mod pglog;
 mod shard;

@@ -65,6 +65,12 @@ pub(crate) enum Phase {
         source: OsdId,
         all: bool,
     },
+    /// Primary: its copy lacks more than it should pull before serving, and `auth`
+    /// holds a complete one; it asked the monitor for a temporary acting set led by
+    /// `auth` (pg_temp) and waits for the map that brings it.
+    WaitPgTemp {
+        auth: OsdId,
+    },
     /// Primary: waiting for the replicas to acknowledge activation.
     Activating {
         waiting: BTreeSet<OsdId>,
@@ -109,6 +115,16 @@ pub struct Pg {
     backfilling: BTreeSet<OsdId>,
     /// Primary: objects still to pull from the peering source.
     pulling: BTreeSet<String>,
+    /// The up set (CRUSH's choice); differs from `acting` while a pg_temp is in force.
+    up: Vec<OsdId>,
+    /// Primary: the pg_temp it asks the monitor for (reported with the stats).
+    want_acting: Vec<OsdId>,
+    /// Something the monitor should hear before the next periodic report.
+    report_urgent: bool,
+    /// Pushes the shard lets this PG keep in flight (its share of the shard's
+    /// recovery budget), and whether it stopped short of work for lack of it.
+    push_allowance: usize,
+    recovery_starved: bool,
     /// Primary: removed snapshots whose clones are trimmed, and the pass under way.
     snap_trimmed: BTreeSet<u64>,
     snap_trim_pass: Option<snap_trim::TrimPass>,
@@ -161,6 +177,11 @@ impl Pg {
             pushing: BTreeMap::new(),
             backfilling: BTreeSet::new(),
             pulling: BTreeSet::new(),
+            up: Vec::new(),
+            want_acting: Vec::new(),
+            report_urgent: false,
+            push_allowance: usize::MAX,
+            recovery_starved: false,
             snap_trimmed: BTreeSet::new(),
             snap_trim_pass: None,
         };
@@ -268,6 +289,9 @@ impl Pg {
         if bits & PgState::ACTIVE != 0 && !undersized && self.fully_recovered() {
             bits |= PgState::CLEAN;
         }
+        if self.acting != self.up {
+            bits |= PgState::REMAPPED;
+        }
         PgState(bits)
     }
 
@@ -280,7 +304,34 @@ impl Pg {
             last_update: self.info.last_update,
             acting: self.acting.clone(),
             interval_start: self.interval_start,
+            want_acting: self.want_acting.clone(),
         }
+    }
+
+    /// Whether the monitor should get a report now rather than at the next period
+    /// (a pg_temp request); clears the flag.
+    pub fn take_report_urgent(&mut self) -> bool {
+        std::mem::take(&mut self.report_urgent)
+    }
+
+    /// Primary: pushes sent and not yet acknowledged, over all replicas.
+    pub fn pushes_in_flight(&self) -> usize {
+        self.pushing.values().map(BTreeSet::len).sum()
+    }
+
+    /// The shard's grant: this PG may keep at most `allowance` pushes in flight.
+    pub fn set_push_allowance(&mut self, allowance: usize) {
+        self.push_allowance = allowance;
+    }
+
+    /// Whether the PG stopped scheduling recovery for lack of allowance; clears it.
+    pub fn take_recovery_starved(&mut self) -> bool {
+        std::mem::take(&mut self.recovery_starved)
+    }
+
+    /// Schedules recovery again after the shard raised the allowance.
+    pub fn resume_recovery(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+        self.schedule_recovery(store, out);
     }
 
     /// Applies a new map. On an interval change (acting set or primary changed), the
@@ -306,7 +357,9 @@ impl Pg {
             || restarted;
         self.map_epoch = map.epoch;
         self.past_intervals = map.pg_history.get(&self.pgid).cloned().unwrap_or_default();
+        self.up = mapping.up;
         if changed {
+            self.want_acting.clear();
             let was_primary = self.is_primary();
             self.acting = mapping.acting;
             self.primary = mapping.primary;
@@ -521,7 +574,7 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
     Ok(())
 }
 
-mod peering;
+pub(crate) mod peering;
 pub(crate) mod recovery;
 mod replication;
 mod snap_trim;

@@ -48,6 +48,13 @@ pub struct OsdShard<S: ObjectStore> {
     /// every transaction of the turn shares one sync (group commit).
     deferred_flush: bool,
     tuning: OsdTuning,
+    /// Recovery pushes in flight over all of this shard's PGs (bounded by
+    /// `OsdTuning::recovery_max_active`, Ceph's `osd_recovery_max_active`), and the
+    /// PGs that stopped short of work for lack of budget, resumed in turn.
+    recovery_in_flight: usize,
+    recovery_starved: VecDeque<PgId>,
+    /// A PG has news for the monitor (a pg_temp request): report before the period.
+    report_urgent: bool,
 }
 
 impl<S: ObjectStore> OsdShard<S> {
@@ -66,6 +73,73 @@ impl<S: ObjectStore> OsdShard<S> {
             counters: ShardCounters::default(),
             deferred_flush: false,
             tuning: OsdTuning::default(),
+            recovery_in_flight: 0,
+            recovery_starved: VecDeque::new(),
+            report_urgent: false,
+        }
+    }
+
+    /// Whether a PG asked for a report to the monitor before the next period; clears it.
+    pub fn take_report_urgent(&mut self) -> bool {
+        std::mem::take(&mut self.report_urgent)
+    }
+
+    /// Recovery pushes in flight over all PGs of this shard.
+    pub fn recovery_in_flight(&self) -> usize {
+        self.recovery_in_flight
+    }
+
+    /// Before calling into PG `pgid`: grants it the shard's unused recovery budget and
+    /// returns its pushes in flight, for [`Self::settle`].
+    fn grant(&mut self, pgid: PgId) -> usize {
+        let free = self
+            .tuning
+            .recovery_max_active
+            .saturating_sub(self.recovery_in_flight);
+        match self.pgs.get_mut(&pgid) {
+            Some(pg) => {
+                let before = pg.pushes_in_flight();
+                pg.set_push_allowance(before + free);
+                before
+            }
+            None => 0,
+        }
+    }
+
+    /// After calling into PG `pgid`: accounts its pushes and collects its requests.
+    fn settle(&mut self, pgid: PgId, before: usize) {
+        let Some(pg) = self.pgs.get_mut(&pgid) else {
+            self.recovery_in_flight = self.recovery_in_flight.saturating_sub(before);
+            return;
+        };
+        let now = pg.pushes_in_flight();
+        self.recovery_in_flight = (self.recovery_in_flight + now).saturating_sub(before);
+        if pg.take_recovery_starved() && !self.recovery_starved.contains(&pgid) {
+            self.recovery_starved.push_back(pgid);
+        }
+        if pg.take_report_urgent() {
+            self.report_urgent = true;
+        }
+    }
+
+    /// Lets PGs that ran out of recovery budget push again, in turn, while budget is
+    /// left.
+    fn resume_starved(&mut self, out: &mut Vec<Output>) {
+        for _ in 0..self.recovery_starved.len() {
+            if self.recovery_in_flight >= self.tuning.recovery_max_active {
+                break;
+            }
+            let Some(pgid) = self.recovery_starved.pop_front() else {
+                break;
+            };
+            let before = self.grant(pgid);
+            if let Some(pg) = self.pgs.get_mut(&pgid) {
+                pg.resume_recovery(&mut self.store, out);
+                if pg.has_pending_commits() {
+                    self.pending.insert(pgid);
+                }
+            }
+            self.settle(pgid, before);
         }
     }
 
@@ -206,14 +280,18 @@ impl<S: ObjectStore> OsdShard<S> {
                 }
             }
         }
-        for pg in self.pgs.values_mut() {
+        let pgids: Vec<PgId> = self.pgs.keys().copied().collect();
+        for pgid in pgids {
+            let before = self.grant(pgid);
+            let pg = self.pgs.get_mut(&pgid).expect("listed above");
             pg.handle_map(&map, &mut self.store, out);
             if pg.has_pending_commits() {
-                self.pending.insert(pg.pgid());
+                self.pending.insert(pgid);
             }
             if pg.is_primary() && !pg.snap_trim_idle() {
                 self.snap_trimming.insert(pg.pgid());
             }
+            self.settle(pgid, before);
         }
         self.release_waiting(out);
         self.after_io(out);
@@ -231,7 +309,12 @@ impl<S: ObjectStore> OsdShard<S> {
         }
         let mut tx = Transaction::new();
         for pgid in gone {
-            self.pgs.remove(&pgid);
+            if let Some(pg) = self.pgs.remove(&pgid) {
+                self.recovery_in_flight = self
+                    .recovery_in_flight
+                    .saturating_sub(pg.pushes_in_flight());
+            }
+            self.recovery_starved.retain(|&starved| starved != pgid);
             self.pending.remove(&pgid);
             tx.remove_collection(CollectionId::Pg(pgid));
         }
@@ -301,6 +384,8 @@ impl<S: ObjectStore> OsdShard<S> {
             return;
         }
         let local_read = op.flags & OsdOp::FLAG_LOCAL_READ != 0 && !op.is_write();
+        let pgid = op.pgid;
+        let before = self.grant(pgid);
         let Some(pg) = self.pgs.get_mut(&op.pgid) else {
             out.push(error_reply(client, &op, OpError::WrongPrimary, map.epoch));
             return;
@@ -318,6 +403,7 @@ impl<S: ObjectStore> OsdShard<S> {
         if pg.has_pending_commits() {
             self.pending.insert(pg.pgid());
         }
+        self.settle(pgid, before);
         self.after_io(out);
     }
 
@@ -358,6 +444,7 @@ impl<S: ObjectStore> OsdShard<S> {
         if !self.pgs.contains_key(&pgid) && !self.open_stray(pgid, from, &msg, out) {
             return;
         }
+        let before = self.grant(pgid);
         let pg = self.pgs.get_mut(&pgid).expect("opened above");
         let store = &mut self.store;
         match msg {
@@ -377,6 +464,7 @@ impl<S: ObjectStore> OsdShard<S> {
         if pg.has_pending_commits() {
             self.pending.insert(pgid);
         }
+        self.settle(pgid, before);
         self.after_io(out);
     }
 
@@ -449,6 +537,10 @@ impl<S: ObjectStore> OsdShard<S> {
     }
 
     fn after_io_inner(&mut self, out: &mut Vec<Output>) {
+        // Budget freed by an interval change or a completed push goes to starved PGs.
+        if !self.recovery_starved.is_empty() {
+            self.resume_starved(out);
+        }
         if self.pending.is_empty() {
             return;
         }
@@ -460,6 +552,7 @@ impl<S: ObjectStore> OsdShard<S> {
         let committed = self.store.committed_through();
         let pending = std::mem::take(&mut self.pending);
         for pgid in pending {
+            let before = self.grant(pgid);
             let Some(pg) = self.pgs.get_mut(&pgid) else {
                 continue;
             };
@@ -467,6 +560,7 @@ impl<S: ObjectStore> OsdShard<S> {
             if pg.has_pending_commits() {
                 self.pending.insert(pgid);
             }
+            self.settle(pgid, before);
         }
     }
 }

@@ -3,10 +3,14 @@
 //! backfill path, a tiny push window and batch stretch recovery across many round
 //! trips, tiny queues make ops bounce with `Busy`. Daemons use [`OsdTuning::default`].
 
+use crate::pg::peering::PULL_BEFORE_ACTIVE_MAX;
 use crate::pg::recovery::{OBJECTS_PER_PUSH_MAX, PUSHES_IN_FLIGHT_MAX};
 use crate::pg::{IN_FLIGHT_WRITES_MAX, WAITING_OPS_MAX};
 use crate::pglog::LOG_ENTRIES_MAX;
 use crate::shard::WAITING_FOR_MAP_MAX;
+
+/// Default shard-wide recovery budget, in pushes in flight (each one object).
+pub const RECOVERY_MAX_ACTIVE: usize = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OsdTuning {
@@ -22,6 +26,13 @@ pub struct OsdTuning {
     pub objects_per_push_max: usize,
     /// Messages a shard holds until it has the sender's map epoch.
     pub waiting_for_map_max: usize,
+    /// Recovery pushes a shard keeps in flight over all its PGs (Ceph's
+    /// `osd_recovery_max_active`): recovery shares the shard's core and sessions with
+    /// client IO, so it gets a bounded slice of them.
+    pub recovery_max_active: usize,
+    /// Most objects a primary pulls before it activates; with more to copy it asks
+    /// for a pg_temp led by a complete copy instead (0: whenever it lacks anything).
+    pub pull_before_active_max: usize,
 }
 
 impl Default for OsdTuning {
@@ -33,6 +44,8 @@ impl Default for OsdTuning {
             pushes_in_flight_max: PUSHES_IN_FLIGHT_MAX,
             objects_per_push_max: OBJECTS_PER_PUSH_MAX,
             waiting_for_map_max: WAITING_FOR_MAP_MAX,
+            recovery_max_active: RECOVERY_MAX_ACTIVE,
+            pull_before_active_max: PULL_BEFORE_ACTIVE_MAX,
         }
     }
 }
@@ -47,6 +60,8 @@ impl OsdTuning {
             pushes_in_flight_max: self.pushes_in_flight_max.max(1),
             objects_per_push_max: self.objects_per_push_max.max(1),
             waiting_for_map_max: self.waiting_for_map_max.max(1),
+            recovery_max_active: self.recovery_max_active.max(1),
+            pull_before_active_max: self.pull_before_active_max,
         }
     }
 }

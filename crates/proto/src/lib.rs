@@ -13,6 +13,7 @@
 //! assert_eq!(Msg::decode(msg.msg_type(), front).unwrap(), msg);
 //! ```
 
+mod heartbeat;
 mod mon;
 mod msg;
 mod op;
@@ -20,6 +21,7 @@ mod osd;
 mod peering;
 mod snap;
 
+pub use heartbeat::*;
 pub use mon::*;
 pub use msg::*;
 pub use op::*;

@@ -52,8 +52,10 @@ impl PgState {
     pub const RECOVERING: u32 = 1 << 9;
     pub const BACKFILLING: u32 = 1 << 10;
     pub const INCOMPLETE: u32 = 1 << 11;
+    /// The acting set differs from the up set (a pg_temp entry is in force).
+    pub const REMAPPED: u32 = 1 << 12;
 
-    const NAMES: [(u32, &'static str); 12] = [
+    const NAMES: [(u32, &'static str); 13] = [
         (Self::CREATING, "creating"),
         (Self::ACTIVE, "active"),
         (Self::CLEAN, "clean"),
@@ -66,6 +68,7 @@ impl PgState {
         (Self::RECOVERING, "recovering"),
         (Self::BACKFILLING, "backfilling"),
         (Self::INCOMPLETE, "incomplete"),
+        (Self::REMAPPED, "remapped"),
     ];
 
     pub fn contains(self, bit: u32) -> bool {
@@ -98,6 +101,11 @@ pub struct PgStat {
     pub acting: Vec<OsdId>,
     /// The epoch the reporting primary's current interval started.
     pub interval_start: Epoch,
+    /// The temporary acting set the primary asks the monitor for (Ceph's pg_temp
+    /// request, carried with the stats so a lost request is repeated by the next
+    /// report): its copy lacks data that a complete member can serve meanwhile.
+    /// Empty: no request (encoding v3).
+    pub want_acting: Vec<OsdId>,
 }
 
 /// An OSD's periodic report: its primary PGs, its store usage, its op counters.
@@ -360,7 +368,7 @@ impl Decode for OsdBoot {
 
 impl Encode for PgStat {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(2, 1, |e| {
+        e.versioned(3, 1, |e| {
             self.pgid.encode(e);
             e.put_u32(self.state.0);
             e.put_u64(self.object_count);
@@ -368,13 +376,14 @@ impl Encode for PgStat {
             self.last_update.encode(e);
             self.acting.encode(e);
             self.interval_start.encode(e);
+            self.want_acting.encode(e);
         });
     }
 }
 
 impl Decode for PgStat {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgStat", 2, |d, version| {
+        d.versioned("PgStat", 3, |d, version| {
             Ok(PgStat {
                 pgid: PgId::decode(d)?,
                 state: PgState(d.get_u32()?),
@@ -386,6 +395,11 @@ impl Decode for PgStat {
                     Epoch::decode(d)?
                 } else {
                     Epoch(0)
+                },
+                want_acting: if version >= 3 {
+                    Vec::decode(d)?
+                } else {
+                    Vec::new()
                 },
             })
         })

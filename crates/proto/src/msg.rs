@@ -1,5 +1,6 @@
 //! [`Msg`]: the one enum of every message, with its wire type number.
 
+use crate::heartbeat::{OsdFailure, OsdPing};
 use crate::mon::{
     MonCommand, MonCommandReply, MonForward, MonGetMap, MonRaft, OsdBoot, OsdMapMsg, OsdStats,
 };
@@ -35,6 +36,8 @@ pub enum Msg {
     PgPushReply(PgPushReply),
     MonRaft(MonRaft),
     MonForward(MonForward),
+    OsdPing(OsdPing),
+    OsdFailure(OsdFailure),
 }
 
 /// Wire type numbers. Never reuse a number.
@@ -60,6 +63,8 @@ pub mod msg_type {
     pub const PG_PUSH_REPLY: u16 = 48;
     pub const MON_RAFT: u16 = 60;
     pub const MON_FORWARD: u16 = 61;
+    pub const OSD_PING: u16 = 70;
+    pub const OSD_FAILURE: u16 = 71;
 }
 
 /// A message could not be decoded.
@@ -96,6 +101,8 @@ impl Msg {
             Msg::PgPushReply(_) => PG_PUSH_REPLY,
             Msg::MonRaft(_) => MON_RAFT,
             Msg::MonForward(_) => MON_FORWARD,
+            Msg::OsdPing(_) => OSD_PING,
+            Msg::OsdFailure(_) => OSD_FAILURE,
         }
     }
 
@@ -124,6 +131,8 @@ impl Msg {
             Msg::PgPushReply(m) => m.encode(&mut e),
             Msg::MonRaft(m) => m.encode(&mut e),
             Msg::MonForward(m) => m.encode(&mut e),
+            Msg::OsdPing(m) => m.encode(&mut e),
+            Msg::OsdFailure(m) => m.encode(&mut e),
         }
         e.into_bytes()
     }
@@ -158,6 +167,8 @@ impl Msg {
             PG_PUSH_REPLY => Msg::PgPushReply(PgPushReply::decode(&mut d).map_err(malformed)?),
             MON_RAFT => Msg::MonRaft(MonRaft::decode(&mut d).map_err(malformed)?),
             MON_FORWARD => Msg::MonForward(MonForward::decode(&mut d).map_err(malformed)?),
+            OSD_PING => Msg::OsdPing(OsdPing::decode(&mut d).map_err(malformed)?),
+            OSD_FAILURE => Msg::OsdFailure(OsdFailure::decode(&mut d).map_err(malformed)?),
             other => return Err(MsgError::UnknownType(other)),
         };
         d.finish().map_err(malformed)?;

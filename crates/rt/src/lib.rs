@@ -7,8 +7,11 @@
 //!   shards receive each map epoch as an immutable `Arc<OsdMap>` through a `watch`
 //!   channel and report stats through a bounded queue. The data path never crosses a
 //!   core: clients and peers connect straight to the shard that owns a PG.
+//! - `heartbeat` runs the OSD's heartbeat tracker on shard 0: pings to the peers'
+//!   shard 0, failure reports to the monitor; every shard answers pings.
 
 pub mod files;
+mod heartbeat;
 pub mod mon_daemon;
 pub mod osd_daemon;
 mod peers;

@@ -2,14 +2,17 @@
 //!
 //! Each shard is one OS thread (pinned to a CPU when there are enough) running a
 //! current-thread runtime with its own listener, store and PGs ([`ShardLoop`]). Shard 0
-//! also runs the OSD-global task: the monitor session (boot, map subscription, stats)
-//! and the distribution of each map epoch to every shard as an `Arc<OsdMap>`.
+//! also runs the OSD-global task: the monitor session (boot, map subscription, stats),
+//! the distribution of each map epoch to every shard as an `Arc<OsdMap>`, and the
+//! heartbeats (module `heartbeat`).
 
+use crate::heartbeat::Heartbeats;
 use crate::shard_loop::{ShardLoop, ShardReport, SHARD_REPORT_INTERVAL};
 use crate::{from_message, to_message, DaemonError};
 use carmine_clustermap::OsdMap;
 use carmine_msgr::tcp::{connect, ConnectionHandle, NetEvent};
 use carmine_msgr::{Policy, SessionConfig};
+use carmine_osd::heartbeat::HeartbeatConfig;
 use carmine_osd::OsdShard;
 use carmine_proto::{MonGetMap, Msg, OsdBoot, OsdStats};
 use carmine_store::logstore::shard_device_path;
@@ -50,6 +53,8 @@ pub struct OsdDaemonConfig {
     /// Shard `i` is pinned to CPU `(first_cpu + i) % cpus`, so that several OSDs on
     /// one machine (a dev cluster) do not all pile onto CPU 0.
     pub first_cpu: usize,
+    /// Heartbeat timing (the map's config keys override it).
+    pub heartbeat: HeartbeatConfig,
 }
 
 /// Reports queued from the shards to shard 0.
@@ -229,6 +234,7 @@ struct GlobalTask {
     booted_epoch: Epoch,
     /// Random per process start, so the monitor tells a restart from a reconnect.
     instance: u64,
+    heartbeats: Heartbeats,
 }
 
 impl GlobalTask {
@@ -239,7 +245,6 @@ impl GlobalTask {
         report_rx: mpsc::Receiver<ShardReport>,
     ) -> Self {
         Self {
-            config,
             shard_addrs,
             map_txs,
             newest: None,
@@ -248,6 +253,8 @@ impl GlobalTask {
             mon_index: 0,
             booted_epoch: Epoch(0),
             instance: random_instance(),
+            heartbeats: Heartbeats::new(config.id, config.heartbeat),
+            config,
         }
     }
 
@@ -300,6 +307,7 @@ impl GlobalTask {
         self.boot(&mon);
         let mut stats_tick = tokio::time::interval(SHARD_REPORT_INTERVAL);
         loop {
+            let heartbeat_due = self.heartbeats.next_tick();
             tokio::select! {
                 event = events.recv() => match event {
                     Some(NetEvent::Message { message, peer, .. }) => {
@@ -315,9 +323,17 @@ impl GlobalTask {
                     None => return,
                 },
                 Some(report) = self.report_rx.recv() => {
+                    let urgent = report.urgent;
                     self.reports.insert(report.shard, report);
+                    if urgent {
+                        self.send_stats(&mon);
+                    }
                 }
                 _ = stats_tick.tick() => self.send_stats(&mon),
+                Some(event) = self.heartbeats.next_event() => {
+                    self.heartbeats.handle_event(event, &mon);
+                }
+                _ = tokio::time::sleep_until(heartbeat_due) => self.heartbeats.tick(&mon),
             }
         }
     }
@@ -334,6 +350,7 @@ impl GlobalTask {
             !info.up || info.shard_addrs != self.shard_addrs || info.instance != self.instance
         });
         self.newest = Some(map.clone());
+        self.heartbeats.handle_map(map.clone(), mon);
         for tx in &self.map_txs {
             if tx.try_send(map.clone()).is_err() {
                 tracing::error!(

@@ -8,7 +8,7 @@ use carmine_clustermap::OsdMap;
 use carmine_msgr::tcp::{serve, ConnId, ConnectionHandle, NetEvent};
 use carmine_msgr::{Policy, SessionConfig};
 use carmine_osd::{OsdShard, Output, ShardCounters};
-use carmine_proto::{Msg, PgStat};
+use carmine_proto::{Msg, OsdPing, PgStat};
 use carmine_store::{ObjectStore, StoreUsage};
 use carmine_types::{EntityKind, EntityName, OsdId, ShardIndex};
 use std::collections::HashMap;
@@ -29,6 +29,8 @@ pub struct ShardReport {
     pub pgs: Vec<PgStat>,
     pub usage: StoreUsage,
     pub counters: ShardCounters,
+    /// A PG has news for the monitor (a pg_temp request): send it now.
+    pub urgent: bool,
 }
 
 pub struct ShardLoop<S: ObjectStore> {
@@ -91,19 +93,23 @@ impl<S: ObjectStore> ShardLoop<S> {
                     Some(map) => self.shard.handle_map(map, &mut self.outputs),
                     None => return,
                 },
-                _ = report.tick() => self.report(),
+                _ = report.tick() => self.report(false),
             }
             self.shard.flush(&mut self.outputs);
             self.carry_out();
+            if self.shard.take_report_urgent() {
+                self.report(true);
+            }
         }
     }
 
-    fn report(&mut self) {
+    fn report(&mut self, urgent: bool) {
         let report = ShardReport {
             shard: self.shard.index(),
             pgs: self.shard.pg_stats(),
             usage: self.shard.usage(),
             counters: self.shard.counters(),
+            urgent,
         };
         // A full queue means shard 0 is behind; the next report supersedes this one.
         let _ = self.report_tx.try_send(report);
@@ -137,6 +143,7 @@ impl<S: ObjectStore> ShardLoop<S> {
 
     fn handle_msg(&mut self, conn_id: ConnId, peer: EntityName, msg: Msg) {
         match (peer.kind, msg) {
+            (EntityKind::Osd, Msg::OsdPing(ping)) => self.answer_ping(conn_id, &ping),
             (EntityKind::Client, Msg::OsdOp(op)) => {
                 self.shard.handle_client_op(conn_id, op, &mut self.outputs)
             }
@@ -148,6 +155,19 @@ impl<S: ObjectStore> ShardLoop<S> {
                 "osd: unexpected message type {} from {peer}",
                 msg.msg_type()
             ),
+        }
+    }
+
+    /// Echoes a heartbeat on the connection it came on (the pinger's own session).
+    fn answer_ping(&mut self, conn_id: ConnId, ping: &OsdPing) {
+        let epoch = self.shard.epoch();
+        let Some(reply) = carmine_osd::heartbeat::reply_to(ping, epoch) else {
+            return;
+        };
+        if let Some((conn, peer)) = self.inbound.get(&conn_id) {
+            if let Err(error) = conn.send(to_message(&Msg::OsdPing(reply), epoch)) {
+                tracing::debug!("heartbeat reply to {peer} not sent: {error}");
+            }
         }
     }
 

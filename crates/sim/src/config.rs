@@ -241,6 +241,8 @@ impl SimConfig {
                 pushes_in_flight_max: rng.between(1, 3) as usize,
                 objects_per_push_max: rng.between(1, 4) as usize,
                 waiting_for_map_max: rng.between(16, 256) as usize,
+                recovery_max_active: rng.between(1, 4) as usize,
+                pull_before_active_max: rng.between(0, 4) as usize,
             };
         }
         self

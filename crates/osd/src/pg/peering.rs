@@ -31,6 +31,11 @@ use carmine_types::encoding::Encode;
 use carmine_types::{EVersion, OsdId, SnapId};
 use std::collections::BTreeSet;
 
+/// Most objects a primary pulls before it activates. A primary that lacks more (or
+/// must be backfilled) asks for a pg_temp led by a complete copy instead, so clients
+/// are served while it catches up as a replica (Ceph backfills behind pg_temp too).
+pub const PULL_BEFORE_ACTIVE_MAX: usize = 32;
+
 /// How a copy catches up with the authoritative log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum CatchUp {
@@ -64,6 +69,13 @@ impl Pg {
         out: &mut Vec<Output>,
     ) {
         self.notifies.clear();
+        self.want_acting.clear();
+        // Pushes of an earlier round are void (their replies carry an old interval and
+        // are ignored): forget them, or they would count against the recovery budget
+        // and keep the PG from ever being clean.
+        self.pushing.clear();
+        self.peer_missing.clear();
+        self.backfilling.clear();
         self.notifies.insert(self.whoami, self.my_notify());
         let mut probe: BTreeSet<OsdId> = self.acting.iter().copied().collect();
         if let Some(mapping) = map.pg_mapping(self.pgid) {
@@ -277,6 +289,32 @@ impl Pg {
                 lacking.extend(self.divergent_objects(&reply.entries));
             }
             CatchUp::Backfill => {}
+        }
+        let much = plan == CatchUp::Backfill || lacking.len() > self.tuning.pull_before_active_max;
+        if much && self.acting.contains(&from) {
+            // Copying all that before serving would stall every client of the PG: let
+            // the complete copy lead meanwhile (pg_temp), and be backfilled as a replica.
+            // The complete copy first, then the other members, then any up OSD not yet
+            // among them (the monitor drops an entry smaller than the up set).
+            let mut want = vec![from];
+            for &osd in self.acting.iter().chain(self.up.iter()) {
+                if !want.contains(&osd) && want.len() < usize::from(self.pool.size) {
+                    want.push(osd);
+                }
+            }
+            tracing::info!(
+                "{}: {} objects to copy before serving; asking for pg_temp {want:?}",
+                self.pgid,
+                if plan == CatchUp::Backfill {
+                    "all".to_string()
+                } else {
+                    lacking.len().to_string()
+                }
+            );
+            self.want_acting = want;
+            self.report_urgent = true;
+            self.phase = Phase::WaitPgTemp { auth: from };
+            return;
         }
         let mut info = reply.info.clone();
         info.pgid = self.pgid;
@@ -525,6 +563,18 @@ impl Pg {
             self.interval_start.0
         );
         self.requeue_in_flight();
+        // Clients wait on the writes carried over: push their objects now, ahead of
+        // the backfill queue and outside its budget (Ceph recovers objects with blocked
+        // ops first), or they would wait for everything sorting before them.
+        let carried: BTreeSet<String> = self
+            .in_flight
+            .iter()
+            .filter(|w| w.is_write)
+            .map(|w| w.oid.clone())
+            .collect();
+        for oid in &carried {
+            self.push_before_write(store, oid, out);
+        }
         self.schedule_recovery(store, out);
         self.complete_writes(store, out);
         let waiting = std::mem::take(&mut self.waiting_for_active);

@@ -237,10 +237,22 @@ impl Pg {
         if self.phase != Phase::Active {
             return;
         }
+        let mut total = self.pushes_in_flight();
         for replica in self.replicas() {
             loop {
                 let in_flight = self.pushing.get(&replica).map_or(0, BTreeSet::len);
                 if in_flight >= self.tuning.pushes_in_flight_max {
+                    break;
+                }
+                if total >= self.push_allowance {
+                    // The shard's budget is spent: it resumes us when pushes complete.
+                    if self
+                        .peer_missing
+                        .get(&replica)
+                        .is_some_and(|m| !m.is_empty())
+                    {
+                        self.recovery_starved = true;
+                    }
                     break;
                 }
                 let Some(name) = self
@@ -251,6 +263,7 @@ impl Pg {
                     break;
                 };
                 self.push_now(store, replica, &name, out);
+                total += 1;
             }
         }
     }
