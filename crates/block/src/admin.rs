@@ -14,9 +14,10 @@ use crate::layout::{object_count, object_size_bytes, ORDER_MAX, ORDER_MIN};
 use crate::spec::{validate_image_name, ImageSpec};
 use crate::BlockError;
 use bytes::Bytes;
-use carmine_client::{Client, ClientError};
+use carmine_client::{Client, ClientError, OpSnaps};
 use carmine_proto::{OpCode, OpError, OpOutput};
 use carmine_types::encoding::{Decode, Encode};
+use carmine_types::SnapId;
 use std::collections::BTreeMap;
 
 /// Attempts at an optimistic update before giving up with `Conflict`.
@@ -182,6 +183,9 @@ pub async fn create(
         size_bytes,
         order,
         features: 0,
+        snap_seq: 0,
+        snaps: Vec::new(),
+        parent: None,
     };
     let (name_key, id_key) = (
         directory_name_key(&spec.image),
@@ -242,6 +246,17 @@ pub async fn existing_objects(
     pool: &str,
     header: &ImageHeader,
 ) -> Result<Vec<(u64, u64)>, BlockError> {
+    existing_objects_at(client, pool, header, SnapId::HEAD).await
+}
+
+/// [`existing_objects`] as of snapshot `snap` (objects past `header.size_bytes` are
+/// not looked at).
+pub async fn existing_objects_at(
+    client: &Client,
+    pool: &str,
+    header: &ImageHeader,
+    snap: SnapId,
+) -> Result<Vec<(u64, u64)>, BlockError> {
     let count = object_count(header.size_bytes, header.order);
     let candidates: Vec<u64> = if count <= PROBE_OBJECTS_MAX {
         (0..count).collect()
@@ -264,8 +279,18 @@ pub async fn existing_objects(
             data_object(&header.id, number),
         );
         async move {
-            match client.stat(&pool, &oid).await {
-                Ok(stat) => Ok(Some((number, stat.size_bytes))),
+            let snaps = OpSnaps {
+                snapc: Default::default(),
+                snapid: snap,
+            };
+            match client
+                .operate_snaps(&pool, &oid, vec![OpCode::Stat], snaps)
+                .await
+            {
+                Ok(reply) => match reply.outputs.first() {
+                    Some(OpOutput::Stat { size_bytes, .. }) => Ok(Some((number, *size_bytes))),
+                    _ => Err(ClientError::Other("stat returned no size".into()).into()),
+                },
                 Err(error) if error.is_not_found() => Ok(None),
                 Err(error) => Err(error.into()),
             }
@@ -288,16 +313,25 @@ pub async fn du(client: &Client, spec: &ImageSpec) -> Result<DiskUsage, BlockErr
 }
 
 /// Removes the data objects numbered `numbers` (absent ones are fine).
+/// Under `snapc`, so that the image's snapshots keep what is removed.
 async fn remove_objects(
     client: &Client,
     pool: &str,
     id: &str,
     numbers: Vec<u64>,
+    snapc: &carmine_proto::SnapContext,
 ) -> Result<(), BlockError> {
     map_ordered(numbers, OBJECT_OPS_IN_FLIGHT_MAX, |number| {
         let (client, pool, oid) = (client.clone(), pool.to_string(), data_object(id, number));
+        let snaps = OpSnaps {
+            snapc: snapc.clone(),
+            snapid: SnapId::HEAD,
+        };
         async move {
-            match client.remove(&pool, &oid).await {
+            match client
+                .operate_snaps(&pool, &oid, vec![OpCode::Remove], snaps)
+                .await
+            {
                 Err(error) if !error.is_not_found() => Err(error.into()),
                 _ => Ok(()),
             }
@@ -313,14 +347,24 @@ pub async fn remove(client: &Client, spec: &ImageSpec) -> Result<(), BlockError>
     let id = lookup_id(client, spec).await?;
     match load_header(client, spec, &id).await {
         Ok((header, _)) => {
+            if !header.snaps.is_empty() {
+                return Err(BlockError::Invalid(format!(
+                    "image {spec} has {} snapshots; remove them first (image snap rm)",
+                    header.snaps.len()
+                )));
+            }
             let numbers = existing_objects(client, &spec.pool, &header).await?;
             remove_objects(
                 client,
                 &spec.pool,
                 &id,
                 numbers.into_iter().map(|(n, _)| n).collect(),
+                &header.snap_context(),
             )
             .await?;
+            if let Some(parent) = &header.parent {
+                crate::clone::unregister(client, parent, &spec.pool, &id).await?;
+            }
             match client.remove(&spec.pool, &header_object(&id)).await {
                 Err(error) if !error.is_not_found() => return Err(error.into()),
                 _ => {}
@@ -412,10 +456,27 @@ pub async fn resize(
                 to_bytes: size_bytes,
             });
         }
+        let cuts_overlap = header
+            .parent
+            .as_ref()
+            .is_some_and(|parent| size_bytes < parent.overlap_bytes);
+        if cuts_overlap && !header.snaps.is_empty() {
+            // The clone's snapshots read through to the parent up to the overlap,
+            // which one header field records for the head and its snapshots alike.
+            return Err(BlockError::Invalid(format!(
+                "shrinking clone {spec} below its parent overlap while it has snapshots \
+                 would change them; remove its snapshots first"
+            )));
+        }
         trim_tail(client, &spec.pool, &header, size_bytes).await?;
     }
     update_header(client, spec, |header| {
         header.size_bytes = size_bytes;
+        // Shrinking a clone cuts what reads through to its parent for good: growing
+        // again later shows zeros there, as RBD does.
+        if let Some(parent) = header.parent.as_mut() {
+            parent.overlap_bytes = parent.overlap_bytes.min(size_bytes);
+        }
         Ok(())
     })
     .await?;
@@ -436,12 +497,17 @@ async fn trim_tail(
         .map(|(n, _)| n)
         .filter(|&n| n >= first_whole)
         .collect();
-    remove_objects(client, pool, &header.id, doomed).await?;
+    let snapc = header.snap_context();
+    remove_objects(client, pool, &header.id, doomed, &snapc).await?;
     let cut = size_bytes % object_bytes;
     if cut != 0 {
         let oid = data_object(&header.id, size_bytes / object_bytes);
         let ops = vec![OpCode::AssertExists, OpCode::Truncate { size_bytes: cut }];
-        match client.operate(pool, &oid, ops).await {
+        let snaps = OpSnaps {
+            snapc,
+            snapid: SnapId::HEAD,
+        };
+        match client.operate_snaps(pool, &oid, ops, snaps).await {
             Err(error) if !error.is_not_found() => return Err(error.into()),
             _ => {}
         }

@@ -34,6 +34,14 @@ pub enum BlockError {
         #[source]
         source: DecodeError,
     },
+    #[error("snapshot {0} does not exist")]
+    NoSuchSnap(String),
+    #[error("snapshot {0} already exists")]
+    SnapExists(String),
+    #[error("snapshot {0} is protected; unprotect it first")]
+    SnapProtected(String),
+    #[error("{0} is a snapshot and read-only")]
+    ReadOnly(String),
     #[error("image {0} kept changing under a concurrent update; retry")]
     Conflict(String),
     #[error("cluster: {0}")]
@@ -48,6 +56,7 @@ impl BlockError {
         use carmine_proto::OpError;
         match self {
             BlockError::OutOfRange { .. } | BlockError::Invalid(_) => crate::nbd::proto::EINVAL,
+            BlockError::ReadOnly(_) => crate::nbd::proto::EPERM,
             BlockError::Client(ClientError::Op(OpError::NoSpace)) => crate::nbd::proto::ENOSPC,
             _ => crate::nbd::proto::EIO,
         }

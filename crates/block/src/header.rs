@@ -6,9 +6,13 @@
 //! - `rbd_data.<ID>.<OBJECTNO as 16 hex digits>`: the image's bytes, 2^order per object;
 //!   an absent object reads as zeros.
 //!
-//! Header encoding (little-endian, in a `carmine_types::encoding` envelope, version 1,
-//! compat 1): `blob id | blob name | u64 size_bytes | u8 order | u64 features`.
-//! Later versions append fields; this build decodes any envelope with compat ≤ 1.
+//! Header encoding (little-endian, in a `carmine_types::encoding` envelope, version 2,
+//! compat 1): `blob id | blob name | u64 size_bytes | u8 order | u64 features`, then
+//! (v2) `u64 snap_seq | u32 count | count × (u64 id | blob name | u64 size_bytes | u8
+//! protected)`, then (v3) `u8 has_parent` and, when 1, `blob pool | blob image_id |
+//! u64 snap_id | u64 overlap_bytes`. A v1 header has no snapshots, a v1 or v2 header
+//! no parent. Later versions append fields; this build decodes any envelope with
+//! compat ≤ 1.
 
 use crate::layout::{ORDER_MAX, ORDER_MIN};
 use crate::spec::IMAGE_NAME_BYTES_MAX;
@@ -22,6 +26,30 @@ pub const IMAGE_ID_BYTES_MAX: usize = 64;
 /// Feature bit: thin provisioning by object (always set; reserved for compatibility).
 pub const FEATURE_LAYERING_RESERVED: u64 = 0;
 
+/// Most snapshots one image may have.
+pub const IMAGE_SNAPS_MAX: usize = 512;
+
+/// One snapshot of an image: its name, the pool's self-managed snapshot id, and the
+/// image's size when it was taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageSnap {
+    pub id: u64,
+    pub name: String,
+    pub size_bytes: u64,
+    /// A protected snapshot cannot be removed (clones may depend on it).
+    pub protected: bool,
+}
+
+/// The parent of a clone: the protected snapshot it was cloned from, and how many of
+/// the child's first bytes still read through to it where the child has no object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentInfo {
+    pub pool: String,
+    pub image_id: String,
+    pub snap_id: u64,
+    pub overlap_bytes: u64,
+}
+
 /// The image's metadata, kept in its header object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageHeader {
@@ -30,9 +58,31 @@ pub struct ImageHeader {
     pub size_bytes: u64,
     pub order: u8,
     pub features: u64,
+    /// The newest snapshot id this image has taken (0: none); v2.
+    pub snap_seq: u64,
+    /// Snapshots, oldest first; v2.
+    pub snaps: Vec<ImageSnap>,
+    /// Set for a clone until it is flattened; v3.
+    pub parent: Option<ParentInfo>,
 }
 
-const HEADER_VERSION: u8 = 1;
+impl ImageHeader {
+    pub fn snap(&self, name: &str) -> Option<&ImageSnap> {
+        self.snaps.iter().find(|snap| snap.name == name)
+    }
+
+    /// The snapshot context image writes carry: every live snapshot, newest first.
+    pub fn snap_context(&self) -> carmine_proto::SnapContext {
+        let mut snaps: Vec<u64> = self.snaps.iter().map(|snap| snap.id).collect();
+        snaps.sort_unstable_by(|a, b| b.cmp(a));
+        carmine_proto::SnapContext {
+            seq: self.snap_seq,
+            snaps,
+        }
+    }
+}
+
+const HEADER_VERSION: u8 = 3;
 
 impl Encode for ImageHeader {
     fn encode(&self, e: &mut Encoder) {
@@ -42,20 +92,89 @@ impl Encode for ImageHeader {
             e.put_u64(self.size_bytes);
             e.put_u8(self.order);
             e.put_u64(self.features);
+            e.put_u64(self.snap_seq);
+            e.put_u32(self.snaps.len() as u32);
+            for snap in &self.snaps {
+                e.put_u64(snap.id);
+                e.put_blob(snap.name.as_bytes());
+                e.put_u64(snap.size_bytes);
+                e.put_u8(u8::from(snap.protected));
+            }
+            match &self.parent {
+                None => e.put_u8(0),
+                Some(parent) => {
+                    e.put_u8(1);
+                    e.put_blob(parent.pool.as_bytes());
+                    e.put_blob(parent.image_id.as_bytes());
+                    e.put_u64(parent.snap_id);
+                    e.put_u64(parent.overlap_bytes);
+                }
+            }
         });
     }
 }
 
 impl Decode for ImageHeader {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("ImageHeader", HEADER_VERSION, |d, _version| {
-            let header = ImageHeader {
+        d.versioned("ImageHeader", HEADER_VERSION, |d, version| {
+            let mut header = ImageHeader {
                 id: d.get_string("image id", IMAGE_ID_BYTES_MAX)?,
                 name: d.get_string("image name", IMAGE_NAME_BYTES_MAX)?,
                 size_bytes: d.get_u64()?,
                 order: d.get_u8()?,
                 features: d.get_u64()?,
+                snap_seq: 0,
+                snaps: Vec::new(),
+                parent: None,
             };
+            if version >= 2 {
+                header.snap_seq = d.get_u64()?;
+                let count = d.get_count("image snapshots", 21)?;
+                if count > IMAGE_SNAPS_MAX {
+                    return Err(DecodeError::TooLong {
+                        what: "image snapshots",
+                        length: count,
+                        limit: IMAGE_SNAPS_MAX,
+                    });
+                }
+                for _ in 0..count {
+                    header.snaps.push(ImageSnap {
+                        id: d.get_u64()?,
+                        name: d.get_string("snapshot name", IMAGE_NAME_BYTES_MAX)?,
+                        size_bytes: d.get_u64()?,
+                        protected: match d.get_u8()? {
+                            0 => false,
+                            1 => true,
+                            other => {
+                                return Err(DecodeError::Invalid {
+                                    what: "snapshot protection",
+                                    value: u64::from(other),
+                                })
+                            }
+                        },
+                    });
+                }
+            }
+            if version >= 3 {
+                header.parent = match d.get_u8()? {
+                    0 => None,
+                    1 => Some(ParentInfo {
+                        pool: d.get_string(
+                            "parent pool",
+                            carmine_types::limits::POOL_NAME_BYTES_MAX,
+                        )?,
+                        image_id: d.get_string("parent image id", IMAGE_ID_BYTES_MAX)?,
+                        snap_id: d.get_u64()?,
+                        overlap_bytes: d.get_u64()?,
+                    }),
+                    other => {
+                        return Err(DecodeError::Invalid {
+                            what: "parent tag",
+                            value: u64::from(other),
+                        })
+                    }
+                };
+            }
             if !(ORDER_MIN..=ORDER_MAX).contains(&header.order) {
                 return Err(DecodeError::Invalid {
                     what: "image order",
@@ -65,6 +184,23 @@ impl Decode for ImageHeader {
             Ok(header)
         })
     }
+}
+
+/// The pool-wide object whose omap records clones: `CHILDREN_OBJECT` in the parent's
+/// pool, key [`children_key`] → the child's `POOL/NAME`.
+pub const CHILDREN_OBJECT: &str = "rbd_children";
+
+/// `<parent id>.<snap id as 16 hex digits>.<child pool>/<child id>`.
+pub fn children_key(parent_id: &str, snap_id: u64, child_pool: &str, child_id: &str) -> Bytes {
+    Bytes::from(format!(
+        "{}{child_pool}/{child_id}",
+        children_prefix(parent_id, snap_id)
+    ))
+}
+
+/// The key prefix of every child of one parent snapshot.
+pub fn children_prefix(parent_id: &str, snap_id: u64) -> String {
+    format!("{parent_id}.{snap_id:016x}.")
 }
 
 /// `rbd_header.<id>`.
@@ -120,12 +256,33 @@ mod tests {
             size_bytes: 10 << 30,
             order: 22,
             features: 0,
+            snap_seq: 0,
+            snaps: Vec::new(),
+            parent: None,
         }
     }
 
     #[test]
-    fn header_round_trips_and_matches_its_fixture() {
-        let bytes = header().to_bytes();
+    fn header_round_trips_and_decodes_its_version_1_fixture() {
+        let mut with_snaps = header();
+        with_snaps.snap_seq = 9;
+        with_snaps.snaps = vec![ImageSnap {
+            id: 9,
+            name: "before-upgrade".into(),
+            size_bytes: 1 << 30,
+            protected: true,
+        }];
+        with_snaps.parent = Some(ParentInfo {
+            pool: "rbd".into(),
+            image_id: "00ff".into(),
+            snap_id: 3,
+            overlap_bytes: 1 << 20,
+        });
+        assert_eq!(
+            ImageHeader::from_shared(with_snaps.to_bytes()).unwrap(),
+            with_snaps
+        );
+        assert_eq!(with_snaps.snap_context().snaps, vec![9]);
         // Version 1 bytes, byte by byte: envelope, id, name, size, order, features.
         let mut fixture = vec![1u8, 1, 41, 0, 0, 0];
         fixture.extend_from_slice(&12u32.to_le_bytes());
@@ -135,19 +292,21 @@ mod tests {
         fixture.extend_from_slice(&(10u64 << 30).to_le_bytes());
         fixture.push(22);
         fixture.extend_from_slice(&0u64.to_le_bytes());
-        assert_eq!(&bytes[..], &fixture[..]);
         assert_eq!(ImageHeader::from_bytes(&fixture), Ok(header()));
     }
 
     #[test]
     fn header_decodes_newer_appended_fields_and_refuses_garbage() {
         let mut e = Encoder::new();
-        e.versioned(2, 1, |e| {
+        e.versioned(4, 1, |e| {
             e.put_blob(b"id");
             e.put_blob(b"n");
             e.put_u64(5);
             e.put_u8(22);
             e.put_u64(0);
+            e.put_u64(0);
+            e.put_u32(0);
+            e.put_u8(0);
             e.put_u64(77); // a field a newer version appended
         });
         let decoded = ImageHeader::from_bytes(&e.into_vec()).unwrap();

@@ -6,15 +6,16 @@
 //! costs no space.
 
 use crate::concurrent::join_all;
-use crate::header::{data_object, ImageHeader};
+use crate::header::{data_object, ImageHeader, ParentInfo};
 use crate::layout::{extents, in_bounds, object_size_bytes, ObjectExtent};
 use crate::spec::ImageSpec;
 use crate::tracker::{WriteGuard, WriteTracker};
 use crate::{admin, BlockError};
 use bytes::{Bytes, BytesMut};
-use carmine_client::{Client, ClientError};
-use carmine_proto::{OpCode, OpError, OpOutput};
+use carmine_client::{Client, ClientError, OpSnaps};
+use carmine_proto::{OpCode, OpError, OpOutput, SnapContext};
 use carmine_types::limits::WRITE_BYTES_MAX;
+use carmine_types::SnapId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -27,6 +28,14 @@ pub struct Image {
     order: u8,
     size_bytes: AtomicU64,
     tracker: WriteTracker,
+    /// What writes carry: the image's snapshots as of opening or the last
+    /// [`Image::refresh_snap_context`]. (Carmine has no header watch/notify yet, so a
+    /// long-lived writer polls.) Held only to copy or replace it, never across I/O.
+    snapc: std::sync::Mutex<SnapContext>,
+    /// `Some(name, id)` for a handle on a snapshot: reads see it, writes are refused.
+    snapshot: Option<(String, u64)>,
+    /// A clone's parent: reads fall through to it, first writes copy up from it.
+    parent: Option<ParentInfo>,
 }
 
 impl std::fmt::Debug for Image {
@@ -48,6 +57,26 @@ impl Image {
         Ok(Image::from_header(client.clone(), spec.clone(), &header))
     }
 
+    /// Opens snapshot `snap` of `spec` (or the head for `None`): reads see the image as
+    /// it was when the snapshot was taken, with its size then; writes are refused.
+    pub async fn open_at(
+        client: &Client,
+        spec: &ImageSpec,
+        snap: Option<&str>,
+    ) -> Result<Image, BlockError> {
+        let id = admin::lookup_id(client, spec).await?;
+        let (header, _) = admin::load_header(client, spec, &id).await?;
+        let mut image = Image::from_header(client.clone(), spec.clone(), &header);
+        if let Some(name) = snap {
+            let found = header
+                .snap(name)
+                .ok_or_else(|| BlockError::NoSuchSnap(format!("{spec}@{name}")))?;
+            image.size_bytes = AtomicU64::new(found.size_bytes);
+            image.snapshot = Some((name.to_string(), found.id));
+        }
+        Ok(image)
+    }
+
     pub(crate) fn from_header(client: Client, spec: ImageSpec, header: &ImageHeader) -> Image {
         Image {
             client,
@@ -56,6 +85,70 @@ impl Image {
             order: header.order,
             size_bytes: AtomicU64::new(header.size_bytes),
             tracker: WriteTracker::default(),
+            snapc: std::sync::Mutex::new(header.snap_context()),
+            snapshot: None,
+            parent: header.parent.clone(),
+        }
+    }
+
+    /// Reloads the header's snapshot context, so that writes from now on preserve
+    /// snapshots taken by other processes since. Returns whether it changed.
+    pub async fn refresh_snap_context(&self) -> Result<bool, BlockError> {
+        if self.snapshot.is_some() {
+            return Ok(false);
+        }
+        let (header, _) = admin::load_header(&self.client, &self.spec, &self.id).await?;
+        let fresh = header.snap_context();
+        let mut current = self.snapc.lock().expect("snap context lock poisoned");
+        // Never step back to an older context (a header read that raced a newer one).
+        if fresh.seq < current.seq || fresh == *current {
+            return Ok(false);
+        }
+        *current = fresh;
+        Ok(true)
+    }
+
+    fn snap_context(&self) -> SnapContext {
+        self.snapc
+            .lock()
+            .expect("snap context lock poisoned")
+            .clone()
+    }
+
+    /// Where this handle's reads come from.
+    pub(crate) fn read_source(&self) -> ReadSource {
+        ReadSource {
+            pool: self.spec.pool.clone(),
+            id: self.id.clone(),
+            snap: self.read_snap(),
+            order: self.order,
+            parent: self.parent.clone(),
+        }
+    }
+
+    /// Whether object `object_number` may still read through to the parent.
+    fn parent_covers(&self, object_number: u64) -> bool {
+        self.parent
+            .as_ref()
+            .is_some_and(|parent| (object_number << self.order) < parent.overlap_bytes)
+    }
+
+    /// The snapshot id reads use ([`SnapId::HEAD`] for the live image).
+    pub fn read_snap(&self) -> SnapId {
+        self.snapshot
+            .as_ref()
+            .map_or(SnapId::HEAD, |(_, id)| SnapId(*id))
+    }
+
+    /// The snapshot this handle reads, if it is one.
+    pub fn snapshot_name(&self) -> Option<&str> {
+        self.snapshot.as_ref().map(|(name, _)| name.as_str())
+    }
+
+    fn check_writable(&self) -> Result<(), BlockError> {
+        match &self.snapshot {
+            Some((name, _)) => Err(BlockError::ReadOnly(format!("{}@{name}", self.spec))),
+            None => Ok(()),
         }
     }
 
@@ -101,9 +194,8 @@ impl Image {
         self.check_range(offset, length)?;
         let pieces: Vec<_> = extents(offset, length, self.order)
             .map(|extent| {
-                let (client, pool) = (self.client.clone(), self.spec.pool.clone());
-                let oid = data_object(&self.id, extent.object_number);
-                async move { read_extent(&client, &pool, &oid, extent).await }
+                let (client, source) = (self.client.clone(), self.read_source());
+                async move { read_image_extent(&client, &source, extent).await }
             })
             .collect();
         let mut pieces = join_all(pieces).await?;
@@ -137,6 +229,7 @@ impl Image {
         offset: u64,
         data: Bytes,
     ) -> Result<(), BlockError> {
+        self.check_writable()?;
         self.check_range(offset, data.len() as u64)?;
         let guard = Arc::new(guard);
         let mut writes = Vec::new();
@@ -170,12 +263,20 @@ impl Image {
         offset: u64,
         length: u64,
     ) -> Result<(), BlockError> {
+        self.check_writable()?;
         self.check_range(offset, length)?;
         let guard = Arc::new(guard);
         let order = self.order;
         let ops: Vec<_> = extents(offset, length, order)
             .map(|extent| {
-                let op = if extent.is_whole_object(order) {
+                let op = if self.parent_covers(extent.object_number) {
+                    // Removing or zeroing an absent object would let the parent show
+                    // through: write zeros instead (copying the object up first).
+                    OpCode::Write {
+                        offset: extent.offset_in_object,
+                        data: Bytes::from(vec![0u8; extent.length as usize]),
+                    }
+                } else if extent.is_whole_object(order) {
                     OpCode::Remove
                 } else {
                     OpCode::Zero {
@@ -204,6 +305,7 @@ impl Image {
 
     /// Changes the size (see [`admin::resize`]) and this handle's view of it.
     pub async fn resize(&self, size_bytes: u64, allow_shrink: bool) -> Result<(), BlockError> {
+        self.check_writable()?;
         self.flush().await?;
         admin::resize(&self.client, &self.spec, size_bytes, allow_shrink).await?;
         self.size_bytes.store(size_bytes, Ordering::Release);
@@ -219,8 +321,26 @@ impl Image {
     ) -> impl std::future::Future<Output = Result<(), BlockError>> + Send + 'static {
         let (client, pool) = (self.client.clone(), self.spec.pool.clone());
         let oid = data_object(&self.id, object_number);
+        let snaps = OpSnaps {
+            snapc: self.snap_context(),
+            snapid: SnapId::HEAD,
+        };
+        let parent = self
+            .parent
+            .clone()
+            .filter(|_| self.parent_covers(object_number))
+            .map(|parent| (parent, object_number, self.order));
         async move {
-            let result = client.operate(&pool, &oid, ops).await;
+            let result = match parent {
+                Some((parent, number, order)) => {
+                    write_with_copyup(&client, &pool, &oid, ops, snaps, &parent, number, order)
+                        .await
+                }
+                None => client
+                    .operate_snaps(&pool, &oid, ops, snaps)
+                    .await
+                    .map(drop),
+            };
             drop(guard);
             match result {
                 Ok(_) => Ok(()),
@@ -231,18 +351,165 @@ impl Image {
     }
 }
 
-/// Reads one extent of one object, as zeros where the object has no data.
+/// Where an image's reads come from: its objects at a snapshot (or the head), and for
+/// a clone, its parent where the clone has no object.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadSource {
+    pub pool: String,
+    pub id: String,
+    pub snap: SnapId,
+    pub order: u8,
+    pub parent: Option<ParentInfo>,
+}
+
+/// Reads one extent of an image, falling through to the parent (at its snapshot, up
+/// to the overlap) where a clone has no object.
+pub(crate) async fn read_image_extent(
+    client: &Client,
+    source: &ReadSource,
+    extent: ObjectExtent,
+) -> Result<Bytes, BlockError> {
+    let oid = data_object(&source.id, extent.object_number);
+    let snaps = OpSnaps {
+        snapc: SnapContext::default(),
+        snapid: source.snap,
+    };
+    let ops = vec![OpCode::Read {
+        offset: extent.offset_in_object,
+        length: extent.length,
+    }];
+    match client.operate_snaps(&source.pool, &oid, ops, snaps).await {
+        Ok(reply) => match reply.outputs.first() {
+            Some(OpOutput::Data(data)) => Ok(pad_to(data.clone(), extent.length as usize)),
+            _ => Err(ClientError::Op(OpError::Io("read reply without data".into())).into()),
+        },
+        Err(error) if error.is_not_found() => match &source.parent {
+            Some(parent) => read_parent_extent(client, parent, extent, source.order).await,
+            None => Ok(pad_to(Bytes::new(), extent.length as usize)),
+        },
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The parent's bytes for a clone's extent: zeros past the overlap.
+async fn read_parent_extent(
+    client: &Client,
+    parent: &ParentInfo,
+    extent: ObjectExtent,
+    order: u8,
+) -> Result<Bytes, BlockError> {
+    let start = (extent.object_number << order) + extent.offset_in_object;
+    let visible = parent
+        .overlap_bytes
+        .saturating_sub(start)
+        .min(extent.length);
+    if visible == 0 {
+        return Ok(pad_to(Bytes::new(), extent.length as usize));
+    }
+    let oid = data_object(&parent.image_id, extent.object_number);
+    let piece = ObjectExtent {
+        length: visible,
+        ..extent
+    };
+    let data = read_extent(client, &parent.pool, &oid, piece, SnapId(parent.snap_id)).await?;
+    Ok(pad_to(data, extent.length as usize))
+}
+
+/// A write to a clone's object that may still read through to the parent: applied
+/// as is when the object exists; otherwise the parent's object (at the snapshot, cut
+/// at the overlap) is copied up in the same request, ahead of the write.
+#[allow(clippy::too_many_arguments)]
+async fn write_with_copyup(
+    client: &Client,
+    pool: &str,
+    oid: &str,
+    ops: Vec<OpCode>,
+    snaps: OpSnaps,
+    parent: &ParentInfo,
+    object_number: u64,
+    order: u8,
+) -> Result<(), ClientError> {
+    // Two rounds suffice: a lost race to create the object means it now exists.
+    for _ in 0..2 {
+        let mut guarded = vec![OpCode::AssertExists];
+        guarded.extend(ops.iter().cloned());
+        match client
+            .operate_snaps(pool, oid, guarded, snaps.clone())
+            .await
+        {
+            Err(error) if error.is_not_found() => {}
+            other => return other.map(drop),
+        }
+        let data = copyup_data(client, parent, object_number, order)
+            .await
+            .map_err(|error| ClientError::Other(error.to_string()))?;
+        let mut copyup = vec![OpCode::Create { exclusive: true }];
+        if !data.is_empty() {
+            copyup.extend(whole_object_writes(data));
+        }
+        copyup.extend(ops.iter().cloned());
+        match client.operate_snaps(pool, oid, copyup, snaps.clone()).await {
+            Err(ClientError::Op(OpError::Exists)) => continue,
+            other => return other.map(drop),
+        }
+    }
+    Err(ClientError::Other(format!(
+        "copy-up of {oid} kept racing with another writer"
+    )))
+}
+
+/// The parent object's data a copy-up writes into the clone (empty if absent).
+pub(crate) async fn copyup_data(
+    client: &Client,
+    parent: &ParentInfo,
+    object_number: u64,
+    order: u8,
+) -> Result<Bytes, BlockError> {
+    let start = object_number << order;
+    let visible = parent
+        .overlap_bytes
+        .saturating_sub(start)
+        .min(object_size_bytes(order));
+    if visible == 0 {
+        return Ok(Bytes::new());
+    }
+    let oid = data_object(&parent.image_id, object_number);
+    let full = vec![OpCode::Read {
+        offset: 0,
+        length: visible,
+    }];
+    let snaps = OpSnaps {
+        snapc: SnapContext::default(),
+        snapid: SnapId(parent.snap_id),
+    };
+    match client.operate_snaps(&parent.pool, &oid, full, snaps).await {
+        Ok(reply) => match reply.outputs.first() {
+            Some(OpOutput::Data(data)) => Ok(data.clone()),
+            _ => Err(ClientError::Op(OpError::Io("read reply without data".into())).into()),
+        },
+        Err(error) if error.is_not_found() => Ok(Bytes::new()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Reads one extent of one object at snapshot `snap`, as zeros where the object has
+/// no data.
 pub(crate) async fn read_extent(
     client: &Client,
     pool: &str,
     oid: &str,
     extent: ObjectExtent,
+    snap: SnapId,
 ) -> Result<Bytes, BlockError> {
     let ops = vec![OpCode::Read {
         offset: extent.offset_in_object,
         length: extent.length,
     }];
-    let data = match client.operate(pool, oid, ops).await {
+    let snaps = OpSnaps {
+        snapc: SnapContext::default(),
+        snapid: snap,
+    };
+    let data = match client.operate_snaps(pool, oid, ops, snaps).await {
         Ok(reply) => match reply.outputs.first() {
             Some(OpOutput::Data(data)) => data.clone(),
             _ => return Err(ClientError::Op(OpError::Io("read reply without data".into())).into()),

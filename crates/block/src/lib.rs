@@ -19,12 +19,15 @@
 //! ```
 
 pub mod admin;
+pub mod clone;
 mod concurrent;
+pub mod diff;
 mod error;
 pub mod header;
 mod image;
 pub mod layout;
 pub mod nbd;
+pub mod snapshot;
 pub mod spec;
 mod tracker;
 pub mod transfer;

@@ -14,7 +14,18 @@ pub struct ImageSpec {
 }
 
 impl ImageSpec {
-    /// Parses `POOL/IMAGE`. Snapshot specs (`@SNAP`) are refused until snapshots exist.
+    /// Parses `POOL/IMAGE@SNAP` or `POOL/IMAGE`, as `rbd` does.
+    pub fn parse_with_snap(text: &str) -> Result<(ImageSpec, Option<String>), BlockError> {
+        let Some((image, snap)) = text.split_once('@') else {
+            return Ok((ImageSpec::parse(text)?, None));
+        };
+        let spec = ImageSpec::parse(image)?;
+        validate_snap_name(snap)
+            .map_err(|why| BlockError::InvalidSpec(format!("'{text}': {why}")))?;
+        Ok((spec, Some(snap.to_string())))
+    }
+
+    /// Parses `POOL/IMAGE` (a snapshot, `@SNAP`, is refused: the verb needs the image).
     pub fn parse(text: &str) -> Result<ImageSpec, BlockError> {
         let invalid = |why: &str| BlockError::InvalidSpec(format!("'{text}': {why}"));
         let (pool, image) = text
@@ -24,7 +35,9 @@ impl ImageSpec {
             return Err(invalid("the pool name is empty"));
         }
         if image.contains('@') {
-            return Err(invalid("snapshots (@SNAP) are not supported yet"));
+            return Err(invalid(
+                "this command takes an image, not a snapshot (@SNAP)",
+            ));
         }
         validate_image_name(image).map_err(|why| invalid(&why))?;
         Ok(ImageSpec {
@@ -55,6 +68,11 @@ pub fn validate_image_name(name: &str) -> Result<(), String> {
         return Err("image names may not contain '/', '@' or control characters".into());
     }
     Ok(())
+}
+
+/// Checks a snapshot name: the same rules as image names.
+pub fn validate_snap_name(name: &str) -> Result<(), String> {
+    validate_image_name(name).map_err(|why| why.replace("image name", "snapshot name"))
 }
 
 /// Parses a size: plain bytes (`4096`) or a number with a binary unit (`4K`, `512M`,
@@ -100,6 +118,15 @@ mod tests {
             assert!(ImageSpec::parse(bad).is_err(), "{bad:?}");
         }
         assert!(ImageSpec::parse(&format!("p/{}", "x".repeat(257))).is_err());
+        let (spec, snap) = ImageSpec::parse_with_snap("rbd/disk@before").unwrap();
+        assert_eq!(
+            (spec.image.as_str(), snap.as_deref()),
+            ("disk", Some("before"))
+        );
+        assert_eq!(ImageSpec::parse_with_snap("rbd/disk").unwrap().1, None);
+        for bad in ["rbd/disk@", "rbd/disk@a@b", "rbd/disk@a/b", "rbd@x/disk"] {
+            assert!(ImageSpec::parse_with_snap(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::admin;
 use crate::concurrent::{map_ordered, OBJECT_OPS_IN_FLIGHT_MAX};
 use crate::header::data_object;
-use crate::image::{read_extent, whole_object_writes, Image};
+use crate::image::{read_image_extent, whole_object_writes, Image};
 use crate::layout::{extents, object_size_bytes};
 use crate::spec::ImageSpec;
 use crate::BlockError;
@@ -24,24 +24,17 @@ pub async fn export<W: AsyncWrite + Unpin>(
     writer: &mut W,
 ) -> Result<u64, BlockError> {
     let size_bytes = image.size();
-    let (client, pool, id) = (
-        image.client().clone(),
-        image.spec().pool.clone(),
-        image.id().to_string(),
-    );
+    let client = image.client().clone();
     let mut pending: VecDeque<JoinHandle<Result<Bytes, BlockError>>> = VecDeque::new();
+    let source = image.read_source();
     let mut pieces = extents(0, size_bytes, image.order());
     let mut written = 0u64;
     loop {
         while pending.len() < EXPORT_OBJECTS_AHEAD_MAX {
             let Some(extent) = pieces.next() else { break };
-            let (client, pool, oid) = (
-                client.clone(),
-                pool.clone(),
-                data_object(&id, extent.object_number),
-            );
+            let (client, source) = (client.clone(), source.clone());
             pending.push_back(tokio::spawn(async move {
-                read_extent(&client, &pool, &oid, extent).await
+                read_image_extent(&client, &source, extent).await
             }));
         }
         let Some(head) = pending.pop_front() else {

@@ -1,13 +1,14 @@
 //! Block image verbs, as the `rbd` tool and `rbd-nbd`: create, ls, info, resize, rm,
-//! rename, cp, du, export, import, bench, nbd.
+//! rename, cp, du, export, import, bench, nbd, and `snap` (in `snap.rs`).
 
 mod bench;
+mod snap;
 
 use crate::output::bytes;
 use anyhow::{bail, Context, Result};
 use carmine_block::layout::{object_count, object_size_bytes, ORDER_DEFAULT};
 use carmine_block::nbd::NbdServer;
-use carmine_block::{admin, header, transfer, Image, ImageSpec};
+use carmine_block::{admin, diff, header, transfer, Image, ImageSpec};
 use carmine_client::Client;
 use clap::{Subcommand, ValueEnum};
 use serde_json::json;
@@ -33,7 +34,8 @@ pub enum ImageCommand {
         #[arg(short = 'l', long)]
         long: bool,
     },
-    /// Size, object size, id and object prefix of an image.
+    /// Size, object size, id, object prefix and snapshots of an image (or of
+    /// POOL/IMAGE@SNAP).
     Info { spec: String },
     /// Change the size; shrinking discards data and needs --allow-shrink.
     Resize {
@@ -51,7 +53,7 @@ pub enum ImageCommand {
     Cp { src: String, dst: String },
     /// Provisioned size against space used.
     Du { spec: String },
-    /// Write the image's raw bytes to FILE (- for stdout).
+    /// Write the image's (or POOL/IMAGE@SNAP's) raw bytes to FILE (- for stdout).
     Export { spec: String, file: String },
     /// Create an image from the raw bytes of FILE (- for stdin).
     Import {
@@ -83,8 +85,34 @@ pub enum ImageCommand {
         /// Listen on a Unix socket instead.
         #[arg(long)]
         socket: Option<PathBuf>,
+        /// Serve snapshot NAME (read-only).
+        #[arg(long)]
+        snap: Option<String>,
         #[arg(long)]
         read_only: bool,
+    },
+    /// Write the changes from --from-snap (or from nothing) to POOL/IMAGE[@SNAP] to
+    /// FILE (- for stdout) in rbd's diff format v1.
+    ExportDiff {
+        spec: String,
+        file: String,
+        #[arg(long)]
+        from_snap: Option<String>,
+    },
+    /// Apply a diff from FILE (- for stdin) to POOL/IMAGE; the image must have the
+    /// diff's from-snapshot, and gets its end snapshot.
+    ImportDiff { file: String, spec: String },
+    /// Clone a protected snapshot POOL/PARENT@SNAP into a new image (DST may be NAME
+    /// or POOL/NAME).
+    Clone { src: String, dst: String },
+    /// The clones of POOL/IMAGE@SNAP.
+    Children { spec: String },
+    /// Copy everything a clone still reads from its parent, and drop the parent.
+    Flatten { spec: String },
+    /// Snapshots: create, ls, rm, rollback, protect, unprotect (as `rbd snap`).
+    Snap {
+        #[command(subcommand)]
+        command: snap::SnapCommand,
     },
 }
 
@@ -107,6 +135,9 @@ pub enum IoPattern {
     Seq,
     Rand,
 }
+
+/// How often a writing NBD server rereads the image's snapshot context.
+const SNAP_CONTEXT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn parse_size_arg(text: &str) -> Result<u64, String> {
     carmine_block::parse_size(text)
@@ -144,7 +175,10 @@ pub async fn run(client: &Client, command: ImageCommand, json: bool) -> Result<(
             }
         }
         ImageCommand::Ls { pool, long } => ls(client, &pool, long, json).await?,
-        ImageCommand::Info { spec: text } => info(client, &spec(&text)?, json).await?,
+        ImageCommand::Info { spec: text } => {
+            let (spec, snap) = ImageSpec::parse_with_snap(&text)?;
+            info(client, &spec, snap.as_deref(), json).await?
+        }
         ImageCommand::Resize {
             spec: text,
             size,
@@ -185,9 +219,7 @@ pub async fn run(client: &Client, command: ImageCommand, json: bool) -> Result<(
             }
         }
         ImageCommand::Du { spec: text } => du(client, &spec(&text)?, json).await?,
-        ImageCommand::Export { spec: text, file } => {
-            export(client, &spec(&text)?, &file, json).await?
-        }
+        ImageCommand::Export { spec: text, file } => export(client, &text, &file, json).await?,
         ImageCommand::Import {
             file,
             spec: text,
@@ -216,8 +248,103 @@ pub async fn run(client: &Client, command: ImageCommand, json: bool) -> Result<(
             spec: text,
             bind,
             socket,
+            snap,
             read_only,
-        } => nbd(client, &spec(&text)?, &bind, socket, read_only, json).await?,
+        } => {
+            let (spec, at) = ImageSpec::parse_with_snap(&text)?;
+            if at.is_some() && snap.is_some() {
+                bail!("give the snapshot either as POOL/IMAGE@SNAP or with --snap, not both");
+            }
+            let snap = at.or(snap);
+            let image = Arc::new(Image::open_at(client, &spec, snap.as_deref()).await?);
+            // A snapshot is always served read-only, as rbd-nbd does.
+            let read_only = read_only || snap.is_some();
+            nbd(image, &bind, socket, read_only, json).await?
+        }
+        ImageCommand::Snap { command } => snap::run(client, command, json).await?,
+        ImageCommand::ExportDiff {
+            spec: text,
+            file,
+            from_snap,
+        } => {
+            let (spec, to) = ImageSpec::parse_with_snap(&text)?;
+            let (from, to) = (from_snap.as_deref(), to.as_deref());
+            let records = if file == "-" {
+                let mut out = tokio::io::stdout();
+                diff::export_diff(client, &spec, from, to, &mut out).await?
+            } else {
+                let mut out = tokio::fs::File::create(&file)
+                    .await
+                    .with_context(|| format!("creating {file}"))?;
+                let records = diff::export_diff(client, &spec, from, to, &mut out).await?;
+                out.sync_all().await?;
+                records
+            };
+            let line = if json {
+                json!({"image": text, "file": file, "records": records}).to_string()
+            } else {
+                format!("exported the diff of {text} to {file} ({records} records)")
+            };
+            if file == "-" {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
+        }
+        ImageCommand::ImportDiff { file, spec: text } => {
+            let spec = spec(&text)?;
+            let records = if file == "-" {
+                diff::import_diff(client, &spec, &mut tokio::io::stdin()).await?
+            } else {
+                let file_handle = tokio::fs::File::open(&file)
+                    .await
+                    .with_context(|| format!("opening {file}"))?;
+                let mut reader = tokio::io::BufReader::new(file_handle);
+                diff::import_diff(client, &spec, &mut reader).await?
+            };
+            if json {
+                println!(
+                    "{}",
+                    json!({"image": text, "file": file, "records": records})
+                );
+            } else {
+                println!("applied {records} records from {file} to {spec}");
+            }
+        }
+        ImageCommand::Clone { src, dst } => {
+            let (parent, snap) = ImageSpec::parse_with_snap(&src)?;
+            let Some(snap) = snap else {
+                bail!("'{src}' names no snapshot; clone takes POOL/PARENT@SNAP");
+            };
+            let child = destination(&parent, &dst)?;
+            carmine_block::clone::clone(client, &parent, &snap, &child).await?;
+            if json {
+                println!("{}", json!({"parent": src, "image": child.to_string()}));
+            } else {
+                println!("cloned {src} to {child}");
+            }
+        }
+        ImageCommand::Children { spec: text } => {
+            let (parent, snap) = ImageSpec::parse_with_snap(&text)?;
+            let Some(snap) = snap else {
+                bail!("'{text}' names no snapshot; children takes POOL/IMAGE@SNAP");
+            };
+            let children = carmine_block::clone::children(client, &parent, &snap).await?;
+            if json {
+                println!("{}", json!(children));
+            } else {
+                children.iter().for_each(|child| println!("{child}"));
+            }
+        }
+        ImageCommand::Flatten { spec: text } => {
+            let spec = spec(&text)?;
+            let copied = carmine_block::clone::flatten(client, &spec).await?;
+            if json {
+                println!("{}", json!({"image": text, "objects_copied": copied}));
+            } else {
+                println!("flattened {spec} ({copied} objects copied from the parent)");
+            }
+        }
     }
     Ok(())
 }
@@ -271,16 +398,26 @@ async fn ls(client: &Client, pool: &str, long: bool, json: bool) -> Result<()> {
     Ok(())
 }
 
-async fn info(client: &Client, spec: &ImageSpec, json: bool) -> Result<()> {
+async fn info(client: &Client, spec: &ImageSpec, snap: Option<&str>, json: bool) -> Result<()> {
     let id = admin::lookup_id(client, spec).await?;
-    let (h, _) = admin::load_header(client, spec, &id).await?;
+    let (mut h, _) = admin::load_header(client, spec, &id).await?;
+    let mut protected = None;
+    if let Some(name) = snap {
+        let found = h
+            .snap(name)
+            .ok_or_else(|| carmine_block::BlockError::NoSuchSnap(format!("{spec}@{name}")))?;
+        protected = Some(found.protected);
+        h.size_bytes = found.size_bytes;
+    }
     let objects = object_count(h.size_bytes, h.order);
     let prefix = header::data_prefix(&h.id);
     if json {
         println!(
             "{}",
             json!({"image": h.name, "pool": spec.pool, "id": h.id, "size_bytes": h.size_bytes, "object_count": objects,
-                   "order": h.order, "object_size_bytes": object_size_bytes(h.order), "block_name_prefix": prefix, "features": h.features})
+                   "order": h.order, "object_size_bytes": object_size_bytes(h.order), "block_name_prefix": prefix, "features": h.features,
+                   "snapshot_count": h.snaps.len(), "snapshot": snap, "protected": protected,
+                   "parent": h.parent.as_ref().map(|p| json!({"pool": p.pool, "image_id": p.image_id, "snap_id": p.snap_id, "overlap_bytes": p.overlap_bytes}))})
         );
         return Ok(());
     }
@@ -298,6 +435,17 @@ async fn info(client: &Client, spec: &ImageSpec, json: bool) -> Result<()> {
     println!("\tid: {}", h.id);
     println!("\tblock_name_prefix: {prefix}");
     println!("\tfeatures: {:#x}", h.features);
+    println!("\tsnapshot_count: {}", h.snaps.len());
+    if let Some(p) = &h.parent {
+        println!(
+            "\tparent: {}/(id {})@(snap id {})",
+            p.pool, p.image_id, p.snap_id
+        );
+        println!("\toverlap: {}", bytes(p.overlap_bytes));
+    }
+    if let Some(protected) = protected {
+        println!("\tprotected: {}", if protected { "True" } else { "False" });
+    }
     Ok(())
 }
 
@@ -324,12 +472,13 @@ async fn du(client: &Client, spec: &ImageSpec, json: bool) -> Result<()> {
     Ok(())
 }
 
-async fn export(client: &Client, spec: &ImageSpec, file: &str, json: bool) -> Result<()> {
-    let image = Image::open(client, spec).await?;
+async fn export(client: &Client, text: &str, file: &str, json: bool) -> Result<()> {
+    let (spec, snap) = ImageSpec::parse_with_snap(text)?;
+    let image = Image::open_at(client, &spec, snap.as_deref()).await?;
     let written = transfer::export_to_path(&image, file)
         .await
-        .with_context(|| format!("exporting {spec} to {file}"))?;
-    report_transfer("exported", spec, file, written, json);
+        .with_context(|| format!("exporting {text} to {file}"))?;
+    report_transfer("exported", &spec, file, written, json);
     Ok(())
 }
 
@@ -366,14 +515,26 @@ fn report_transfer(verb: &str, spec: &ImageSpec, file: &str, size_bytes: u64, js
 }
 
 async fn nbd(
-    client: &Client,
-    spec: &ImageSpec,
+    image: Arc<Image>,
     bind: &str,
     socket: Option<PathBuf>,
     read_only: bool,
     json: bool,
 ) -> Result<()> {
-    let image = Arc::new(Image::open(client, spec).await?);
+    let spec = &image.spec().clone();
+    if !read_only {
+        // Snapshots taken while this server writes: pick up their context within a
+        // second (no header watch/notify yet).
+        let watched = image.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SNAP_CONTEXT_POLL_INTERVAL).await;
+                if let Err(error) = watched.refresh_snap_context().await {
+                    tracing::debug!("refreshing the snapshot context failed: {error}");
+                }
+            }
+        });
+    }
     let server = NbdServer::new(image.clone(), read_only);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let serving = async {

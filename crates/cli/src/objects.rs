@@ -38,6 +38,12 @@ pub enum ObjCommand {
         pool: String,
         name: String,
     },
+    /// The object's snapshot clones and the snapshots each serves (`rados
+    /// listsnaps`).
+    Listsnaps {
+        pool: String,
+        name: String,
+    },
     /// List the objects of a pool.
     Ls {
         pool: String,
@@ -147,6 +153,7 @@ pub async fn run(client: &Client, command: ObjCommand, json: bool) -> Result<()>
             write_output(&file, &data)
         }
         ObjCommand::Stat { pool, name } => stat(client, &pool, &name, json).await,
+        ObjCommand::Listsnaps { pool, name } => listsnaps(client, &pool, &name, json).await,
         ObjCommand::Ls { pool } => {
             let mut names = client.list(&pool).await?;
             names.sort();
@@ -381,6 +388,37 @@ async fn get(
         position += bytes.len() as u64;
     }
     Ok(data)
+}
+
+async fn listsnaps(client: &Client, pool: &str, name: &str, json: bool) -> Result<()> {
+    let (snapset, head_exists) = client.list_snaps(pool, name).await?;
+    if json {
+        let clones: Vec<_> = snapset
+            .clones
+            .iter()
+            .map(|c| json!({"id": c.id, "snapshots": c.snaps, "size": c.size_bytes}))
+            .collect();
+        println!(
+            "{}",
+            json!({"name": name, "seq": snapset.seq, "head_exists": head_exists, "clones": clones})
+        );
+        return Ok(());
+    }
+    println!("{pool}/{name}:");
+    println!("{:<8} {:<24} {:>10}", "CLONEID", "SNAPS", "SIZE");
+    for clone in &snapset.clones {
+        let snaps: Vec<String> = clone.snaps.iter().map(u64::to_string).collect();
+        println!(
+            "{:<8} {:<24} {:>10}",
+            clone.id,
+            snaps.join(","),
+            clone.size_bytes
+        );
+    }
+    if head_exists {
+        println!("{:<8} {:<24} {:>10}", "head", "-", "-");
+    }
+    Ok(())
 }
 
 async fn stat(client: &Client, pool: &str, name: &str, json: bool) -> Result<()> {

@@ -2,9 +2,12 @@
 //! xattrs and omap, each one compound op.
 
 use crate::client::{Client, OpRequest};
+use crate::objecter::OpSnaps;
 use crate::ClientError;
 use bytes::Bytes;
-use carmine_proto::{OpCode, OpOutput, OsdOp, OsdOpReply};
+use carmine_proto::{
+    parse_snap_allocated, Command, CommandOutput, OpCode, OpOutput, OsdOp, OsdOpReply, SnapSet,
+};
 use carmine_types::limits::{LIST_ENTRIES_MAX, OBJECT_NAME_BYTES_MAX};
 use carmine_types::{OsdId, PgId, PoolId};
 use std::collections::BTreeMap;
@@ -56,7 +59,60 @@ impl Client {
         oid: &str,
         ops: Vec<OpCode>,
     ) -> Result<OsdOpReply, ClientError> {
-        self.operate_with(pool, oid, ops, 0, None).await
+        self.operate_with(pool, oid, ops, 0, None, OpSnaps::default())
+            .await
+    }
+
+    /// [`Client::operate`] with a snapshot context for writes, or a snapshot id to
+    /// read at (`snaps.snapid`; writes must leave it at the head).
+    pub async fn operate_snaps(
+        &self,
+        pool: &str,
+        oid: &str,
+        ops: Vec<OpCode>,
+        snaps: OpSnaps,
+    ) -> Result<OsdOpReply, ClientError> {
+        self.operate_with(pool, oid, ops, 0, None, snaps).await
+    }
+
+    /// Allocates a self-managed snapshot id in `pool` (librados'
+    /// `selfmanaged_snap_create`); waits until this client's map shows it.
+    pub async fn selfmanaged_snap_create(&self, pool: &str) -> Result<u64, ClientError> {
+        let command = Command::PoolSnapCreate {
+            pool: pool.to_string(),
+        };
+        let CommandOutput::Done { epoch, message } = self.command(command).await? else {
+            return Err(unexpected());
+        };
+        let snap = parse_snap_allocated(&message).ok_or_else(unexpected)?;
+        self.wait_for_epoch(epoch).await?;
+        Ok(snap)
+    }
+
+    /// Marks snapshot id `snap` of `pool` removed; the OSDs trim its clones in the
+    /// background.
+    pub async fn selfmanaged_snap_remove(&self, pool: &str, snap: u64) -> Result<(), ClientError> {
+        let command = Command::PoolSnapRemove {
+            pool: pool.to_string(),
+            snap,
+        };
+        let CommandOutput::Done { epoch, .. } = self.command(command).await? else {
+            return Err(unexpected());
+        };
+        self.wait_for_epoch(epoch).await?;
+        Ok(())
+    }
+
+    /// The object's snapshot set and whether its head exists (`LIST_SNAPS`).
+    pub async fn list_snaps(&self, pool: &str, oid: &str) -> Result<(SnapSet, bool), ClientError> {
+        let reply = self.operate(pool, oid, vec![OpCode::ListSnaps]).await?;
+        match output(&reply, 0)? {
+            OpOutput::Snaps {
+                snapset,
+                head_exists,
+            } => Ok((snapset.clone(), *head_exists)),
+            _ => Err(unexpected()),
+        }
     }
 
     /// Runs a read-only op against the copy held by `osd` (to compare replicas).
@@ -72,7 +128,8 @@ impl Client {
                 "only reads may be sent to a named OSD".into(),
             ));
         }
-        self.operate_with(pool, oid, ops, OsdOp::FLAG_LOCAL_READ, Some(osd))
+        let snaps = OpSnaps::default();
+        self.operate_with(pool, oid, ops, OsdOp::FLAG_LOCAL_READ, Some(osd), snaps)
             .await
     }
 
@@ -83,6 +140,7 @@ impl Client {
         ops: Vec<OpCode>,
         flags: u32,
         pinned_osd: Option<OsdId>,
+        snaps: OpSnaps,
     ) -> Result<OsdOpReply, ClientError> {
         validate_name(oid)?;
         if ops.is_empty() {
@@ -96,6 +154,7 @@ impl Client {
             ops,
             flags,
             pinned_osd,
+            snaps,
         })
         .await
     }
@@ -202,6 +261,7 @@ impl Client {
                 }],
                 flags: 0,
                 pinned_osd: None,
+                snaps: OpSnaps::default(),
             })
             .await?;
         match output(&reply, 0)? {

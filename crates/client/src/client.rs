@@ -1,7 +1,7 @@
 //! The async client: one driver task owns the [`Objecter`], the monitor session and
 //! one lossy session per OSD shard it talks to; [`Client`] handles send it requests.
 
-use crate::objecter::{Objecter, ObjecterError, ObjecterOutput, Target};
+use crate::objecter::{Objecter, ObjecterError, ObjecterOutput, OpSnaps, Target};
 use crate::ClientError;
 use carmine_clustermap::OsdMap;
 use carmine_msgr::tcp::{connect, ConnId, ConnectionHandle, NetEvent};
@@ -47,6 +47,7 @@ pub(crate) struct OpRequest {
     pub ops: Vec<OpCode>,
     pub flags: u32,
     pub pinned_osd: Option<OsdId>,
+    pub snaps: OpSnaps,
 }
 
 pub(crate) enum Request {
@@ -286,7 +287,7 @@ impl Driver {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_nanos() as u64)
                     .unwrap_or(0);
-                let tid = self.objecter.submit(
+                let tid = self.objecter.submit_at(
                     Instant::now(),
                     op.pool,
                     op.oid,
@@ -295,6 +296,7 @@ impl Driver {
                     op.flags,
                     mtime_ns,
                     op.pinned_osd,
+                    op.snaps,
                     out,
                 );
                 self.op_waiters.insert(tid, reply);

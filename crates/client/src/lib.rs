@@ -20,7 +20,7 @@ pub mod objecter;
 pub use api::ObjectStat;
 pub use blocking::BlockingClient;
 pub use client::{to_message, Client, ClientConfig};
-pub use objecter::{Objecter, ObjecterError, ObjecterOutput, Target};
+pub use objecter::{Objecter, ObjecterError, ObjecterOutput, OpSnaps, Target};
 
 use carmine_proto::OpError;
 use std::time::Duration;

@@ -6,8 +6,8 @@
 //! remembers: a write that already applied is answered, not applied again.
 
 use carmine_clustermap::{pg_shard, OsdMap};
-use carmine_proto::{OpCode, OpError, OsdOp, OsdOpReply};
-use carmine_types::{Epoch, OsdId, PgId, PoolId, ReqId, ShardIndex};
+use carmine_proto::{OpCode, OpError, OsdOp, OsdOpReply, SnapContext};
+use carmine_types::{Epoch, OsdId, PgId, PoolId, ReqId, ShardIndex, SnapId};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,6 +17,23 @@ use std::time::{Duration, Instant};
 pub const OPS_IN_FLIGHT_MAX: usize = 65_536;
 
 /// Where an op goes: one shard of one OSD.
+/// The snapshot side of an op: the context a write carries and the snapshot a read
+/// sees (the head by default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpSnaps {
+    pub snapc: SnapContext,
+    pub snapid: SnapId,
+}
+
+impl Default for OpSnaps {
+    fn default() -> Self {
+        Self {
+            snapc: SnapContext::default(),
+            snapid: SnapId::HEAD,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Target {
     pub osd: OsdId,
@@ -102,6 +119,27 @@ impl Objecter {
         pinned_osd: Option<OsdId>,
         out: &mut Vec<ObjecterOutput>,
     ) -> u64 {
+        let snaps = OpSnaps::default();
+        self.submit_at(
+            now, pool, oid, list_pg, ops, flags, mtime_ns, pinned_osd, snaps, out,
+        )
+    }
+
+    /// [`Objecter::submit`] with a snapshot context (writes) or a snapshot to read at.
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit_at(
+        &mut self,
+        now: Instant,
+        pool: PoolId,
+        oid: String,
+        list_pg: Option<PgId>,
+        ops: Vec<OpCode>,
+        flags: u32,
+        mtime_ns: u64,
+        pinned_osd: Option<OsdId>,
+        snaps: OpSnaps,
+        out: &mut Vec<ObjecterOutput>,
+    ) -> u64 {
         let tid = self.next_tid;
         self.next_tid += 1;
         if self.ops.len() >= OPS_IN_FLIGHT_MAX {
@@ -122,6 +160,8 @@ impl Objecter {
             flags,
             mtime_ns,
             ops,
+            snapc: snaps.snapc,
+            snapid: snaps.snapid,
         };
         let mut inflight = InFlight {
             op,

@@ -251,6 +251,8 @@ impl OsdMap {
                 pgp_num: spec.pg_num,
                 crush_rule: spec.crush_rule,
                 created: self.epoch.next(),
+                snap_seq: 0,
+                removed_snaps: Default::default(),
             },
         );
         Ok(id)
@@ -346,6 +348,25 @@ impl OsdMap {
             }
         }
         Ok(())
+    }
+
+    /// Allocates a self-managed snapshot id in pool `name`.
+    pub fn allocate_pool_snap(&mut self, name: &str) -> Result<u64, OsdMapError> {
+        let pool = self.pool_by_name_mut(name)?;
+        Ok(pool.allocate_snap())
+    }
+
+    /// Marks self-managed snapshot `snap` of pool `name` removed.
+    pub fn remove_pool_snap(&mut self, name: &str, snap: u64) -> Result<(), OsdMapError> {
+        let pool = self.pool_by_name_mut(name)?;
+        pool.remove_snap(snap).map_err(OsdMapError::InvalidPool)
+    }
+
+    fn pool_by_name_mut(&mut self, name: &str) -> Result<&mut PoolInfo, OsdMapError> {
+        self.pools
+            .values_mut()
+            .find(|pool| pool.name == name)
+            .ok_or_else(|| OsdMapError::NoSuchPool(name.to_string()))
     }
 
     pub fn delete_pool(&mut self, name: &str) -> Result<PoolId, OsdMapError> {

@@ -404,6 +404,18 @@ impl Monitor {
                 builder.step(|next| next.set_pool_value(&name, &key, &value))?;
                 format!("set pool '{name}' {key} to {value}")
             }
+            Command::PoolSnapCreate { pool } => {
+                let mut snap = 0;
+                builder.step(|next| {
+                    snap = next.allocate_pool_snap(&pool)?;
+                    Ok(())
+                })?;
+                carmine_proto::snap_allocated_message(&pool, snap)
+            }
+            Command::PoolSnapRemove { pool, snap } => {
+                builder.step(|next| next.remove_pool_snap(&pool, snap))?;
+                format!("removed snapshot id {snap} from pool '{pool}'")
+            }
         };
         Ok((message, builder.maps))
     }

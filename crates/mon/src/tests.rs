@@ -334,6 +334,37 @@ fn config_keys_are_set_and_removed_through_the_map() {
     assert!(command(&mut mon, now, set("bad key", Some("x"))).is_err());
 }
 
+#[test]
+fn self_managed_snap_ids_are_allocated_in_order_and_removed_once() {
+    let (mut mon, now) = cluster(3);
+    let create = Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8));
+    command(&mut mon, now, create).unwrap();
+    let allocate = || Command::PoolSnapCreate { pool: "rbd".into() };
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let Ok(CommandOutput::Done { epoch, message }) = command(&mut mon, now, allocate()) else {
+            panic!("allocation answers done");
+        };
+        assert_eq!(epoch, mon.map().epoch);
+        ids.push(carmine_proto::parse_snap_allocated(&message).expect("carries the id"));
+    }
+    assert_eq!(ids, vec![1, 2]);
+    let remove = |snap| Command::PoolSnapRemove {
+        pool: "rbd".into(),
+        snap,
+    };
+    done(command(&mut mon, now, remove(1)));
+    let pool = mon.map().pool_by_name("rbd").expect("exists").clone();
+    assert_eq!(pool.snap_seq, 2);
+    assert!(pool.removed_snaps.contains(&1));
+    assert!(command(&mut mon, now, remove(1)).is_err());
+    assert!(command(&mut mon, now, remove(9)).is_err());
+    let missing = Command::PoolSnapCreate {
+        pool: "none".into(),
+    };
+    assert!(command(&mut mon, now, missing).is_err());
+}
+
 fn report(mon: &mut Monitor, now: Instant, osd: OsdId, pg: carmine_proto::PgStat) {
     let conn = u64::from(osd.0) + 1;
     mon.handle_message(

@@ -118,6 +118,8 @@ impl<S: ObjectStore> DirectClient<S> {
             flags: 0,
             mtime_ns: tid,
             ops,
+            snapc: Default::default(),
+            snapid: carmine_types::SnapId::HEAD,
         };
         self.shard
             .handle_client_op(DIRECT_CLIENT, op, &mut self.outputs);

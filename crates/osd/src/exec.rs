@@ -5,8 +5,9 @@
 //! and size, so `create` then `write` or `remove` then `write_full` behave as written.
 //! Reads observe the object as it was before the request's writes.
 
+use crate::snaps;
 use bytes::Bytes;
-use carmine_proto::{ObjectInfo, OpCode, OpError, OpOutput};
+use carmine_proto::{ObjectInfo, OpCode, OpError, OpOutput, SnapContext};
 use carmine_store::{CollectionId, ObjectStore, StoreError, Transaction};
 use carmine_types::encoding::{Decode, Encode};
 use carmine_types::limits::{
@@ -58,7 +59,8 @@ pub fn load_object(
         Err(_) => ObjectInfo::default(),
     };
     Ok(ObjectState {
-        exists: true,
+        // A whiteout head is kept only for its clones: to clients it does not exist.
+        exists: !info.whiteout,
         size_bytes: stat.size_bytes,
         mtime_ns: stat.mtime_ns,
         info,
@@ -75,13 +77,16 @@ pub fn store_error(error: StoreError) -> OpError {
     }
 }
 
-/// Runs `ops` on object `oid`. Writes are collected into `Execution::tx`, stamped with
-/// `version`/`user_version` and `mtime_ns`; nothing is applied here.
+/// Runs `ops` on object `oid` (a head, or for reads at a snapshot, the clone that
+/// serves it). Writes are collected into `Execution::tx`, stamped with
+/// `version`/`user_version` and `mtime_ns`, after the clone that `snapc` calls for;
+/// nothing is applied here.
 pub fn execute(
     store: &dyn ObjectStore,
     coll: CollectionId,
     oid: &ObjectId,
     ops: &[OpCode],
+    snapc: &SnapContext,
     version: EVersion,
     mtime_ns: u64,
 ) -> Result<Execution, OpError> {
@@ -92,6 +97,15 @@ pub fn execute(
         size_after: before.size_bytes,
         ..Execution::default()
     };
+    let writes = ops.iter().any(OpCode::is_write);
+    let mut snapset = Default::default();
+    let mut snapset_changed = false;
+    if writes {
+        assert_eq!(oid.snap, carmine_types::SnapId::HEAD, "writes go to heads");
+        snapset = snaps::load_snapset(store, coll, &oid.name)?;
+        snapset_changed =
+            snaps::clone_before_write(coll, &oid.name, &before, snapc, &mut snapset, &mut run.tx)?;
+    }
     for op in ops {
         let output = if op.is_write() {
             run.wrote = true;
@@ -106,10 +120,27 @@ pub fn execute(
         let info = ObjectInfo {
             version,
             user_version: version.version,
+            whiteout: false,
         };
         run.tx.set_mtime(coll, oid.clone(), mtime_ns);
         run.tx
             .set_xattr(coll, oid.clone(), OBJECT_INFO_XATTR.into(), info.to_bytes());
+    }
+    let removed = ops.iter().any(|op| matches!(op, OpCode::Remove));
+    if run.wrote && (snapset_changed || removed || !run.exists_after) {
+        let info = ObjectInfo {
+            version,
+            user_version: version.version,
+            whiteout: false,
+        };
+        snaps::finish_write(
+            coll,
+            &oid.name,
+            &snapset,
+            run.exists_after,
+            info,
+            &mut run.tx,
+        );
     }
     Ok(run)
 }
@@ -138,6 +169,13 @@ fn execute_read(
     op: &OpCode,
     state: &ObjectState,
 ) -> Result<OpOutput, OpError> {
+    if matches!(op, OpCode::ListSnaps) {
+        // Answers for the head and its clones, even when only clones remain.
+        return Ok(OpOutput::Snaps {
+            snapset: snaps::load_snapset(store, coll, &oid.name)?,
+            head_exists: load_object(store, coll, &ObjectId::head(oid.name.clone()))?.exists,
+        });
+    }
     require_exists(state)?;
     Ok(match op {
         OpCode::Read { offset, length } => {

@@ -25,6 +25,7 @@ pub mod heartbeat;
 mod pg;
 mod pglog;
 mod shard;
+mod snaps;
 mod tuning;
 
 pub use direct::DirectClient;

@@ -137,6 +137,9 @@ pub struct Pg {
     /// Primary: replica copies found unreadable and not yet replaced by a push.
     replica_corrupt: BTreeSet<(OsdId, String)>,
     repair_counters: RepairCounters,
+    /// Primary: removed snapshots whose clones are trimmed, and the pass under way.
+    snap_trimmed: BTreeSet<u64>,
+    snap_trim_pass: Option<snap_trim::TrimPass>,
 }
 
 impl Pg {
@@ -196,6 +199,8 @@ impl Pg {
             local_corrupt: BTreeSet::new(),
             replica_corrupt: BTreeSet::new(),
             repair_counters: RepairCounters::default(),
+            snap_trimmed: BTreeSet::new(),
+            snap_trim_pass: None,
         };
         if store.collection_exists(coll) {
             pg.load(store)?;
@@ -382,6 +387,7 @@ impl Pg {
             self.acting = mapping.acting;
             self.primary = mapping.primary;
             self.interval_start = map.epoch;
+            self.reset_snap_trim();
             if was_primary && !self.is_primary() {
                 self.drop_primary_work();
             }
@@ -512,8 +518,11 @@ impl Pg {
     /// Serves a read-only op from the local store, whatever this OSD's role (the
     /// debug read that compares replicas, and the primary's normal reads).
     pub fn read(&self, store: &dyn ObjectStore, op: &OsdOp) -> Msg {
-        let oid = ObjectId::head(op.oid.clone());
-        let result = exec::execute(store, self.coll, &oid, &op.ops, EVersion::ZERO, 0);
+        let result =
+            crate::snaps::read_target(store, self.coll, &op.oid, op.snapid).and_then(|oid| {
+                let none = carmine_proto::SnapContext::default();
+                exec::execute(store, self.coll, &oid, &op.ops, &none, EVersion::ZERO, 0)
+            });
         let (result, outputs, user_version) = match result {
             Ok(run) => (Ok(()), run.outputs, run.before.info.user_version),
             Err(error) => (Err(error), Vec::new(), 0),
@@ -564,9 +573,11 @@ impl Pg {
         let objects = store
             .list_objects(self.coll, cursor.as_ref(), max + 2)
             .map_err(store_error)?;
+        // Clones and whiteout heads (kept only for their clones) are not listed.
         let mut names: Vec<String> = objects
             .into_iter()
             .filter(|oid| !oid.name.is_empty() && oid.snap == carmine_types::SnapId::HEAD)
+            .filter(|oid| !crate::snaps::is_whiteout(store, self.coll, oid).unwrap_or(false))
             .map(|oid| oid.name)
             .collect();
         let more = names.len() > max;
@@ -594,6 +605,14 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
     if !op.oid.is_empty() && op.ops.iter().any(|o| matches!(o, OpCode::PgList { .. })) {
         return Err(OpError::Invalid("pg list takes no object name".into()));
     }
+    if op.is_write() {
+        if op.snapid != carmine_types::SnapId::HEAD {
+            return Err(OpError::Invalid(
+                "writes go to the head; a snapshot is read-only".into(),
+            ));
+        }
+        op.snapc.validate().map_err(OpError::Invalid)?;
+    }
     Ok(())
 }
 
@@ -601,3 +620,4 @@ pub(crate) mod peering;
 pub(crate) mod recovery;
 mod repair;
 mod replication;
+mod snap_trim;

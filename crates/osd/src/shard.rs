@@ -48,6 +48,8 @@ pub struct OsdShard<S: ObjectStore> {
     map: Option<Arc<OsdMap>>,
     pgs: BTreeMap<PgId, Pg>,
     pending: BTreeSet<PgId>,
+    /// PGs with snapshot trimming to do (see `snap_trim_turn`).
+    snap_trimming: BTreeSet<PgId>,
     waiting_for_map: VecDeque<(Epoch, Held)>,
     counters: ShardCounters,
     /// The runtime flushes once per event-loop turn ([`OsdShard::flush`]), so that
@@ -76,6 +78,7 @@ impl<S: ObjectStore> OsdShard<S> {
             map: None,
             pgs: BTreeMap::new(),
             pending: BTreeSet::new(),
+            snap_trimming: BTreeSet::new(),
             waiting_for_map: VecDeque::new(),
             counters: ShardCounters::default(),
             deferred_flush: false,
@@ -182,6 +185,9 @@ impl<S: ObjectStore> OsdShard<S> {
     /// Makes every submitted transaction durable with one store flush, then completes
     /// the PG work that waited for it.
     pub fn flush(&mut self, out: &mut Vec<Output>) {
+        let start = out.len();
+        self.snap_trim_turn(out);
+        self.route_peer_messages(out, start);
         if self.pending.is_empty() {
             return;
         }
@@ -189,6 +195,26 @@ impl<S: ObjectStore> OsdShard<S> {
             tracing::error!("store flush failed: {error}");
         }
         self.after_io(out);
+    }
+
+    /// One bounded step of snapshot trimming in every PG that has some to do: trim
+    /// runs in the background, a little per shard turn.
+    fn snap_trim_turn(&mut self, out: &mut Vec<Output>) {
+        if self.snap_trimming.is_empty() {
+            return;
+        }
+        let trimming = std::mem::take(&mut self.snap_trimming);
+        for pgid in trimming {
+            let Some(pg) = self.pgs.get_mut(&pgid) else {
+                continue;
+            };
+            if pg.snap_trim_step(&mut self.store, out) {
+                self.snap_trimming.insert(pgid);
+            }
+            if pg.has_pending_commits() {
+                self.pending.insert(pgid);
+            }
+        }
     }
 
     /// Ends this shard, keeping its store (a process restart rebuilds a shard on it).
@@ -318,6 +344,9 @@ impl<S: ObjectStore> OsdShard<S> {
             pg.handle_map(&map, &mut self.store, out);
             if pg.has_pending_commits() {
                 self.pending.insert(pgid);
+            }
+            if pg.is_primary() && !pg.snap_trim_idle() {
+                self.snap_trimming.insert(pg.pgid());
             }
             self.settle(pgid, before);
         }

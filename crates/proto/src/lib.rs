@@ -19,6 +19,7 @@ mod msg;
 mod op;
 mod osd;
 mod peering;
+mod snap;
 
 pub use heartbeat::*;
 pub use mon::*;
@@ -26,3 +27,4 @@ pub use msg::*;
 pub use op::*;
 pub use osd::*;
 pub use peering::*;
+pub use snap::*;

@@ -165,6 +165,28 @@ pub enum Command {
         key: String,
         value: Option<String>,
     },
+    /// Allocate a self-managed snapshot id in a pool (librados'
+    /// `selfmanaged_snap_create`). The reply's message is
+    /// [`snap_allocated_message`]; [`parse_snap_allocated`] reads the id back.
+    PoolSnapCreate {
+        pool: String,
+    },
+    /// Mark a self-managed snapshot id removed; OSDs trim its clones.
+    PoolSnapRemove {
+        pool: String,
+        snap: u64,
+    },
+}
+
+/// The message of a successful [`Command::PoolSnapCreate`].
+pub fn snap_allocated_message(pool: &str, snap: u64) -> String {
+    format!("allocated snapshot id {snap} in pool '{pool}'")
+}
+
+/// The snapshot id in a [`snap_allocated_message`].
+pub fn parse_snap_allocated(message: &str) -> Option<u64> {
+    let rest = message.strip_prefix("allocated snapshot id ")?;
+    rest.split(' ').next()?.parse().ok()
 }
 
 /// What a successful command returns.
@@ -497,6 +519,15 @@ impl Encode for Command {
                 key.encode(e);
                 value.encode(e);
             }
+            Command::PoolSnapCreate { pool } => {
+                e.put_u8(13);
+                pool.encode(e);
+            }
+            Command::PoolSnapRemove { pool, snap } => {
+                e.put_u8(14);
+                pool.encode(e);
+                e.put_u64(*snap);
+            }
         });
     }
 }
@@ -532,6 +563,13 @@ impl Decode for Command {
                         true => Some(d.get_string("config value", CONFIG_VALUE_BYTES_MAX)?),
                         false => None,
                     },
+                },
+                13 => Command::PoolSnapCreate {
+                    pool: d.get_string("pool name", POOL_NAME_BYTES_MAX)?,
+                },
+                14 => Command::PoolSnapRemove {
+                    pool: d.get_string("pool name", POOL_NAME_BYTES_MAX)?,
+                    snap: d.get_u64()?,
                 },
                 other => {
                     return Err(DecodeError::Invalid {

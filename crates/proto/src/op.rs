@@ -1,6 +1,7 @@
 //! Object operations: the sub-ops of a compound, per-object atomic request (the role
 //! of a RADOS `ObjectOperation`), their outputs and their errors.
 
+use crate::snap::SnapSet;
 use bytes::Bytes;
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 use carmine_types::limits::{
@@ -78,6 +79,10 @@ pub enum OpCode {
         keys: Vec<Bytes>,
     },
     OmapClear,
+    /// The object's snapshot set: which clones exist and the snaps each covers
+    /// (Ceph's `LIST_SNAPS`). Always answers for the head, whatever the request's
+    /// `snapid`, and succeeds on an object that has only clones.
+    ListSnaps,
     /// Lists the PG's objects after `after` (sent with an empty object name).
     PgList {
         after: Option<String>,
@@ -126,6 +131,11 @@ pub enum OpOutput {
         names: Vec<String>,
         /// Where to continue; `None` when the PG is exhausted.
         next: Option<String>,
+    },
+    /// The answer to [`OpCode::ListSnaps`].
+    Snaps {
+        snapset: SnapSet,
+        head_exists: bool,
     },
 }
 
@@ -257,6 +267,7 @@ impl Encode for OpCode {
                 e.put_u64(*version);
             }
             OpCode::AssertExists => e.put_u8(9),
+            OpCode::ListSnaps => e.put_u8(10),
             OpCode::Create { exclusive } => {
                 e.put_u8(20);
                 exclusive.encode(e);
@@ -337,6 +348,7 @@ impl Decode for OpCode {
                 version: d.get_u64()?,
             },
             9 => OpCode::AssertExists,
+            10 => OpCode::ListSnaps,
             _ => return decode_write_op(tag, d),
         })
     }
@@ -445,6 +457,14 @@ impl Encode for OpOutput {
                 names.encode(e);
                 next.encode(e);
             }
+            OpOutput::Snaps {
+                snapset,
+                head_exists,
+            } => {
+                e.put_u8(7);
+                snapset.encode(e);
+                head_exists.encode(e);
+            }
         }
     }
 }
@@ -468,6 +488,10 @@ impl Decode for OpOutput {
             6 => OpOutput::List {
                 names: Vec::decode(d)?,
                 next: Option::decode(d)?,
+            },
+            7 => OpOutput::Snaps {
+                snapset: SnapSet::decode(d)?,
+                head_exists: bool::decode(d)?,
             },
             other => {
                 return Err(DecodeError::Invalid {
@@ -535,23 +559,29 @@ impl Decode for OpError {
 pub struct ObjectInfo {
     pub version: EVersion,
     pub user_version: u64,
+    /// The head was removed but its clones remain: the head object stays only to keep
+    /// the snapshot set, and reads of the head see no object (Ceph's whiteout).
+    /// Encoding v2; false from v1.
+    pub whiteout: bool,
 }
 
 impl Encode for ObjectInfo {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             self.version.encode(e);
             e.put_u64(self.user_version);
+            self.whiteout.encode(e);
         });
     }
 }
 
 impl Decode for ObjectInfo {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("ObjectInfo", 1, |d, _| {
+        d.versioned("ObjectInfo", 2, |d, version| {
             Ok(ObjectInfo {
                 version: EVersion::decode(d)?,
                 user_version: d.get_u64()?,
+                whiteout: version >= 2 && bool::decode(d)?,
             })
         })
     }

@@ -2,10 +2,11 @@
 //! ↔ replica replication.
 
 use crate::op::{OpCode, OpError, OpOutput};
+use crate::snap::SnapContext;
 use carmine_store::Transaction;
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 use carmine_types::limits::{OBJECT_NAME_BYTES_MAX, OPS_PER_REQUEST_MAX};
-use carmine_types::{EVersion, Epoch, PgId, ReqId};
+use carmine_types::{EVersion, Epoch, PgId, ReqId, SnapId};
 
 /// A client request: a compound op on one object of one PG.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +21,10 @@ pub struct OsdOp {
     /// Modification time the client stamps on writes (ns since the Unix epoch).
     pub mtime_ns: u64,
     pub ops: Vec<OpCode>,
+    /// Writes: the writer's snapshot context (encoding v2; empty from v1).
+    pub snapc: SnapContext,
+    /// Reads: the snapshot to read at (encoding v2; [`SnapId::HEAD`] from v1).
+    pub snapid: SnapId,
 }
 
 impl OsdOp {
@@ -168,7 +173,7 @@ fn decode_result(d: &mut Decoder) -> Result<Result<(), OpError>, DecodeError> {
 
 impl Encode for OsdOp {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             self.reqid.encode(e);
             self.pgid.encode(e);
             self.oid.encode(e);
@@ -176,14 +181,16 @@ impl Encode for OsdOp {
             e.put_u32(self.flags);
             e.put_u64(self.mtime_ns);
             self.ops.encode(e);
+            self.snapc.encode(e);
+            self.snapid.encode(e);
         });
     }
 }
 
 impl Decode for OsdOp {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("OsdOp", 1, |d, _| {
-            let op = OsdOp {
+        d.versioned("OsdOp", 2, |d, version| {
+            let mut op = OsdOp {
                 reqid: ReqId::decode(d)?,
                 pgid: PgId::decode(d)?,
                 oid: d.get_string("object name", OBJECT_NAME_BYTES_MAX)?,
@@ -191,7 +198,13 @@ impl Decode for OsdOp {
                 flags: d.get_u32()?,
                 mtime_ns: d.get_u64()?,
                 ops: Vec::decode(d)?,
+                snapc: SnapContext::default(),
+                snapid: SnapId::HEAD,
             };
+            if version >= 2 {
+                op.snapc = SnapContext::decode(d)?;
+                op.snapid = SnapId::decode(d)?;
+            }
             if op.ops.len() > OPS_PER_REQUEST_MAX {
                 return Err(DecodeError::TooLong {
                     what: "ops in one request",

@@ -98,6 +98,10 @@ pub struct ObjectCopy {
     pub oid: String,
     /// `None`: the object does not exist; the receiver removes it.
     pub state: Option<ObjectState>,
+    /// The object's snapshot clones, by clone id (PgPush encoding v3; none from older ones).
+    /// They travel with their head, so recovery and backfill, which work by object
+    /// name, bring a copy's clones back together with the head's snapshot set.
+    pub clones: Vec<(u64, ObjectState)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -342,17 +346,68 @@ impl Encode for ObjectCopy {
             None => e.put_u8(0),
             Some(state) => {
                 e.put_u8(1);
-                e.put_blob(&state.data);
-                e.put_u64(state.mtime_ns);
-                state.xattrs.encode(e);
-                e.put_u32(state.omap.len() as u32);
-                for (key, value) in &state.omap {
-                    e.put_blob(key);
-                    e.put_blob(value);
-                }
+                put_object_state(e, state);
             }
         }
     }
+}
+
+fn put_object_state(e: &mut Encoder, state: &ObjectState) {
+    e.put_blob(&state.data);
+    e.put_u64(state.mtime_ns);
+    state.xattrs.encode(e);
+    e.put_u32(state.omap.len() as u32);
+    for (key, value) in &state.omap {
+        e.put_blob(key);
+        e.put_blob(value);
+    }
+}
+
+fn get_object_state(d: &mut Decoder) -> Result<ObjectState, DecodeError> {
+    let data = Bytes::decode(d)?;
+    let mtime_ns = d.get_u64()?;
+    let count = d.get_count("xattrs", 8)?;
+    let mut xattrs = BTreeMap::new();
+    for _ in 0..count {
+        let name = d.get_string("xattr name", XATTR_NAME_BYTES_MAX + 1)?;
+        xattrs.insert(name, Bytes::decode(d)?);
+    }
+    let count = d.get_count("omap entries", 8)?;
+    let mut omap = Vec::with_capacity(count);
+    for _ in 0..count {
+        let key = d.get_blob("omap key", OMAP_KEY_BYTES_MAX)?;
+        omap.push((key, Bytes::decode(d)?));
+    }
+    Ok(ObjectState {
+        data,
+        mtime_ns,
+        xattrs,
+        omap,
+    })
+}
+
+fn put_clones(e: &mut Encoder, clones: &[(u64, ObjectState)]) {
+    e.put_u32(clones.len() as u32);
+    for (id, state) in clones {
+        e.put_u64(*id);
+        put_object_state(e, state);
+    }
+}
+
+fn get_clones(d: &mut Decoder) -> Result<Vec<(u64, ObjectState)>, DecodeError> {
+    let count = d.get_count("clones", 24)?;
+    if count > crate::snap::CLONES_PER_OBJECT_MAX {
+        return Err(DecodeError::TooLong {
+            what: "clones",
+            length: count,
+            limit: crate::snap::CLONES_PER_OBJECT_MAX,
+        });
+    }
+    let mut clones = Vec::with_capacity(count);
+    for _ in 0..count {
+        clones.push((d.get_u64()?, get_object_state(d)?));
+    }
+    Ok(clones)
 }
 
 impl Decode for ObjectCopy {
@@ -360,28 +415,7 @@ impl Decode for ObjectCopy {
         let oid = d.get_string("object name", OBJECT_NAME_BYTES_MAX)?;
         let state = match d.get_u8()? {
             0 => None,
-            1 => {
-                let data = Bytes::decode(d)?;
-                let mtime_ns = d.get_u64()?;
-                let count = d.get_count("xattrs", 8)?;
-                let mut xattrs = BTreeMap::new();
-                for _ in 0..count {
-                    let name = d.get_string("xattr name", XATTR_NAME_BYTES_MAX + 1)?;
-                    xattrs.insert(name, Bytes::decode(d)?);
-                }
-                let count = d.get_count("omap entries", 8)?;
-                let mut omap = Vec::with_capacity(count);
-                for _ in 0..count {
-                    let key = d.get_blob("omap key", OMAP_KEY_BYTES_MAX)?;
-                    omap.push((key, Bytes::decode(d)?));
-                }
-                Some(ObjectState {
-                    data,
-                    mtime_ns,
-                    xattrs,
-                    omap,
-                })
-            }
+            1 => Some(get_object_state(d)?),
             other => {
                 return Err(DecodeError::Invalid {
                     what: "object copy tag",
@@ -389,13 +423,17 @@ impl Decode for ObjectCopy {
                 })
             }
         };
-        Ok(ObjectCopy { oid, state })
+        Ok(ObjectCopy {
+            oid,
+            state,
+            clones: Vec::new(),
+        })
     }
 }
 
 impl Encode for PgPush {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(2, 1, |e| {
+        e.versioned(3, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.objects.encode(e);
             match &self.last {
@@ -405,16 +443,21 @@ impl Encode for PgPush {
                     put_names(e, names);
                 }
             }
+            // v2: the copies the sender could not read.
             put_names(e, &self.corrupt);
+            // v3: each object's clones, in object order.
+            for object in &self.objects {
+                put_clones(e, &object.clones);
+            }
         });
     }
 }
 
 impl Decode for PgPush {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgPush", 2, |d, version| {
+        d.versioned("PgPush", 3, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
-            let objects = Vec::decode(d)?;
+            let mut objects: Vec<ObjectCopy> = Vec::decode(d)?;
             let last = match d.get_u8()? {
                 0 => None,
                 1 => Some(get_names(d)?),
@@ -430,6 +473,11 @@ impl Decode for PgPush {
             } else {
                 Vec::new()
             };
+            if version >= 3 {
+                for object in &mut objects {
+                    object.clones = get_clones(d)?;
+                }
+            }
             Ok(PgPush {
                 pgid,
                 interval,

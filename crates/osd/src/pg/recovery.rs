@@ -13,7 +13,7 @@ use super::{peer_output, Pg, Phase};
 use crate::pglog::missing_key;
 use crate::Output;
 use carmine_proto::{Msg, ObjectCopy, ObjectState, PgPull, PgPush, PgPushReply};
-use carmine_store::{ObjectStore, Transaction};
+use carmine_store::{CollectionId, ObjectStore, Transaction};
 use carmine_types::{ObjectId, OsdId};
 use std::collections::BTreeSet;
 
@@ -24,9 +24,10 @@ pub const PUSHES_IN_FLIGHT_MAX: usize = 4;
 pub const OBJECTS_PER_PUSH_MAX: usize = 16;
 
 impl Pg {
-    /// Reads one object's whole state from our store; `Err` when our copy cannot be
-    /// trusted: its data fails its checksum (or cannot be read), or we know we lack
-    /// the object. Never an empty or partial copy in its place.
+    /// Reads one object's whole state from our store, its snapshot clones included;
+    /// `Err` when our copy cannot be trusted: its data (or a clone's) fails its checksum
+    /// or cannot be read, or we know we lack the object. Never an empty or partial copy
+    /// in its place.
     pub(super) fn object_copy(
         &self,
         store: &dyn ObjectStore,
@@ -35,28 +36,22 @@ impl Pg {
         if self.missing.contains(name) {
             return Err(format!("{name} is missing here"));
         }
-        let oid = ObjectId::head(name);
-        let state = match store.stat(self.coll, &oid) {
-            Ok(stat) => {
-                let data = store
-                    .read(self.coll, &oid, 0, stat.size_bytes)
-                    .map_err(|error| format!("{name}: {error}"))?;
-                let xattrs = store.getxattrs(self.coll, &oid).unwrap_or_default();
-                let omap = store
-                    .omap_list(self.coll, &oid, None, usize::MAX)
-                    .unwrap_or_default();
-                Some(ObjectState {
-                    data,
-                    mtime_ns: stat.mtime_ns,
-                    xattrs,
-                    omap,
-                })
+        let state = read_state(store, self.coll, &ObjectId::head(name))
+            .map_err(|error| format!("{name}: {error}"))?;
+        let snapset = crate::snaps::load_snapset(store, self.coll, name).unwrap_or_default();
+        let mut clones = Vec::new();
+        for clone in &snapset.clones {
+            let oid = crate::snaps::clone_oid(name, clone.id);
+            let clone_state = read_state(store, self.coll, &oid)
+                .map_err(|error| format!("{name} clone {}: {error}", clone.id))?;
+            if let Some(clone_state) = clone_state {
+                clones.push((clone.id, clone_state));
             }
-            Err(_) => None,
-        };
+        }
         Ok(ObjectCopy {
             oid: name.to_string(),
             state,
+            clones,
         })
     }
 
@@ -69,18 +64,19 @@ impl Pg {
             if store.exists(self.coll, &oid) {
                 tx.remove(self.coll, oid.clone());
             }
+            for clone in crate::snaps::stored_clones(store, self.coll, &copy.oid) {
+                tx.remove(self.coll, clone);
+            }
             if let Some(state) = copy.state {
-                tx.touch(self.coll, oid.clone());
-                if !state.data.is_empty() {
-                    tx.write(self.coll, oid.clone(), 0, state.data);
-                }
-                for (name, value) in state.xattrs {
-                    tx.set_xattr(self.coll, oid.clone(), name, value);
-                }
-                if !state.omap.is_empty() {
-                    tx.omap_set(self.coll, oid.clone(), state.omap);
-                }
-                tx.set_mtime(self.coll, oid, state.mtime_ns);
+                write_state(&mut tx, self.coll, oid, state);
+            }
+            for (id, state) in copy.clones {
+                write_state(
+                    &mut tx,
+                    self.coll,
+                    crate::snaps::clone_oid(&copy.oid, id),
+                    state,
+                );
             }
             if self.missing.remove(&copy.oid) {
                 recovered.push(missing_key(&copy.oid));
@@ -220,6 +216,9 @@ impl Pg {
             let mut tx = Transaction::new();
             for name in self.all_objects(store).difference(&keep) {
                 tx.remove(self.coll, ObjectId::head(name.clone()));
+                for clone in crate::snaps::stored_clones(store, self.coll, name) {
+                    tx.remove(self.coll, clone);
+                }
             }
             self.submit_meta(store, tx);
         }
@@ -397,4 +396,42 @@ impl Pg {
         }
         pushed_all
     }
+}
+
+/// One stored object's whole state (`None` if absent); an error when its data cannot
+/// be read (a checksum failure).
+fn read_state(
+    store: &dyn ObjectStore,
+    coll: CollectionId,
+    oid: &ObjectId,
+) -> Result<Option<ObjectState>, carmine_store::StoreError> {
+    let Ok(stat) = store.stat(coll, oid) else {
+        return Ok(None);
+    };
+    let data = store.read(coll, oid, 0, stat.size_bytes)?;
+    let xattrs = store.getxattrs(coll, oid).unwrap_or_default();
+    let omap = store
+        .omap_list(coll, oid, None, usize::MAX)
+        .unwrap_or_default();
+    Ok(Some(ObjectState {
+        data,
+        mtime_ns: stat.mtime_ns,
+        xattrs,
+        omap,
+    }))
+}
+
+/// Adds to `tx` the creation of `oid` with exactly `state`.
+fn write_state(tx: &mut Transaction, coll: CollectionId, oid: ObjectId, state: ObjectState) {
+    tx.touch(coll, oid.clone());
+    if !state.data.is_empty() {
+        tx.write(coll, oid.clone(), 0, state.data);
+    }
+    for (name, value) in state.xattrs {
+        tx.set_xattr(coll, oid.clone(), name, value);
+    }
+    if !state.omap.is_empty() {
+        tx.omap_set(coll, oid.clone(), state.omap);
+    }
+    tx.set_mtime(coll, oid, state.mtime_ns);
 }

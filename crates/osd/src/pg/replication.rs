@@ -109,12 +109,43 @@ impl Pg {
             version: self.info.last_update.version + 1,
         };
         let oid = ObjectId::head(op.oid.clone());
-        let run = exec::execute(store, self.coll, &oid, &op.ops, version, op.mtime_ns)?;
+        // A writer may not know yet that a snapshot was removed: a clone made for it
+        // now would never be trimmed (as Ceph, the OSD drops removed snaps).
+        let mut snapc = op.snapc.clone();
+        snapc
+            .snaps
+            .retain(|snap| !self.pool.removed_snaps.contains(snap));
+        let run = exec::execute(
+            store,
+            self.coll,
+            &oid,
+            &op.ops,
+            &snapc,
+            version,
+            op.mtime_ns,
+        )?;
+        self.submit_write(store, op.reqid, &op.oid, run, version, vec![client], out)
+    }
+
+    /// Logs, applies and replicates the write `run` of object `name` at `version`
+    /// (the next PG version); `clients` get the reply once every member committed. A
+    /// write the PG makes itself (snapshot trimming) has no clients.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn submit_write(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        reqid: carmine_types::ReqId,
+        name: &str,
+        run: exec::Execution,
+        version: EVersion,
+        clients: Vec<ClientRef>,
+        out: &mut Vec<Output>,
+    ) -> Result<(), OpError> {
         let entry = LogEntry {
             version,
             prior_version: run.before.info.version,
-            reqid: op.reqid,
-            oid: op.oid.clone(),
+            reqid,
+            oid: name.to_string(),
             op: if run.exists_after {
                 LogOp::Modify
             } else {
@@ -128,6 +159,9 @@ impl Pg {
         info.object_count = (info.object_count + u64::from(run.exists_after))
             .saturating_sub(u64::from(run.before.exists));
         info.data_bytes = (info.data_bytes + run.size_after).saturating_sub(run.before.size_bytes);
+        // Client writes pushed the object already (they wait when it cannot be
+        // pushed); a write the PG makes itself (a snapshot trim) pushes it here.
+        let _ = self.push_before_write(store, name, out);
         let mut tx = run.tx;
         self.log.persist_append(&entry, &info, &mut tx);
         let replicas = self.replicas();
@@ -152,15 +186,15 @@ impl Pg {
                 out.push(peer_output(osd, Msg::RepOp(rep.clone())));
             }
         }
-        *self.writes_per_object.entry(op.oid.clone()).or_default() += 1;
+        *self.writes_per_object.entry(name.to_string()).or_default() += 1;
         self.in_flight.push_back(InFlightWrite {
             version,
             rep_tid,
             is_write: true,
-            oid: op.oid.clone(),
-            clients: vec![client],
+            oid: name.to_string(),
+            clients,
             reply: OsdOpReply {
-                reqid: op.reqid,
+                reqid,
                 pgid: self.pgid,
                 result: Ok(()),
                 outputs: run.outputs,

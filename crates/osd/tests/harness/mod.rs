@@ -371,6 +371,8 @@ impl Cluster {
             flags: 0,
             mtime_ns: 1_000_000 * tid,
             ops,
+            snapc: Default::default(),
+            snapid: carmine_types::SnapId::HEAD,
         }
     }
 
@@ -529,6 +531,24 @@ impl Cluster {
         true
     }
 
+    /// One runtime turn on every reachable shard (`OsdShard::flush`: background work
+    /// such as snapshot trimming), then the network run dry. Returns how many
+    /// messages were delivered.
+    pub fn turn(&mut self) -> usize {
+        let addrs: Vec<Addr> = self
+            .shards
+            .keys()
+            .copied()
+            .filter(|(osd, _)| !self.partitioned.contains(osd))
+            .collect();
+        for addr in addrs {
+            let mut out = Vec::new();
+            self.shard_mut(addr).flush(&mut out);
+            self.route(addr, out);
+        }
+        self.run()
+    }
+
     /// Delivers until nothing is queued; returns how many were delivered.
     pub fn run(&mut self) -> usize {
         let mut count = 0;
@@ -681,7 +701,8 @@ pub fn dump_collection(store: &MemStore, coll: CollectionId) -> PgDump {
                     .omap_list(coll, &oid, None, usize::MAX)
                     .expect("listed"),
             };
-            dump.insert(oid.name.clone(), object);
+            // Heads by name, snapshot clones as `name@clone`.
+            dump.insert(oid.to_string(), object);
         }
         after = Some(last);
     }
