@@ -229,6 +229,12 @@ impl Pg {
         &self.info
     }
 
+    /// The log entries this copy holds in memory, oldest first (the simulator records
+    /// them as they appear, since trimming drops them).
+    pub fn log_entries(&self) -> impl DoubleEndedIterator<Item = &carmine_proto::LogEntry> + '_ {
+        self.log.entries()
+    }
+
     pub fn has_pending_commits(&self) -> bool {
         !self.in_flight.is_empty() || !self.replica_acks.is_empty()
     }

@@ -139,12 +139,17 @@ impl PgLog {
         );
     }
 
-    /// The log tail after pushing one more entry (for the info persisted with it).
-    pub fn tail_after_push(&self) -> EVersion {
+    /// The log tail after pushing one more entry (for the info persisted with it): the
+    /// version of the newest entry the push trims, or `tail` (the current one) when it
+    /// trims nothing. The log then holds exactly the history after the tail.
+    pub fn tail_after_push(&self, tail: EVersion) -> EVersion {
         let excess = (self.entries.len() + 1).saturating_sub(self.entries_max);
-        match self.entries.get(excess) {
-            Some(oldest) => oldest.prior_version,
-            None => self.head(),
+        match excess
+            .checked_sub(1)
+            .and_then(|last| self.entries.get(last))
+        {
+            Some(trimmed) => trimmed.version,
+            None => tail,
         }
     }
 
@@ -160,14 +165,19 @@ impl PgLog {
             .is_ok()
     }
 
-    /// Replaces the whole log (a copy adopting the authoritative history).
-    pub fn replace(&mut self, entries: Vec<LogEntry>) {
+    /// Replaces the whole log (a copy adopting the authoritative history); keeps the
+    /// newest `entries_max` of `entries` and returns the version of the newest one it
+    /// dropped (the new tail), if it dropped any.
+    pub fn replace(&mut self, entries: Vec<LogEntry>) -> Option<EVersion> {
         self.entries.clear();
         self.by_reqid.clear();
-        for entry in entries {
+        let excess = entries.len().saturating_sub(self.entries_max);
+        let tail = excess.checked_sub(1).map(|last| entries[last].version);
+        for entry in entries.into_iter().skip(excess) {
             self.by_reqid.insert(entry.reqid, entry.version);
             self.entries.push_back(entry);
         }
+        tail
     }
 
     /// Adds an entry whose persistence was submitted (by [`PgLog::persist_append`] on

@@ -144,6 +144,11 @@ impl<S: ObjectStore> OsdShard<S> {
         self.pgs.get(&pgid)
     }
 
+    /// Every PG this shard holds, by id.
+    pub fn pgs(&self) -> impl Iterator<Item = &Pg> + '_ {
+        self.pgs.values()
+    }
+
     fn owns(&self, pgid: PgId) -> bool {
         pg_shard(pgid, self.shard_count) == self.index
     }

@@ -320,6 +320,10 @@ impl Pg {
         } else {
             self.info.created
         };
+        // Only what the log keeps is persisted, so the log on disk is the one in memory.
+        if let Some(tail) = self.log.replace(entries) {
+            info.log_tail = info.log_tail.max(tail);
+        }
         let mut tx = Transaction::new();
         if wipe {
             tx.remove_collection(self.coll);
@@ -328,8 +332,9 @@ impl Pg {
         } else {
             tx.omap_clear(self.coll, pgmeta_oid());
         }
-        let mut omap: Vec<(Bytes, Bytes)> = entries
-            .iter()
+        let mut omap: Vec<(Bytes, Bytes)> = self
+            .log
+            .entries()
             .map(|e| (crate::pglog::log_key(e.version), e.to_bytes()))
             .collect();
         omap.extend(missing.iter().map(|name| (missing_key(name), Bytes::new())));
@@ -337,7 +342,6 @@ impl Pg {
         tx.omap_set(self.coll, pgmeta_oid(), omap);
         self.submit_meta(store, tx);
         self.info = info;
-        self.log.replace(entries);
         self.missing = missing.clone();
     }
 
@@ -472,9 +476,11 @@ impl Pg {
         let mut entries: Vec<LogEntry> = if activate.backfill {
             Vec::new()
         } else {
+            // Our entries the primary's log also covers: the replicas' logs then hold
+            // the same span as the primary's, (log_tail, last_update].
             self.log
                 .entries()
-                .filter(|e| e.version <= activate.common)
+                .filter(|e| e.version <= activate.common && e.version > activate.info.log_tail)
                 .cloned()
                 .collect()
         };

@@ -115,7 +115,7 @@ impl Pg {
         };
         let mut info = self.info.clone();
         info.last_update = version;
-        info.log_tail = self.log.tail_after_push();
+        info.log_tail = self.log.tail_after_push(self.info.log_tail);
         info.object_count = (info.object_count + u64::from(run.exists_after))
             .saturating_sub(u64::from(run.before.exists));
         info.data_bytes = (info.data_bytes + run.size_after).saturating_sub(run.before.size_bytes);
