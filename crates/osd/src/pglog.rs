@@ -12,6 +12,9 @@ use std::collections::{HashMap, VecDeque};
 
 /// Entries kept before the oldest are trimmed (Ceph's `osd_min_pg_log_entries`).
 pub const LOG_ENTRIES_MAX: usize = 3000;
+/// Request ids of trimmed entries remembered to answer resends (Ceph's
+/// `osd_pg_log_dups_tracked`), whatever the log length.
+pub const DUPS_MAX: usize = 3000;
 
 /// Name of the per-PG metadata object (an empty name, which no client may use).
 pub const PGMETA_NAME: &str = "";
@@ -56,11 +59,21 @@ fn write_decimal(digits: &mut [u8], mut value: u64) {
     }
 }
 
-/// The in-memory log with its request-id index.
+/// A request whose entry was trimmed: where it was applied, for answering a resend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    pub version: EVersion,
+    pub user_version: u64,
+}
+
+/// The in-memory log with its request-id index, and the request ids of trimmed
+/// entries ("dups", in memory only: a restart or a backfill forgets them).
 #[derive(Debug)]
 pub struct PgLog {
     entries: VecDeque<LogEntry>,
     by_reqid: HashMap<ReqId, EVersion>,
+    dups: VecDeque<(ReqId, Applied)>,
+    dup_index: HashMap<ReqId, Applied>,
     /// Entries kept before the oldest is trimmed.
     entries_max: usize,
 }
@@ -77,6 +90,8 @@ impl PgLog {
         Self {
             entries: VecDeque::new(),
             by_reqid: HashMap::new(),
+            dups: VecDeque::new(),
+            dup_index: HashMap::new(),
             entries_max: entries_max.max(1),
         }
     }
@@ -96,14 +111,37 @@ impl PgLog {
             .unwrap_or(EVersion::ZERO)
     }
 
-    /// The logged entry of request `reqid`, if it is still in the log.
-    pub fn find_reqid(&self, reqid: ReqId) -> Option<&LogEntry> {
-        let version = self.by_reqid.get(&reqid)?;
-        let index = self
-            .entries
-            .binary_search_by(|entry| entry.version.cmp(version))
-            .ok()?;
-        self.entries.get(index)
+    /// Where request `reqid` was applied, if its entry is still in the log or was
+    /// trimmed recently enough to be remembered.
+    pub fn find_reqid(&self, reqid: ReqId) -> Option<Applied> {
+        if let Some(version) = self.by_reqid.get(&reqid) {
+            let index = self
+                .entries
+                .binary_search_by(|entry| entry.version.cmp(version))
+                .ok()?;
+            let entry = self.entries.get(index)?;
+            return Some(Applied {
+                version: entry.version,
+                user_version: entry.user_version,
+            });
+        }
+        self.dup_index.get(&reqid).copied()
+    }
+
+    /// Remembers the request of a trimmed entry.
+    fn remember(&mut self, entry: &LogEntry) {
+        let applied = Applied {
+            version: entry.version,
+            user_version: entry.user_version,
+        };
+        self.dup_index.insert(entry.reqid, applied);
+        self.dups.push_back((entry.reqid, applied));
+        while self.dups.len() > DUPS_MAX {
+            let (reqid, applied) = self.dups.pop_front().expect("not empty");
+            if self.dup_index.get(&reqid) == Some(&applied) {
+                self.dup_index.remove(&reqid);
+            }
+        }
     }
 
     /// Adds to `tx` the persistence of `entry` and `info` (which must already name
@@ -167,13 +205,24 @@ impl PgLog {
 
     /// Replaces the whole log (a copy adopting the authoritative history); keeps the
     /// newest `entries_max` of `entries` and returns the version of the newest one it
-    /// dropped (the new tail), if it dropped any.
-    pub fn replace(&mut self, entries: Vec<LogEntry>) -> Option<EVersion> {
+    /// dropped (the new tail), if it dropped any. `keep_dups`: whether the requests
+    /// remembered so far belong to the adopted history (they do when this copy's log
+    /// led up to a point of it; not when it is wiped for a backfill, since a trimmed
+    /// divergent entry would then answer a resend of a write that was rolled back).
+    pub fn replace(&mut self, entries: Vec<LogEntry>, keep_dups: bool) -> Option<EVersion> {
         self.entries.clear();
         self.by_reqid.clear();
+        if !keep_dups {
+            self.dups.clear();
+            self.dup_index.clear();
+        }
         let excess = entries.len().saturating_sub(self.entries_max);
         let tail = excess.checked_sub(1).map(|last| entries[last].version);
-        for entry in entries.into_iter().skip(excess) {
+        for (index, entry) in entries.into_iter().enumerate() {
+            if index < excess {
+                self.remember(&entry);
+                continue;
+            }
             self.by_reqid.insert(entry.reqid, entry.version);
             self.entries.push_back(entry);
         }
@@ -189,6 +238,7 @@ impl PgLog {
         while self.entries.len() >= self.entries_max {
             let old = self.entries.pop_front().expect("log is not empty");
             self.by_reqid.remove(&old.reqid);
+            self.remember(&old);
         }
         self.by_reqid.insert(entry.reqid, entry.version);
         self.entries.push_back(entry);
@@ -244,7 +294,15 @@ mod tests {
             log.push(entry(v, v));
         }
         assert_eq!(log.len(), LOG_ENTRIES_MAX);
-        assert!(log.find_reqid(ReqId { client: 1, tid: 3 }).is_none());
+        // Trimmed, but remembered: a resend is answered, not applied again.
+        assert_eq!(
+            log.find_reqid(ReqId { client: 1, tid: 3 }),
+            Some(Applied {
+                version: EVersion::new(1, 3),
+                user_version: 3
+            })
+        );
+        assert!(log.find_reqid(ReqId { client: 1, tid: 0 }).is_none());
         let last = LOG_ENTRIES_MAX as u64 + 5;
         assert_eq!(
             log.find_reqid(ReqId {

@@ -321,7 +321,7 @@ impl Pg {
             self.info.created
         };
         // Only what the log keeps is persisted, so the log on disk is the one in memory.
-        if let Some(tail) = self.log.replace(entries) {
+        if let Some(tail) = self.log.replace(entries, !wipe) {
             info.log_tail = info.log_tail.max(tail);
         }
         let mut tx = Transaction::new();

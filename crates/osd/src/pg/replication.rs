@@ -16,9 +16,8 @@ impl Pg {
         op: OsdOp,
         out: &mut Vec<Output>,
     ) {
-        if let Some(entry) = self.log.find_reqid(op.reqid) {
-            let version = entry.version;
-            let user_version = entry.user_version;
+        if let Some(applied) = self.log.find_reqid(op.reqid) {
+            let (version, user_version) = (applied.version, applied.user_version);
             self.answer_duplicate(client, &op, version, user_version, out);
             return;
         }
