@@ -402,3 +402,40 @@ fn mon_config(count: u64) -> MonConfig {
         ..MonConfig::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(events: Vec<Vec<MapEvent>>) -> Vec<String> {
+        let mut out = Vec::new();
+        check_monitors(&MonRecord { events }, &mut out);
+        out
+    }
+
+    #[test]
+    fn agreeing_monitors_pass_and_snapshots_may_skip_epochs() {
+        use MapEvent::*;
+        let healthy = vec![
+            vec![Opened(Epoch(1), 10), Published(Epoch(2), 20), Published(Epoch(3), 30)],
+            // A follower that got a snapshot, crashed and restarted where it was.
+            vec![Opened(Epoch(1), 10), Published(Epoch(3), 30), Opened(Epoch(3), 30)],
+        ];
+        assert_eq!(check(healthy), Vec::<String>::new());
+    }
+
+    #[test]
+    fn two_maps_for_one_epoch_going_back_and_a_lossy_restart_are_caught() {
+        use MapEvent::*;
+        let forked = check(vec![
+            vec![Published(Epoch(2), 20)],
+            vec![Published(Epoch(2), 21)],
+        ]);
+        assert_eq!(forked.len(), 1, "{forked:?}");
+        assert!(forked[0].contains("different maps for e2"), "{forked:?}");
+        let backwards = check(vec![vec![Published(Epoch(3), 30), Published(Epoch(2), 20)]]);
+        assert!(backwards[0].contains("published e2 after e3"), "{backwards:?}");
+        let lossy = check(vec![vec![Published(Epoch(3), 30), Opened(Epoch(2), 20)]]);
+        assert!(lossy[0].contains("restarted at e2"), "{lossy:?}");
+    }
+}

@@ -1,6 +1,7 @@
-//! The canary: a primary that acknowledges a write one replica never committed (the
-//! simulator drops that replica's copy and forges its acknowledgement). The checkers
-//! must catch it on every seed.
+//! The canaries: a primary that acknowledges a write one replica never committed (the
+//! simulator drops that replica's copy and forges its acknowledgement), a store that
+//! acknowledges before its sync, and a monitor that publishes an epoch of its own.
+//! The checkers must catch each.
 
 use carmine_sim::{run_config, Canary, SimConfig};
 
@@ -43,6 +44,28 @@ fn the_checkers_catch_an_acknowledgement_before_the_disk_sync() {
         assert!(!report.ok, "seed {seed}: the disk canary went unnoticed");
         assert!(
             report.violations.iter().any(|v| v.contains("is lost")),
+            "seed {seed}: {:?}",
+            report.violations
+        );
+    }
+}
+
+/// The monitor canary: one monitor publishes an epoch outside Raft, as a monitor that
+/// bumps its epoch locally would; the monitor checker must report two maps for one
+/// epoch. Seeds of each group size.
+#[test]
+fn the_checkers_catch_a_monitor_that_publishes_an_epoch_of_its_own() {
+    for (seed, mons) in [(0, 1), (1, 3), (2, 5)] {
+        let honest = SimConfig::from_seed(seed).with_mons(mons);
+        let report = run_config(honest.clone());
+        assert!(report.ok, "seed {seed} fails without the canary: {:?}", report.violations);
+        let report = run_config(honest.with_canary(Canary::MonLocalEpoch));
+        assert!(!report.ok, "seed {seed}: the monitor canary went unnoticed");
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.contains("published different maps for e")),
             "seed {seed}: {:?}",
             report.violations
         );

@@ -9,9 +9,15 @@
 //!   network faults. These exercise peering, recovery and the monitor's failure
 //!   detection.
 //!
+//! A seed chooses 1, 3 or 5 monitors (2:2:1), and half the seeds BUGGIFY the OSDs,
+//! the PG log shrunk to 8–64 entries included. The default classes include monitor
+//! crashes and monitor partitions.
+//!
 //! Seeds that fail today live in `tests/known_gaps.rs`.
 
-use carmine_sim::{format_report, run, run_with_faults, FaultClasses, SimReport};
+use carmine_sim::{
+    format_report, run, run_config, run_with_faults, FaultClasses, SimConfig, SimReport,
+};
 
 fn check(reports: &[SimReport], faults_min: u64, acked_min: u64) {
     let failed: Vec<String> = reports
@@ -50,4 +56,37 @@ fn regression_an_authoritative_primary_recovers_what_it_lacks_first() {
         .map(|seed| run_with_faults(seed, FaultClasses::ALL))
         .collect();
     check(&reports, 20, 300);
+}
+
+/// Seed 49 once failed when BUGGIFY first shrank the PG log: a client resent a write
+/// whose log entry had been trimmed, and the primary applied it a second time.
+#[test]
+fn regression_a_resend_after_its_entry_was_trimmed_is_answered_not_applied_again() {
+    let reports = vec![run(49)];
+    check(&reports, 5, 500);
+}
+
+/// Three and five monitors under monitor faults only: crashes and restarts from the
+/// persisted store, a minority or the leader cut off from the other monitors.
+#[test]
+fn monitor_groups_survive_monitor_crashes_and_partitions() {
+    let classes = FaultClasses::parse("mon-crashes,mon-partitions").unwrap();
+    let reports: Vec<SimReport> = (0..12)
+        .map(|seed| {
+            let mut config = SimConfig::from_seed(seed)
+                .with_mons(if seed % 2 == 0 { 3 } else { 5 })
+                .with_faults(classes);
+            config.fault_weights.mon_crash = 1 + seed % 3;
+            config.fault_weights.mon_partition = 1 + seed % 4;
+            run_config(config)
+        })
+        .collect();
+    check(&reports, 30, 3_000);
+    let faults: Vec<&String> = reports.iter().flat_map(|r| &r.fault_log).collect();
+    for kind in ["crash mon.", "(the leader)", "(with the leader)", "partition monitors"] {
+        assert!(
+            faults.iter().any(|f| f.contains(kind)),
+            "no '{kind}' fault in {faults:?}"
+        );
+    }
 }

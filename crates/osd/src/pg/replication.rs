@@ -285,6 +285,19 @@ impl Pg {
             });
             return;
         }
+        if rep.entry.version.version != self.info.last_update.version + 1 {
+            // This copy missed writes of the interval: it restarted and lost what was
+            // in flight to it, before any map showed the restart. Applying this one would
+            // leave a hole in its log and objects; it stays unanswered (the primary does
+            // not acknowledge the write) until the next interval's peering catches it up.
+            tracing::debug!(
+                "{}: RepOp {} does not follow {}; ignored",
+                self.pgid,
+                rep.entry.version,
+                self.info.last_update
+            );
+            return;
+        }
         match store.submit(rep.tx) {
             Ok(seq) => {
                 self.last_submitted = seq;
