@@ -22,6 +22,11 @@ pub const PGMETA_NAME: &str = "";
 pub const INFO_KEY: &[u8] = b"info";
 /// Prefix of the omap keys naming objects this copy lacks.
 pub const MISSING_PREFIX: &[u8] = b"missing.";
+/// A name in a missing set that stands for every object: this copy was wiped to be
+/// backfilled and has not received all of it yet (no object can have the empty name).
+/// Such a copy is never trusted as complete: it is not preferred as authoritative, a
+/// primary holding it pulls everything again, and a replica holding it is backfilled.
+pub const MISSING_ALL: &str = "";
 
 pub fn missing_key(name: &str) -> Bytes {
     let mut key = MISSING_PREFIX.to_vec();

@@ -19,7 +19,7 @@
 //!    objects are pushed in the background (see `recovery.rs`).
 
 use super::{peer_output, Pg, Phase};
-use crate::pglog::{missing_key, pgmeta_oid, INFO_KEY};
+use crate::pglog::{missing_key, pgmeta_oid, INFO_KEY, MISSING_ALL};
 use crate::Output;
 use bytes::Bytes;
 use carmine_clustermap::OsdMap;
@@ -130,8 +130,9 @@ impl Pg {
             // new peering round, or a restart): fetch them before serving anything.
             match self.source_for_missing() {
                 Some(source) => {
-                    let names = self.missing.clone();
-                    self.start_pull(store, source, names, false, out);
+                    let mut names = self.missing.clone();
+                    let all = names.remove(MISSING_ALL);
+                    self.start_pull(store, source, names, all, out);
                 }
                 None => self.activate_replicas(store, out),
             }
@@ -218,6 +219,7 @@ impl Pg {
             (
                 n.info.last_epoch_started,
                 n.info.last_update,
+                !n.missing.iter().any(|name| name == MISSING_ALL),
                 *osd == self.whoami,
                 std::cmp::Reverse(n.missing.len()),
             )
@@ -276,7 +278,11 @@ impl Pg {
                 lacking.extend(objects_after(&reply.entries, *after));
                 lacking.extend(self.divergent_objects(&reply.entries));
             }
-            CatchUp::Backfill => {}
+            // Until the last object arrives this copy is incomplete, durably, so that a
+            // new peering round that cuts the pull short does not trust it.
+            CatchUp::Backfill => {
+                lacking.insert(MISSING_ALL.to_string());
+            }
         }
         let mut info = reply.info.clone();
         info.pgid = self.pgid;
@@ -287,7 +293,8 @@ impl Pg {
             &lacking,
             plan == CatchUp::Backfill,
         );
-        let all = plan == CatchUp::Backfill;
+        let all = plan == CatchUp::Backfill || lacking.contains(MISSING_ALL);
+        lacking.remove(MISSING_ALL);
         self.start_pull(store, from, lacking, all, out);
     }
 
@@ -387,7 +394,7 @@ impl Pg {
         versions: &BTreeSet<EVersion>,
     ) -> PgActivate {
         let plan = match &notify {
-            Some(n) if n.exists => {
+            Some(n) if n.exists && !n.missing.iter().any(|name| name == MISSING_ALL) => {
                 let their = n.info.last_update;
                 if their == self.info.last_update
                     || their == self.info.log_tail
