@@ -417,9 +417,17 @@ mod tests {
     fn agreeing_monitors_pass_and_snapshots_may_skip_epochs() {
         use MapEvent::*;
         let healthy = vec![
-            vec![Opened(Epoch(1), 10), Published(Epoch(2), 20), Published(Epoch(3), 30)],
+            vec![
+                Opened(Epoch(1), 10),
+                Published(Epoch(2), 20),
+                Published(Epoch(3), 30),
+            ],
             // A follower that got a snapshot, crashed and restarted where it was.
-            vec![Opened(Epoch(1), 10), Published(Epoch(3), 30), Opened(Epoch(3), 30)],
+            vec![
+                Opened(Epoch(1), 10),
+                Published(Epoch(3), 30),
+                Opened(Epoch(3), 30),
+            ],
         ];
         assert_eq!(check(healthy), Vec::<String>::new());
     }
@@ -434,7 +442,10 @@ mod tests {
         assert_eq!(forked.len(), 1, "{forked:?}");
         assert!(forked[0].contains("different maps for e2"), "{forked:?}");
         let backwards = check(vec![vec![Published(Epoch(3), 30), Published(Epoch(2), 20)]]);
-        assert!(backwards[0].contains("published e2 after e3"), "{backwards:?}");
+        assert!(
+            backwards[0].contains("published e2 after e3"),
+            "{backwards:?}"
+        );
         let lossy = check(vec![vec![Published(Epoch(3), 30), Opened(Epoch(2), 20)]]);
         assert!(lossy[0].contains("restarted at e2"), "{lossy:?}");
     }

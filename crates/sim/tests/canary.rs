@@ -58,7 +58,11 @@ fn the_checkers_catch_a_monitor_that_publishes_an_epoch_of_its_own() {
     for (seed, mons) in [(0, 1), (1, 3), (2, 5)] {
         let honest = SimConfig::from_seed(seed).with_mons(mons);
         let report = run_config(honest.clone());
-        assert!(report.ok, "seed {seed} fails without the canary: {:?}", report.violations);
+        assert!(
+            report.ok,
+            "seed {seed} fails without the canary: {:?}",
+            report.violations
+        );
         let report = run_config(honest.with_canary(Canary::MonLocalEpoch));
         assert!(!report.ok, "seed {seed}: the monitor canary went unnoticed");
         assert!(

@@ -83,7 +83,12 @@ fn monitor_groups_survive_monitor_crashes_and_partitions() {
         .collect();
     check(&reports, 30, 3_000);
     let faults: Vec<&String> = reports.iter().flat_map(|r| &r.fault_log).collect();
-    for kind in ["crash mon.", "(the leader)", "(with the leader)", "partition monitors"] {
+    for kind in [
+        "crash mon.",
+        "(the leader)",
+        "(with the leader)",
+        "partition monitors",
+    ] {
         assert!(
             faults.iter().any(|f| f.contains(kind)),
             "no '{kind}' fault in {faults:?}"

@@ -371,6 +371,11 @@ impl Pg {
         self.submit_meta(store, tx);
         let versions = self.log_versions();
         let mut waiting = BTreeSet::new();
+        // What each replica lacks is worked out afresh; answers to pushes of an earlier
+        // interval are ignored, so pushes still counted in flight would never finish.
+        self.peer_missing.clear();
+        self.pushing.clear();
+        self.backfilling.clear();
         for replica in self.replicas() {
             let notify = self.notifies.get(&replica).cloned();
             let activate = self.activation_for(store, replica, notify, &versions);
