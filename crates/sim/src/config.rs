@@ -130,8 +130,9 @@ pub enum Canary {
     /// they are submitted, before their sync ("acknowledge before the disk has it"):
     /// a crash then loses acknowledged writes.
     AckBeforeSync,
-    /// A monitor publishes one epoch of its own making, outside Raft ("a monitor
-    /// bumps its epoch locally"): the monitor checker must see two maps for one epoch.
+    /// A monitor publishes a second map of its own making, outside Raft, for an epoch
+    /// it applied (the map is only recorded, not sent): the monitor checker must see
+    /// two maps for one epoch.
     MonLocalEpoch,
 }
 

@@ -207,18 +207,18 @@ impl Sim {
         let hash = map_hash(&map);
         let events = &mut self.mon_record.events[rank as usize];
         events.push(MapEvent::Published(epoch, hash));
-        if self.config.canary == crate::Canary::MonLocalEpoch
-            && !self.canary_fired
-            && self.phase == Phase::Faults
-        {
-            // The canary: this monitor publishes an epoch of its own making, outside
-            // Raft, as a monitor that bumped its epoch locally would.
+        if self.config.canary == crate::Canary::MonLocalEpoch && !self.canary_fired {
+            // The canary: this monitor also publishes a map of its own making for the
+            // epoch, outside Raft, as a monitor that changed its map locally would.
             self.canary_fired = true;
             let mut forged = (*map).clone();
-            forged.epoch = epoch.next();
-            events.push(MapEvent::Published(forged.epoch, map_hash(&forged)));
+            forged.fsid ^= 1;
+            events.push(MapEvent::Published(epoch, map_hash(&forged)));
             self.trace.note(self.now(), || {
-                format!("CANARY: mon.{rank} publishes e{} on its own", epoch.0 + 1)
+                format!(
+                    "CANARY: mon.{rank} publishes a second e{} of its own",
+                    epoch.0
+                )
             });
         }
         if epoch > self.newest_map.epoch {

@@ -95,3 +95,24 @@ fn monitor_groups_survive_monitor_crashes_and_partitions() {
         );
     }
 }
+
+/// Seeds that failed with every fault class once seeds ran 3 or 5 monitors with
+/// monitor faults and BUGGIFY shrank the PG log:
+/// - 6, 233, 685: an OSD restarted while the monitors had no quorum, so no map showed
+///   the restart; it lost a RepOp sent while it was down and applied the next one,
+///   leaving a hole in its log (a replica now ignores a RepOp that does not follow its
+///   log head);
+/// - 1820: a primary's backfill pull cut short by a new map left it lacking objects,
+///   and it then activated as authoritative (a wiped copy now stays marked incomplete);
+/// - 232: a primary kept counting a push of an earlier interval as in flight and
+///   stayed recovering (activation now forgets old pushes);
+/// - 943: a PgQuery waiting for its map was dropped by a full map-wait queue, and the
+///   PG stayed peering (peer messages are no longer dropped there).
+#[test]
+fn regression_monitor_faults_and_tiny_logs() {
+    let reports: Vec<SimReport> = [6, 233, 685, 1820, 232, 943]
+        .into_iter()
+        .map(|seed| run_with_faults(seed, FaultClasses::ALL))
+        .collect();
+    check(&reports, 50, 1_000);
+}
