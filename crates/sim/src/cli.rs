@@ -95,7 +95,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
 /// when the run failed.
 pub fn format_report(report: &SimReport) -> String {
     let mut text = format!(
-        "seed {} {} trace_hash {:016x} events {} virtual {}ms acked {} failed {} faults {} ({})\n",
+        "seed {} {} trace_hash {:016x} events {} virtual {}ms acked {} failed {} faults {} backfills {} ({})\n",
         report.seed,
         if report.ok { "ok" } else { "FAILED" },
         report.trace_hash,
@@ -104,6 +104,7 @@ pub fn format_report(report: &SimReport) -> String {
         report.ops_acked,
         report.ops_failed,
         report.faults,
+        report.backfills,
         report.shape
     );
     if !report.ok {

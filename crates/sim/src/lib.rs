@@ -82,6 +82,9 @@ pub struct SimReport {
     pub ops_failed: u64,
     /// Faults injected.
     pub faults: u64,
+    /// Backfills started: a replica activated with `backfill`, or a primary pulling
+    /// everything (what a PG log too short to cover a copy leads to).
+    pub backfills: u64,
     pub shape: String,
     pub fault_classes: FaultClasses,
     pub violations: Vec<String>,

@@ -71,6 +71,8 @@ pub struct Sim {
     pub(crate) canary_fired: bool,
     /// Peer messages delivered to a shard that does not own their PG.
     pub(crate) misrouted_total: u64,
+    /// Backfill activations and pull-everything requests delivered.
+    pub(crate) backfills: u64,
 }
 
 impl Sim {
@@ -130,6 +132,7 @@ impl Sim {
             converged_at: None,
             canary_fired: false,
             misrouted_total: 0,
+            backfills: 0,
         }
     }
 
@@ -265,6 +268,11 @@ impl Sim {
             return;
         }
         self.mix_wire(&wire);
+        match &wire.msg {
+            Msg::PgActivate(activate) if activate.backfill => self.backfills += 1,
+            Msg::PgPull(pull) if pull.all => self.backfills += 1,
+            _ => {}
+        }
         self.trace.note(now, || describe(&wire));
         match wire.to {
             Endpoint::Mon(rank) => self.mon_receive(rank, *wire),
@@ -469,6 +477,7 @@ impl Sim {
             ops_acked: self.history.acked_count(),
             ops_failed: self.history.failed_count(),
             faults: self.faults.injected,
+            backfills: self.backfills,
             shape: self.config.shape(),
             fault_classes: self.config.faults,
             violations,
