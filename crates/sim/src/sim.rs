@@ -1,4 +1,4 @@
-//! The simulator: one thread, one event queue, virtual time. It owns the monitor, the
+//! The simulator: one thread, one event queue, virtual time. It owns the monitors, the
 //! OSD processes (their shards and stores), the clients and the network, and turns
 //! each event into calls on the pure cores and each of their outputs into messages.
 //!
