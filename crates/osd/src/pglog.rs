@@ -52,6 +52,57 @@ pub fn log_key(version: EVersion) -> Bytes {
     Bytes::copy_from_slice(&key)
 }
 
+/// Omap key of a remembered request (a "dup") in the metadata object: `dup.` and the
+/// version of its trimmed entry, padded like [`log_key`].
+pub fn dup_key(version: EVersion) -> Bytes {
+    let mut key = log_key(version).to_vec();
+    key[..4].copy_from_slice(DUP_PREFIX);
+    Bytes::from(key)
+}
+
+/// Prefix of the dup keys.
+pub const DUP_PREFIX: &[u8] = b"dup.";
+
+/// A dup's value: `versioned(1) { u64 client | u64 tid | u64 user_version }`.
+pub fn encode_dup(reqid: ReqId, user_version: u64) -> Bytes {
+    let mut e = carmine_types::encoding::Encoder::new();
+    e.versioned(1, 1, |e| {
+        e.put_u64(reqid.client);
+        e.put_u64(reqid.tid);
+        e.put_u64(user_version);
+    });
+    e.into_bytes()
+}
+
+/// Decodes a dup kept under `key` (see [`dup_key`], [`encode_dup`]).
+pub fn decode_dup(key: &[u8], value: Bytes) -> Result<(ReqId, Applied), String> {
+    let version = parse_version(key.strip_prefix(DUP_PREFIX).ok_or("not a dup key")?)
+        .ok_or_else(|| format!("bad dup key {:?}", String::from_utf8_lossy(key)))?;
+    let mut d = carmine_types::encoding::Decoder::new(value);
+    let (client, tid, user_version) = d
+        .versioned("dup", 1, |d, _| {
+            Ok((d.get_u64()?, d.get_u64()?, d.get_u64()?))
+        })
+        .map_err(|e| e.to_string())?;
+    Ok((
+        ReqId { client, tid },
+        Applied {
+            version,
+            user_version,
+        },
+    ))
+}
+
+/// `EPOCH.VERSION` in decimal, as [`log_key`] writes it after its prefix.
+fn parse_version(text: &[u8]) -> Option<EVersion> {
+    let text = std::str::from_utf8(text).ok()?;
+    let (epoch, version) = text.split_once('.')?;
+    Some(EVersion {
+        epoch: carmine_types::Epoch(epoch.parse().ok()?),
+        version: version.parse().ok()?,
+    })
+}
+
 /// Writes `value` right-aligned into `digits` (already `b'0'`-filled); a value wider
 /// than `digits` keeps its low digits, as no epoch or version here can be.
 fn write_decimal(digits: &mut [u8], mut value: u64) {
@@ -72,7 +123,8 @@ pub struct Applied {
 }
 
 /// The in-memory log with its request-id index, and the request ids of trimmed
-/// entries ("dups", in memory only: a restart or a backfill forgets them).
+/// entries ("dups"), persisted as `dup.` keys beside the log (a backfill forgets them;
+/// peering does not send them to other copies).
 #[derive(Debug)]
 pub struct PgLog {
     entries: VecDeque<LogEntry>,
@@ -133,6 +185,25 @@ impl PgLog {
         self.dup_index.get(&reqid).copied()
     }
 
+    /// A dup loaded from the store (oldest first).
+    pub fn load_dup(&mut self, reqid: ReqId, applied: Applied) {
+        self.dup_index.insert(reqid, applied);
+        self.dups.push_back((reqid, applied));
+    }
+
+    /// Every remembered request as the omap entries that persist it.
+    pub fn dup_omap(&self) -> Vec<(Bytes, Bytes)> {
+        self.dups
+            .iter()
+            .map(|(reqid, applied)| {
+                (
+                    dup_key(applied.version),
+                    encode_dup(*reqid, applied.user_version),
+                )
+            })
+            .collect()
+    }
+
     /// Remembers the request of a trimmed entry.
     fn remember(&mut self, entry: &LogEntry) {
         let applied = Applied {
@@ -171,6 +242,30 @@ impl PgLog {
             .collect();
         if !trimmed.is_empty() {
             tx.omap_rm(coll, pgmeta_oid(), trimmed);
+            // The trimmed entries' requests are remembered durably, the oldest beyond
+            // DUPS_MAX forgotten, exactly as `push` does in memory.
+            let dups = self
+                .entries
+                .iter()
+                .take(excess)
+                .map(|old| {
+                    (
+                        dup_key(old.version),
+                        encode_dup(old.reqid, old.user_version),
+                    )
+                })
+                .collect();
+            tx.omap_set(coll, pgmeta_oid(), dups);
+            let over = (self.dups.len() + excess).saturating_sub(DUPS_MAX);
+            let forgotten: Vec<Bytes> = self
+                .dups
+                .iter()
+                .take(over)
+                .map(|(_, applied)| dup_key(applied.version))
+                .collect();
+            if !forgotten.is_empty() {
+                tx.omap_rm(coll, pgmeta_oid(), forgotten);
+            }
         }
         tx.omap_set(
             coll,
@@ -331,6 +426,36 @@ mod tests {
             ..PgInfo::default()
         };
         log.persist_append(&entry(1, 2), &info, &mut Transaction::new());
+    }
+
+    #[test]
+    fn dups_persist_with_the_trim_and_load_back() {
+        let mut log = PgLog::with_entries_max(2);
+        let mut info = PgInfo {
+            pgid: PgId::new(1, 0),
+            ..PgInfo::default()
+        };
+        let mut last_tx = Transaction::new();
+        for v in 1..=3 {
+            let mut tx = Transaction::new();
+            info.last_update = EVersion::new(1, v);
+            log.persist_append(&entry(v, v), &info, &mut tx);
+            log.push(entry(v, v));
+            last_tx = tx;
+        }
+        // The third append trims the first entry: its request is written as a dup.
+        let written = format!("{last_tx:?}");
+        let key = dup_key(EVersion::new(1, 1));
+        assert!(written.contains(&format!("{key:?}")), "{written}");
+        let omap = log.dup_omap();
+        assert_eq!(omap.len(), 1);
+        let (reqid, applied) = decode_dup(&omap[0].0, omap[0].1.clone()).unwrap();
+        assert_eq!(reqid, ReqId { client: 1, tid: 1 });
+        assert_eq!(applied.version, EVersion::new(1, 1));
+        let mut reloaded = PgLog::with_entries_max(2);
+        reloaded.load_dup(reqid, applied);
+        assert_eq!(reloaded.find_reqid(reqid), Some(applied));
+        assert!(decode_dup(b"dup.x", omap[0].1.clone()).is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! default run when the fix lands (regression seeds go to `tests/seeds.rs`).
 #![cfg(feature = "known-gaps")]
 
-use carmine_sim::{format_report, run_config, run_with_faults, FaultClasses, SimConfig};
+use carmine_sim::{format_report, run_with_faults, FaultClasses};
 
 /// The two failures in 2,000 seeds with every fault class (monitor faults included):
 /// a primary cut off from the monitors (but not from some clients) serves a read
@@ -18,18 +18,4 @@ fn stale_read_from_a_cut_off_primary() {
         let report = run_with_faults(seed, FaultClasses::ALL);
         assert!(report.ok, "{}", format_report(&report));
     }
-}
-
-/// Request ids of trimmed PG log entries ("dups") live in memory only. An OSD that
-/// applied a write, restarted (forgetting its dups, its short log no longer holding
-/// the entry) and became primary again applies the client's resend a second time:
-/// seed 1082 with a 15-entry log (BUGGIFY draws 8–64, where 2,000 seeds did not hit
-/// it; 2–24 did). The fix is Ceph's: persist the dups with the log and send them with
-/// it in peering.
-#[test]
-fn a_resend_after_a_restart_and_a_trim_is_applied_twice() {
-    let mut config = SimConfig::from_seed(1082).with_faults(FaultClasses::ALL);
-    config.tuning.log_entries_max = 15;
-    let report = run_config(config);
-    assert!(report.ok, "{}", format_report(&report));
 }

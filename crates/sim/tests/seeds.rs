@@ -116,3 +116,14 @@ fn regression_monitor_faults_and_tiny_logs() {
         .collect();
     check(&reports, 50, 1_000);
 }
+
+/// Seed 1082 with a 15-entry PG log (BUGGIFY draws 8–64; a 2–24 trial found it): an
+/// OSD applied a write, restarted, and as primary again applied the client's resend a
+/// second time, because the requests of trimmed entries ("dups") were kept in memory
+/// only. They are now persisted beside the log.
+#[test]
+fn regression_a_restarted_primary_remembers_requests_of_trimmed_entries() {
+    let mut config = SimConfig::from_seed(1082).with_faults(FaultClasses::ALL);
+    config.tuning.log_entries_max = 15;
+    check(&[run_config(config)], 5, 200);
+}

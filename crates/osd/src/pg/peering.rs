@@ -344,6 +344,7 @@ impl Pg {
             .entries()
             .map(|e| (crate::pglog::log_key(e.version), e.to_bytes()))
             .collect();
+        omap.extend(self.log.dup_omap());
         omap.extend(missing.iter().map(|name| (missing_key(name), Bytes::new())));
         omap.push((Bytes::from_static(INFO_KEY), info.to_bytes()));
         tx.omap_set(self.coll, pgmeta_oid(), omap);
