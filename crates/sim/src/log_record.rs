@@ -134,18 +134,36 @@ impl LogRecord {
         let lost = |version: EVersion| {
             format!("{pgid}: the simulator lost track of the history before {version}")
         };
+        // An entry first seen as the oldest of a log (several appended in one call
+        // and trimmed at once) has no recorded predecessor; versions count up by one
+        // along a history, so a single recorded entry one version earlier (and no
+        // newer epoch) must be it. Two candidates (a divergent one) stay unknown.
+        let prev_of = |version: EVersion, known: Option<EVersion>| {
+            known.or_else(|| {
+                if version.version == 1 {
+                    return Some(EVersion::ZERO);
+                }
+                let mut candidates = seen
+                    .keys()
+                    .filter(|v| v.version + 1 == version.version && v.epoch <= version.epoch);
+                match (candidates.next(), candidates.next()) {
+                    (Some(&only), None) => Some(only),
+                    _ => None,
+                }
+            })
+        };
         let mut earlier = Vec::new();
         let mut next = match final_log.first() {
-            Some(oldest) => seen
-                .get(&oldest.version)
-                .and_then(|s| s.prev)
-                .ok_or_else(|| lost(oldest.version))?,
+            Some(oldest) => {
+                let known = seen.get(&oldest.version).and_then(|s| s.prev);
+                prev_of(oldest.version, known).ok_or_else(|| lost(oldest.version))?
+            }
             None => last_update,
         };
         while next != EVersion::ZERO {
             let known = seen.get(&next).ok_or_else(|| lost(next))?;
             earlier.push(known.entry.clone());
-            next = known.prev.ok_or_else(|| lost(next))?;
+            next = prev_of(next, known.prev).ok_or_else(|| lost(next))?;
             if earlier.len() > seen.len() {
                 return Err(format!("{pgid}: the recorded history has a cycle"));
             }
@@ -223,6 +241,23 @@ mod tests {
             .history(pgid(), vec![e6], EVersion::ZERO)
             .unwrap_err();
         assert!(error.contains("lost track"), "{error}");
+    }
+
+    #[test]
+    fn a_lone_entry_one_version_earlier_is_the_predecessor() {
+        let mut record = LogRecord::default();
+        let (e1, e2, e3) = (entry(2, 1, "a"), entry(2, 2, "b"), entry(3, 3, "c"));
+        record.observe(OsdId(0), pgid(), [e1.clone()].iter());
+        // e2 and e3 each seen alone (appended and trimmed within one call).
+        record.observe(OsdId(0), pgid(), [e2.clone()].iter());
+        record.observe(OsdId(0), pgid(), [e3.clone()].iter());
+        let history = record
+            .history(pgid(), vec![e3.clone()], e3.version)
+            .unwrap();
+        assert_eq!(history, vec![e1, e2, e3.clone()]);
+        // A divergent twin of e2 makes it ambiguous: reported, not guessed.
+        record.observe(OsdId(1), pgid(), [entry(3, 2, "x")].iter());
+        assert!(record.history(pgid(), vec![e3], EVersion::ZERO).is_err());
     }
 
     #[test]
