@@ -171,7 +171,7 @@ struct Driver {
     internal_rx: mpsc::UnboundedReceiver<Internal>,
     mon: Option<ConnectionHandle>,
     mon_connecting: bool,
-    mon_index: usize,
+    mon_hunt: crate::MonHunt,
     next_mon_attempt: Instant,
     osds: HashMap<Target, OsdConn>,
     conn_targets: HashMap<ConnId, Target>,
@@ -203,7 +203,7 @@ impl Driver {
             internal_rx,
             mon: None,
             mon_connecting: false,
-            mon_index: 0,
+            mon_hunt: crate::MonHunt::new(),
             next_mon_attempt: Instant::now(),
             osds: HashMap::new(),
             conn_targets: HashMap::new(),
@@ -268,8 +268,7 @@ impl Driver {
             return;
         }
         self.mon_connecting = true;
-        let addr = self.config.mon_addrs[self.mon_index % self.config.mon_addrs.len()];
-        self.mon_index += 1;
+        let addr = self.config.mon_addrs[self.mon_hunt.next_target(self.config.mon_addrs.len())];
         let config = self.session_config();
         let events = self.events_tx.clone();
         let internal = self.internal_tx.clone();

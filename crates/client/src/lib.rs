@@ -15,11 +15,13 @@
 mod api;
 mod blocking;
 mod client;
+mod mon_hunt;
 pub mod objecter;
 
 pub use api::ObjectStat;
 pub use blocking::BlockingClient;
 pub use client::{to_message, Client, ClientConfig};
+pub use mon_hunt::MonHunt;
 pub use objecter::{Objecter, ObjecterError, ObjecterOutput, OpSnaps, Target};
 
 use carmine_proto::OpError;

@@ -240,6 +240,10 @@ impl Pg {
                     let entry = LogEntry::from_shared(value)
                         .map_err(|e| corrupt("log entry", e.to_string()))?;
                     self.log.push(entry);
+                } else if key.starts_with(crate::pglog::DUP_PREFIX) {
+                    let (reqid, applied) =
+                        crate::pglog::decode_dup(&key, value).map_err(|e| corrupt("dup", e))?;
+                    self.log.load_dup(reqid, applied);
                 } else if let Some(name) = key.strip_prefix(crate::pglog::MISSING_PREFIX) {
                     self.missing
                         .insert(String::from_utf8_lossy(name).into_owned());
@@ -270,6 +274,12 @@ impl Pg {
 
     pub fn info(&self) -> &PgInfo {
         &self.info
+    }
+
+    /// The log entries this copy holds in memory, oldest first (the simulator records
+    /// them as they appear, since trimming drops them).
+    pub fn log_entries(&self) -> impl DoubleEndedIterator<Item = &carmine_proto::LogEntry> + '_ {
+        self.log.entries()
     }
 
     pub fn has_pending_commits(&self) -> bool {

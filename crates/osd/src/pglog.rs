@@ -12,6 +12,9 @@ use std::collections::{HashMap, VecDeque};
 
 /// Entries kept before the oldest are trimmed (Ceph's `osd_min_pg_log_entries`).
 pub const LOG_ENTRIES_MAX: usize = 3000;
+/// Request ids of trimmed entries remembered to answer resends (Ceph's
+/// `osd_pg_log_dups_tracked`), whatever the log length.
+pub const DUPS_MAX: usize = 3000;
 
 /// Name of the per-PG metadata object (an empty name, which no client may use).
 pub const PGMETA_NAME: &str = "";
@@ -19,6 +22,11 @@ pub const PGMETA_NAME: &str = "";
 pub const INFO_KEY: &[u8] = b"info";
 /// Prefix of the omap keys naming objects this copy lacks.
 pub const MISSING_PREFIX: &[u8] = b"missing.";
+/// A name in a missing set that stands for every object: this copy was wiped to be
+/// backfilled and has not received all of it yet (no object can have the empty name).
+/// Such a copy is never trusted as complete: it is not preferred as authoritative, a
+/// primary holding it pulls everything again, and a replica holding it is backfilled.
+pub const MISSING_ALL: &str = "";
 
 pub fn missing_key(name: &str) -> Bytes {
     let mut key = MISSING_PREFIX.to_vec();
@@ -44,6 +52,57 @@ pub fn log_key(version: EVersion) -> Bytes {
     Bytes::copy_from_slice(&key)
 }
 
+/// Omap key of a remembered request (a "dup") in the metadata object: `dup.` and the
+/// version of its trimmed entry, padded like [`log_key`].
+pub fn dup_key(version: EVersion) -> Bytes {
+    let mut key = log_key(version).to_vec();
+    key[..4].copy_from_slice(DUP_PREFIX);
+    Bytes::from(key)
+}
+
+/// Prefix of the dup keys.
+pub const DUP_PREFIX: &[u8] = b"dup.";
+
+/// A dup's value: `versioned(1) { u64 client | u64 tid | u64 user_version }`.
+pub fn encode_dup(reqid: ReqId, user_version: u64) -> Bytes {
+    let mut e = carmine_types::encoding::Encoder::new();
+    e.versioned(1, 1, |e| {
+        e.put_u64(reqid.client);
+        e.put_u64(reqid.tid);
+        e.put_u64(user_version);
+    });
+    e.into_bytes()
+}
+
+/// Decodes a dup kept under `key` (see [`dup_key`], [`encode_dup`]).
+pub fn decode_dup(key: &[u8], value: Bytes) -> Result<(ReqId, Applied), String> {
+    let version = parse_version(key.strip_prefix(DUP_PREFIX).ok_or("not a dup key")?)
+        .ok_or_else(|| format!("bad dup key {:?}", String::from_utf8_lossy(key)))?;
+    let mut d = carmine_types::encoding::Decoder::new(value);
+    let (client, tid, user_version) = d
+        .versioned("dup", 1, |d, _| {
+            Ok((d.get_u64()?, d.get_u64()?, d.get_u64()?))
+        })
+        .map_err(|e| e.to_string())?;
+    Ok((
+        ReqId { client, tid },
+        Applied {
+            version,
+            user_version,
+        },
+    ))
+}
+
+/// `EPOCH.VERSION` in decimal, as [`log_key`] writes it after its prefix.
+fn parse_version(text: &[u8]) -> Option<EVersion> {
+    let text = std::str::from_utf8(text).ok()?;
+    let (epoch, version) = text.split_once('.')?;
+    Some(EVersion {
+        epoch: carmine_types::Epoch(epoch.parse().ok()?),
+        version: version.parse().ok()?,
+    })
+}
+
 /// Writes `value` right-aligned into `digits` (already `b'0'`-filled); a value wider
 /// than `digits` keeps its low digits, as no epoch or version here can be.
 fn write_decimal(digits: &mut [u8], mut value: u64) {
@@ -56,11 +115,22 @@ fn write_decimal(digits: &mut [u8], mut value: u64) {
     }
 }
 
-/// The in-memory log with its request-id index.
+/// A request whose entry was trimmed: where it was applied, for answering a resend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    pub version: EVersion,
+    pub user_version: u64,
+}
+
+/// The in-memory log with its request-id index, and the request ids of trimmed
+/// entries ("dups"), persisted as `dup.` keys beside the log (a backfill forgets them;
+/// peering does not send them to other copies).
 #[derive(Debug)]
 pub struct PgLog {
     entries: VecDeque<LogEntry>,
     by_reqid: HashMap<ReqId, EVersion>,
+    dups: VecDeque<(ReqId, Applied)>,
+    dup_index: HashMap<ReqId, Applied>,
     /// Entries kept before the oldest is trimmed.
     entries_max: usize,
 }
@@ -77,6 +147,8 @@ impl PgLog {
         Self {
             entries: VecDeque::new(),
             by_reqid: HashMap::new(),
+            dups: VecDeque::new(),
+            dup_index: HashMap::new(),
             entries_max: entries_max.max(1),
         }
     }
@@ -96,14 +168,56 @@ impl PgLog {
             .unwrap_or(EVersion::ZERO)
     }
 
-    /// The logged entry of request `reqid`, if it is still in the log.
-    pub fn find_reqid(&self, reqid: ReqId) -> Option<&LogEntry> {
-        let version = self.by_reqid.get(&reqid)?;
-        let index = self
-            .entries
-            .binary_search_by(|entry| entry.version.cmp(version))
-            .ok()?;
-        self.entries.get(index)
+    /// Where request `reqid` was applied, if its entry is still in the log or was
+    /// trimmed recently enough to be remembered.
+    pub fn find_reqid(&self, reqid: ReqId) -> Option<Applied> {
+        if let Some(version) = self.by_reqid.get(&reqid) {
+            let index = self
+                .entries
+                .binary_search_by(|entry| entry.version.cmp(version))
+                .ok()?;
+            let entry = self.entries.get(index)?;
+            return Some(Applied {
+                version: entry.version,
+                user_version: entry.user_version,
+            });
+        }
+        self.dup_index.get(&reqid).copied()
+    }
+
+    /// A dup loaded from the store (oldest first).
+    pub fn load_dup(&mut self, reqid: ReqId, applied: Applied) {
+        self.dup_index.insert(reqid, applied);
+        self.dups.push_back((reqid, applied));
+    }
+
+    /// Every remembered request as the omap entries that persist it.
+    pub fn dup_omap(&self) -> Vec<(Bytes, Bytes)> {
+        self.dups
+            .iter()
+            .map(|(reqid, applied)| {
+                (
+                    dup_key(applied.version),
+                    encode_dup(*reqid, applied.user_version),
+                )
+            })
+            .collect()
+    }
+
+    /// Remembers the request of a trimmed entry.
+    fn remember(&mut self, entry: &LogEntry) {
+        let applied = Applied {
+            version: entry.version,
+            user_version: entry.user_version,
+        };
+        self.dup_index.insert(entry.reqid, applied);
+        self.dups.push_back((entry.reqid, applied));
+        while self.dups.len() > DUPS_MAX {
+            let (reqid, applied) = self.dups.pop_front().expect("not empty");
+            if self.dup_index.get(&reqid) == Some(&applied) {
+                self.dup_index.remove(&reqid);
+            }
+        }
     }
 
     /// Adds to `tx` the persistence of `entry` and `info` (which must already name
@@ -128,6 +242,30 @@ impl PgLog {
             .collect();
         if !trimmed.is_empty() {
             tx.omap_rm(coll, pgmeta_oid(), trimmed);
+            // The trimmed entries' requests are remembered durably, the oldest beyond
+            // DUPS_MAX forgotten, exactly as `push` does in memory.
+            let dups = self
+                .entries
+                .iter()
+                .take(excess)
+                .map(|old| {
+                    (
+                        dup_key(old.version),
+                        encode_dup(old.reqid, old.user_version),
+                    )
+                })
+                .collect();
+            tx.omap_set(coll, pgmeta_oid(), dups);
+            let over = (self.dups.len() + excess).saturating_sub(DUPS_MAX);
+            let forgotten: Vec<Bytes> = self
+                .dups
+                .iter()
+                .take(over)
+                .map(|(_, applied)| dup_key(applied.version))
+                .collect();
+            if !forgotten.is_empty() {
+                tx.omap_rm(coll, pgmeta_oid(), forgotten);
+            }
         }
         tx.omap_set(
             coll,
@@ -139,12 +277,17 @@ impl PgLog {
         );
     }
 
-    /// The log tail after pushing one more entry (for the info persisted with it).
-    pub fn tail_after_push(&self) -> EVersion {
+    /// The log tail after pushing one more entry (for the info persisted with it): the
+    /// version of the newest entry the push trims, or `tail` (the current one) when it
+    /// trims nothing. The log then holds exactly the history after the tail.
+    pub fn tail_after_push(&self, tail: EVersion) -> EVersion {
         let excess = (self.entries.len() + 1).saturating_sub(self.entries_max);
-        match self.entries.get(excess) {
-            Some(oldest) => oldest.prior_version,
-            None => self.head(),
+        match excess
+            .checked_sub(1)
+            .and_then(|last| self.entries.get(last))
+        {
+            Some(trimmed) => trimmed.version,
+            None => tail,
         }
     }
 
@@ -160,14 +303,30 @@ impl PgLog {
             .is_ok()
     }
 
-    /// Replaces the whole log (a copy adopting the authoritative history).
-    pub fn replace(&mut self, entries: Vec<LogEntry>) {
+    /// Replaces the whole log (a copy adopting the authoritative history); keeps the
+    /// newest `entries_max` of `entries` and returns the version of the newest one it
+    /// dropped (the new tail), if it dropped any. `keep_dups`: whether the requests
+    /// remembered so far belong to the adopted history (they do when this copy's log
+    /// led up to a point of it; not when it is wiped for a backfill, since a trimmed
+    /// divergent entry would then answer a resend of a write that was rolled back).
+    pub fn replace(&mut self, entries: Vec<LogEntry>, keep_dups: bool) -> Option<EVersion> {
         self.entries.clear();
         self.by_reqid.clear();
-        for entry in entries {
+        if !keep_dups {
+            self.dups.clear();
+            self.dup_index.clear();
+        }
+        let excess = entries.len().saturating_sub(self.entries_max);
+        let tail = excess.checked_sub(1).map(|last| entries[last].version);
+        for (index, entry) in entries.into_iter().enumerate() {
+            if index < excess {
+                self.remember(&entry);
+                continue;
+            }
             self.by_reqid.insert(entry.reqid, entry.version);
             self.entries.push_back(entry);
         }
+        tail
     }
 
     /// Adds an entry whose persistence was submitted (by [`PgLog::persist_append`] on
@@ -179,6 +338,7 @@ impl PgLog {
         while self.entries.len() >= self.entries_max {
             let old = self.entries.pop_front().expect("log is not empty");
             self.by_reqid.remove(&old.reqid);
+            self.remember(&old);
         }
         self.by_reqid.insert(entry.reqid, entry.version);
         self.entries.push_back(entry);
@@ -234,7 +394,15 @@ mod tests {
             log.push(entry(v, v));
         }
         assert_eq!(log.len(), LOG_ENTRIES_MAX);
-        assert!(log.find_reqid(ReqId { client: 1, tid: 3 }).is_none());
+        // Trimmed, but remembered: a resend is answered, not applied again.
+        assert_eq!(
+            log.find_reqid(ReqId { client: 1, tid: 3 }),
+            Some(Applied {
+                version: EVersion::new(1, 3),
+                user_version: 3
+            })
+        );
+        assert!(log.find_reqid(ReqId { client: 1, tid: 0 }).is_none());
         let last = LOG_ENTRIES_MAX as u64 + 5;
         assert_eq!(
             log.find_reqid(ReqId {
@@ -258,6 +426,36 @@ mod tests {
             ..PgInfo::default()
         };
         log.persist_append(&entry(1, 2), &info, &mut Transaction::new());
+    }
+
+    #[test]
+    fn dups_persist_with_the_trim_and_load_back() {
+        let mut log = PgLog::with_entries_max(2);
+        let mut info = PgInfo {
+            pgid: PgId::new(1, 0),
+            ..PgInfo::default()
+        };
+        let mut last_tx = Transaction::new();
+        for v in 1..=3 {
+            let mut tx = Transaction::new();
+            info.last_update = EVersion::new(1, v);
+            log.persist_append(&entry(v, v), &info, &mut tx);
+            log.push(entry(v, v));
+            last_tx = tx;
+        }
+        // The third append trims the first entry: its request is written as a dup.
+        let written = format!("{last_tx:?}");
+        let key = dup_key(EVersion::new(1, 1));
+        assert!(written.contains(&format!("{key:?}")), "{written}");
+        let omap = log.dup_omap();
+        assert_eq!(omap.len(), 1);
+        let (reqid, applied) = decode_dup(&omap[0].0, omap[0].1.clone()).unwrap();
+        assert_eq!(reqid, ReqId { client: 1, tid: 1 });
+        assert_eq!(applied.version, EVersion::new(1, 1));
+        let mut reloaded = PgLog::with_entries_max(2);
+        reloaded.load_dup(reqid, applied);
+        assert_eq!(reloaded.find_reqid(reqid), Some(applied));
+        assert!(decode_dup(b"dup.x", omap[0].1.clone()).is_err());
     }
 
     #[test]

@@ -67,6 +67,10 @@ pub struct OsdShard<S: ObjectStore> {
     scrub_cursor: Option<(PgId, Option<String>)>,
 }
 
+/// Messages (peer messages included) a shard holds for a newer map before it drops
+/// peer messages too.
+pub const PEER_MESSAGES_WAITING_MAX: usize = 65_536;
+
 impl<S: ObjectStore> OsdShard<S> {
     pub fn new(whoami: OsdId, index: ShardIndex, shard_count: u16, store: S) -> Self {
         assert!(index.0 < shard_count, "shard {index:?} of {shard_count}");
@@ -301,6 +305,11 @@ impl<S: ObjectStore> OsdShard<S> {
         self.pgs.get(&pgid)
     }
 
+    /// Every PG this shard holds, by id.
+    pub fn pgs(&self) -> impl Iterator<Item = &Pg> + '_ {
+        self.pgs.values()
+    }
+
     fn owns(&self, pgid: PgId) -> bool {
         pg_shard(pgid, self.shard_count) == self.index
     }
@@ -395,11 +404,26 @@ impl<S: ObjectStore> OsdShard<S> {
         }
     }
 
+    /// Holds a message until the shard has map `needed`. A client op beyond the limit
+    /// is refused with `Busy` (the client resends); a peer message is held up to a far
+    /// larger bound, since peering and replication do not resend within an interval (a
+    /// dropped `PgQuery` left a primary waiting for ever).
     fn hold(&mut self, needed: Epoch, held: Held, out: &mut Vec<Output>) {
-        if self.waiting_for_map.len() < self.tuning.waiting_for_map_max {
-            self.waiting_for_map.push_back((needed, held));
-        } else if let Held::Client(client, op) = held {
-            out.push(error_reply(client, &op, OpError::Busy, self.epoch()));
+        match held {
+            Held::Client(client, op)
+                if self.waiting_for_map.len() >= self.tuning.waiting_for_map_max =>
+            {
+                out.push(error_reply(client, &op, OpError::Busy, self.epoch()));
+            }
+            Held::Peer(from, _) if self.waiting_for_map.len() >= PEER_MESSAGES_WAITING_MAX => {
+                tracing::error!(
+                    "osd.{} shard {}: {} messages wait for a map; dropping one from {from}",
+                    self.whoami.0,
+                    self.index.0,
+                    self.waiting_for_map.len()
+                );
+            }
+            held => self.waiting_for_map.push_back((needed, held)),
         }
     }
 

@@ -230,7 +230,7 @@ struct GlobalTask {
     newest: Option<Arc<OsdMap>>,
     report_rx: mpsc::Receiver<ShardReport>,
     reports: BTreeMap<ShardIndex, ShardReport>,
-    mon_index: usize,
+    mon_hunt: carmine_client::MonHunt,
     booted_epoch: Epoch,
     /// Random per process start, so the monitor tells a restart from a reconnect.
     instance: u64,
@@ -250,7 +250,7 @@ impl GlobalTask {
             newest: None,
             report_rx,
             reports: BTreeMap::new(),
-            mon_index: 0,
+            mon_hunt: carmine_client::MonHunt::new(),
             booted_epoch: Epoch(0),
             instance: random_instance(),
             heartbeats: Heartbeats::new(config.id, config.heartbeat),
@@ -265,8 +265,8 @@ impl GlobalTask {
     async fn run(mut self) {
         loop {
             let (events_tx, events_rx) = mpsc::unbounded_channel();
-            let addr = self.config.mon_addrs[self.mon_index % self.config.mon_addrs.len()];
-            self.mon_index += 1;
+            let index = self.mon_hunt.next_target(self.config.mon_addrs.len());
+            let addr = self.config.mon_addrs[index];
             let session = SessionConfig::new(EntityName::osd(self.config.id), Policy::Lossy);
             match connect(addr, session, ShardIndex(0), events_tx).await {
                 Ok(mon) => {

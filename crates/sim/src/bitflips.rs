@@ -126,7 +126,7 @@ impl Sim {
 
     /// A random up OSD's shard and one of its PGs that may take a flip now.
     fn flip_target(&mut self) -> Option<(OsdId, ShardIndex, PgId)> {
-        let map = self.mon.map().clone();
+        let map = self.newest_map.clone();
         let pool_size = usize::from(self.config.pool_size);
         if pool_size < 3 && self.config.faults.moves_osds() {
             return None;
@@ -216,7 +216,7 @@ impl Sim {
     /// Why healing is not done: an acting copy that was flipped still fails its
     /// checksum (a copy whose OSD left the acting set is a stray; nobody repairs it).
     pub(crate) fn unhealed_flip(&self) -> Option<String> {
-        let map = self.mon.map();
+        let map = self.newest_map.clone();
         self.flips
             .flips
             .iter()

@@ -1,7 +1,8 @@
 //! The checkers, run on a finished simulation:
 //!
-//! 1. **Acknowledged writes are durable**: every acknowledged write is in the final
-//!    primary's PG log at the version its reply carried; replaying the logged writes
+//! 1. **Acknowledged writes are durable**: every acknowledged write is in its PG's
+//!    history (the final primary's log, preceded by the entries the simulator saw
+//!    before they were trimmed) at the version its reply carried; replaying the writes
 //!    (in version order) through the [model](crate::model) gives exactly what the
 //!    primary's store holds and what the final read-back returned; the log holds only
 //!    writes some client sent and that did not fail; version order never contradicts
@@ -13,15 +14,18 @@
 //! 3. **Replicas are byte-identical**: every acting member of every PG holds the same
 //!    objects, data, mtimes, xattrs and omap — the PG metadata (info and log) included.
 //! 4. (in the simulator) every PG is active+clean within the bound after the faults.
-//! 5. **Epochs increase**: each map the monitor persists is one epoch past the last.
+//! 5. **Monitors agree**: no two monitors ever publish different maps for one epoch,
+//!    each monitor's epochs only grow, and a restarted monitor is no older than what
+//!    it published before ([`crate::mon_node::check_monitors`]).
 
 use crate::dump::{self, ObjectDump, PgDump};
 use crate::history::{History, OpRecord};
 use crate::model::{self, State};
+use crate::mon_node::{check_monitors, MonRecord};
 use crate::time::{format_nanos, Nanos};
 use carmine_clustermap::OsdMap;
 use carmine_proto::{LogEntry, LogOp};
-use carmine_types::{EVersion, Epoch, OsdId, PgId, PoolId, ReqId};
+use carmine_types::{EVersion, OsdId, PgId, PoolId, ReqId};
 use std::collections::BTreeMap;
 
 /// Violations reported in full; the rest are counted.
@@ -33,6 +37,10 @@ pub struct FinalState {
     pub pool: PoolId,
     /// Every PG's acting members with what each holds, the primary first.
     pub pgs: BTreeMap<PgId, Vec<(OsdId, PgDump)>>,
+    /// Every PG's whole history of writes, oldest first: the final primary's log,
+    /// preceded by what the simulator recorded of the entries trimmed from it
+    /// ([`crate::log_record`]).
+    pub logs: BTreeMap<PgId, Vec<LogEntry>>,
 }
 
 /// One state in an object's history: the initial absence, then one per logged write.
@@ -47,12 +55,12 @@ struct Position {
 type Timelines = BTreeMap<String, Vec<Position>>;
 
 /// Runs checkers 1, 2, 3 and 5.
-pub fn check(history: &History, end: &FinalState, epochs: &[Epoch]) -> Vec<String> {
+pub fn check(history: &History, end: &FinalState, mons: &MonRecord) -> Vec<String> {
     let mut violations = Vec::new();
     let timelines = durable_writes(history, end, &mut violations);
     linearizable_reads(history, &timelines, &mut violations);
     replicas_identical(end, &mut violations);
-    epochs_increase(epochs, &mut violations);
+    check_monitors(mons, &mut violations);
     if violations.len() > VIOLATIONS_MAX {
         let more = violations.len() - VIOLATIONS_MAX;
         violations.truncate(VIOLATIONS_MAX);
@@ -65,15 +73,12 @@ pub fn check(history: &History, end: &FinalState, epochs: &[Epoch]) -> Vec<Strin
 
 fn durable_writes(history: &History, end: &FinalState, out: &mut Vec<String>) -> Timelines {
     let mut per_object: BTreeMap<String, Vec<LogEntry>> = BTreeMap::new();
-    for (pgid, members) in &end.pgs {
-        let primary_dump = &members.first().expect("acting set is not empty").1;
-        match dump::log_entries(primary_dump) {
-            Ok(entries) => {
-                for entry in entries {
-                    per_object.entry(entry.oid.clone()).or_default().push(entry);
-                }
-            }
-            Err(error) => out.push(format!("{pgid}: {error}")),
+    for entries in end.logs.values() {
+        for entry in entries {
+            per_object
+                .entry(entry.oid.clone())
+                .or_default()
+                .push(entry.clone());
         }
     }
     for op in history.ops() {
@@ -417,11 +422,15 @@ fn compare_infos(a: &PgDump, b: &PgDump) -> Option<String> {
     }
 }
 
-/// The metadata objects, without the info (compared by [`compare_infos`]).
+/// The metadata objects, without the info (compared by [`compare_infos`]) and without
+/// the remembered requests of trimmed entries ("dups"), which depend on each copy's
+/// own history (a backfilled copy starts with none).
 fn compare_pgmeta(a: &ObjectDump, b: &ObjectDump) -> Option<String> {
     let without_info = |object: &ObjectDump| {
         let mut object = object.clone();
-        object.omap.retain(|(key, _)| &key[..] != dump::INFO_KEY);
+        object
+            .omap
+            .retain(|(key, _)| &key[..] != dump::INFO_KEY && !key.starts_with(b"dup."));
         object
     };
     let (a, b) = (without_info(a), without_info(b));
@@ -438,18 +447,5 @@ fn object_difference(a: &ObjectDump, b: &ObjectDump) -> String {
         format!("omap keys {:?} vs {:?}", keys(a), keys(b))
     } else {
         format!("mtime {} vs {}", a.mtime_ns, b.mtime_ns)
-    }
-}
-
-// --- 5. epochs ---------------------------------------------------------------------
-
-fn epochs_increase(epochs: &[Epoch], out: &mut Vec<String>) {
-    for pair in epochs.windows(2) {
-        if pair[1].0 != pair[0].0 + 1 {
-            out.push(format!(
-                "the monitor persisted epoch {} after {}",
-                pair[1].0, pair[0].0
-            ));
-        }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! carmine sim --seed 42 [--format json] [--faults handled|all|resets,crashes,...] [--disk mem|log]
-//!     [--canary | --canary-disk] [--trace]
+//!     [--mons 1|3|5] [--canary | --canary-disk | --canary-mon | --canary-no-scrub] [--trace]
 //! carmine sim --seeds 0..200 [--faults ...]
 //! ```
 //! Exits 0 when every run passed, 1 when some run failed, 2 on bad arguments.
@@ -17,6 +17,7 @@ struct Args {
     faults: FaultClasses,
     canary: Option<Canary>,
     disk: Option<DiskKind>,
+    mons: Option<u64>,
     full_trace: bool,
 }
 
@@ -47,6 +48,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         faults: FaultClasses::default(),
         canary: None,
         disk: None,
+        mons: None,
         full_trace: false,
     };
     let mut rest = args.iter();
@@ -66,6 +68,16 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--faults" => parsed.faults = FaultClasses::parse(&value(arg)?)?,
             "--canary" => parsed.canary = Some(Canary::ForgedReplicaAck),
             "--canary-disk" => parsed.canary = Some(Canary::AckBeforeSync),
+            "--canary-mon" => parsed.canary = Some(Canary::MonLocalEpoch),
+            "--canary-no-scrub" => parsed.canary = Some(Canary::NoScrub),
+            "--mons" => {
+                parsed.mons = Some(match value(arg)?.as_str() {
+                    "1" => 1,
+                    "3" => 3,
+                    "5" => 5,
+                    other => return Err(format!("--mons {other}: use 1, 3 or 5")),
+                })
+            }
             "--disk" => {
                 parsed.disk = Some(match value(arg)?.as_str() {
                     "mem" => DiskKind::Mem,
@@ -84,7 +96,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
 /// when the run failed.
 pub fn format_report(report: &SimReport) -> String {
     let mut text = format!(
-        "seed {} {} trace_hash {:016x} events {} virtual {}ms acked {} failed {} faults {} ({})\n",
+        "seed {} {} trace_hash {:016x} events {} virtual {}ms acked {} failed {} faults {} backfills {} ({})\n",
         report.seed,
         if report.ok { "ok" } else { "FAILED" },
         report.trace_hash,
@@ -93,6 +105,7 @@ pub fn format_report(report: &SimReport) -> String {
         report.ops_acked,
         report.ops_failed,
         report.faults,
+        report.backfills,
         report.shape
     );
     if report.bit_flips > 0 || report.repairs > 0 {
@@ -135,6 +148,9 @@ pub fn main_cli(args: &[String]) -> i32 {
             let mut config = SimConfig::from_seed(seed).with_faults(args.faults);
             if let Some(disk) = args.disk {
                 config = config.with_disk(disk);
+            }
+            if let Some(count) = args.mons {
+                config = config.with_mons(count);
             }
             if let Some(canary) = args.canary {
                 config = config.with_canary(canary);
@@ -186,5 +202,7 @@ mod tests {
         assert_eq!(parse(&strings(&["--seed", "5"])).unwrap().seeds, 5..6);
         assert!(parse(&strings(&["--seeds", "9..3"])).is_err());
         assert!(parse(&strings(&["--faults", "meteor"])).is_err());
+        assert_eq!(parse(&strings(&["--mons", "3"])).unwrap().mons, Some(3));
+        assert!(parse(&strings(&["--mons", "4"])).is_err());
     }
 }

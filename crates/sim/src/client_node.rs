@@ -29,6 +29,8 @@ pub struct ClientNode {
     pub mon_session: Option<SessionId>,
     pub osd_sessions: BTreeMap<Target, SessionId>,
     pub objects: Vec<String>,
+    /// Which monitor to try next.
+    pub mon_hunt: carmine_client::MonHunt,
 }
 
 impl ClientNode {
@@ -41,6 +43,7 @@ impl ClientNode {
             mon_session: None,
             osd_sessions: BTreeMap::new(),
             objects: workload::object_names(index, config.shared_objects, config.private_objects),
+            mon_hunt: carmine_client::MonHunt::new(),
         }
     }
 
@@ -54,11 +57,20 @@ impl Sim {
         &mut self.clients[index as usize]
     }
 
+    /// Connects to the next monitor in turn, as the async client's `ensure_mon`.
     pub(crate) fn client_connect_mon(&mut self, index: u32) {
         if self.client(index).mon_session.is_some() {
             return;
         }
-        match self.net.connect(Endpoint::Client(index), Endpoint::Mon) {
+        let count = self.mon_count() as usize;
+        let rank = self.client(index).mon_hunt.next_target(count) as u64;
+        let session = if self.mon_running(rank) {
+            self.net
+                .connect(Endpoint::Client(index), Endpoint::Mon(rank))
+        } else {
+            None
+        };
+        match session {
             Some(session) => {
                 let client = self.client(index);
                 client.mon_session = Some(session);
@@ -69,10 +81,15 @@ impl Sim {
                 });
                 self.send_session(session, Endpoint::Client(index), msg);
             }
-            None => self.schedule(
-                MON_RETRY_DELAY + CONNECT_TIMEOUT,
-                Event::ClientConnectMon(index),
-            ),
+            None => {
+                let refused = self.net.reachable(Node::Client(index), Node::Mon(rank));
+                let wait = if refused {
+                    MILLISECOND
+                } else {
+                    CONNECT_TIMEOUT
+                };
+                self.schedule(MON_RETRY_DELAY + wait, Event::ClientConnectMon(index));
+            }
         }
     }
 

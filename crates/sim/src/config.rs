@@ -31,6 +31,10 @@ pub struct FaultClasses {
     /// A bit of data at rest flips on one OSD's LogStore device (LogStore seeds only):
     /// the OSDs must find the corrupt copy (by a read or a scrub) and repair it.
     pub bit_flips: bool,
+    /// A monitor crashes and restarts later from its persisted Raft store.
+    pub mon_crashes: bool,
+    /// Monitors are cut off from each other: a minority, or the leader.
+    pub mon_partitions: bool,
 }
 
 impl Default for FaultClasses {
@@ -49,6 +53,8 @@ impl FaultClasses {
         osd_partitions: false,
         crashes: false,
         bit_flips: false,
+        mon_crashes: false,
+        mon_partitions: false,
     };
 
     pub const ALL: FaultClasses = FaultClasses {
@@ -60,6 +66,8 @@ impl FaultClasses {
         osd_partitions: true,
         crashes: true,
         bit_flips: true,
+        mon_crashes: true,
+        mon_partitions: true,
     };
 
     /// The classes the code handles today (see the crate docs for the others). Bit
@@ -81,7 +89,7 @@ impl FaultClasses {
 
     /// Parses `all`, `none`, `handled`, or a comma list of `delays`, `resets`,
     /// `osd-mon-resets`, `slow`, `client-partitions`, `osd-partitions`, `crashes`,
-    /// `bit-flips`.
+    /// `bit-flips`, `mon-crashes`, `mon-partitions`.
     pub fn parse(text: &str) -> Result<FaultClasses, String> {
         let mut classes = FaultClasses::NONE;
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -97,11 +105,13 @@ impl FaultClasses {
                 "osd-partitions" => classes.osd_partitions = true,
                 "crashes" => classes.crashes = true,
                 "bit-flips" => classes.bit_flips = true,
+                "mon-crashes" => classes.mon_crashes = true,
+                "mon-partitions" => classes.mon_partitions = true,
                 other => {
                     return Err(format!(
                         "unknown fault class '{other}'; use all, none, handled, delays, \
                          resets, osd-mon-resets, slow, client-partitions, osd-partitions, \
-                         crashes or bit-flips"
+                         crashes, bit-flips, mon-crashes or mon-partitions"
                     ))
                 }
             }
@@ -116,6 +126,8 @@ impl FaultClasses {
             || self.client_partitions
             || self.osd_partitions
             || self.crashes
+            || self.mon_crashes
+            || self.mon_partitions
     }
 }
 
@@ -134,12 +146,18 @@ pub enum Canary {
     /// With bit flips, the OSDs never scrub: a flipped copy that no client read or
     /// push touches stays corrupt, and the convergence check must say so.
     NoScrub,
+    /// A monitor publishes a second map of its own making, outside Raft, for an epoch
+    /// it applied (the map is only recorded, not sent): the monitor checker must see
+    /// two maps for one epoch.
+    MonLocalEpoch,
 }
 
 /// One run's settings. [`SimConfig::from_seed`] draws them.
 #[derive(Debug, Clone, Serialize)]
 pub struct SimConfig {
     pub seed: u64,
+    /// Monitors: 1, 3 or 5, replicated with Raft.
+    pub mon_count: u64,
     pub osd_count: u32,
     pub shards_per_osd: u16,
     pub pool_size: u8,
@@ -173,7 +191,8 @@ pub struct SimConfig {
     /// How long a LogStore shard's sync takes.
     pub disk_latency_min: Nanos,
     pub disk_latency_max: Nanos,
-    /// The OSDs' internal limits; half the seeds shrink them (BUGGIFY).
+    /// The OSDs' internal limits; half the seeds shrink them (BUGGIFY), the PG log
+    /// length included.
     #[serde(skip)]
     pub tuning: OsdTuning,
     pub buggify: bool,
@@ -188,6 +207,8 @@ pub struct FaultWeights {
     pub client_partition: u64,
     pub osd_partition: u64,
     pub crash: u64,
+    pub mon_crash: u64,
+    pub mon_partition: u64,
 }
 
 impl SimConfig {
@@ -198,6 +219,7 @@ impl SimConfig {
         let pool_size = rng.between(2, 3) as u8;
         SimConfig {
             seed,
+            mon_count: 1,
             osd_count,
             shards_per_osd: rng.between(1, 2) as u16,
             pool_size,
@@ -212,6 +234,8 @@ impl SimConfig {
                 client_partition: rng.between(0, 5),
                 osd_partition: rng.between(0, 5),
                 crash: rng.between(0, 5),
+                mon_crash: 0,
+                mon_partition: 0,
             },
             warmup: 2 * SECOND,
             fault_phase: rng.between(5, 12) * SECOND,
@@ -239,14 +263,31 @@ impl SimConfig {
         }
         .with_disk_from_seed(seed)
         .with_buggify_from_seed(seed)
+        .with_mons_from_seed(seed)
+    }
+
+    /// The monitors and their fault rates from their own stream of the seed, so the
+    /// shapes drawn above stay what they were with one monitor: 1, 3 or 5 monitors
+    /// (two seeds in five each for 1 and 3, one in five for 5).
+    fn with_mons_from_seed(mut self, seed: u64) -> SimConfig {
+        let mut rng = Rng::new(seed).fork(0x4d4f_4e53); // "MONS"
+        self.mon_count = [1, 1, 3, 3, 5][rng.below(5) as usize];
+        self.fault_weights.mon_crash = rng.between(0, 3);
+        self.fault_weights.mon_partition = rng.between(0, 4);
+        self
+    }
+
+    /// `count` monitors instead of the seed's choice.
+    pub fn with_mons(mut self, count: u64) -> SimConfig {
+        self.mon_count = count.max(1);
+        self
     }
 
     /// BUGGIFY, from its own stream of the seed: tiny push windows and batches (so
     /// recovery takes many round trips), tiny op and map-wait queues (ops bounce with
-    /// `Busy` and are resent). The PG log length stays at the daemon's: the checkers
-    /// rebuild each object's history from the final PG log, so a log trimmed during
-    /// the run would hide writes from them (shrinking it needs a checker that keeps
-    /// its own record of every logged entry).
+    /// `Busy` and are resent), and a PG log of 8–64 entries, so that a copy that misses
+    /// a few dozen writes is no longer covered by the log and is backfilled. (The
+    /// checkers keep their own record of trimmed entries, [`crate::log_record`].)
     fn with_buggify_from_seed(mut self, seed: u64) -> SimConfig {
         let mut rng = Rng::new(seed).fork(0x4255_4747); // "BUGG"
         if rng.between(0, 1) == 1 {
@@ -261,6 +302,8 @@ impl SimConfig {
                 recovery_max_active: rng.between(1, 4) as usize,
                 pull_before_active_max: rng.between(0, 4) as usize,
             };
+            // Drawn last, so the limits above are what they were before it.
+            self.tuning.log_entries_max = rng.between(8, 64) as usize;
         }
         self
     }
@@ -310,7 +353,9 @@ impl SimConfig {
     /// A one-line summary of the shape, for reports.
     pub fn shape(&self) -> String {
         format!(
-            "{} osds x {} shards ({:?} store{}), size {}, pg_num {}, {} clients",
+            "{} mon{}, {} osds x {} shards ({:?} store{}), size {}, pg_num {}, {} clients",
+            self.mon_count,
+            if self.mon_count == 1 { "" } else { "s" },
             self.osd_count,
             self.shards_per_osd,
             self.disk,

@@ -35,8 +35,16 @@ pub enum Event {
     ClientIssue(u32),
     /// Periodic: an OSD reports its stats to the monitor.
     OsdStats(OsdId),
-    /// Periodic: the monitor's down/out timers, and the convergence watch.
-    MonTick,
+    /// Periodic, per monitor rank: Raft's clock, the down/out timers; rank 0's also
+    /// runs the convergence watch (whether or not that monitor is running).
+    MonTick(u64),
+    /// Monitor `from` (re)opens its outgoing session to peer monitor `to`.
+    MonConnectPeer {
+        from: u64,
+        to: u64,
+    },
+    /// A crashed monitor starts again from its persisted store.
+    MonRestart(u64),
     /// The warm-up is over: clients start their workload, faults start.
     StartWorkload,
     /// Inject the next random fault.
@@ -55,7 +63,7 @@ pub enum Event {
     BitFlip,
     /// Periodic (with bit flips): every up OSD runs a deep-scrub step.
     Scrub,
-    /// The fault phase ends: heal everything, restart every crashed OSD.
+    /// The fault phase ends: heal everything, restart every crashed OSD and monitor.
     Quiet,
     /// Clients stop issuing new ops.
     StopWorkload,

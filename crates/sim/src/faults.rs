@@ -26,6 +26,8 @@ enum Kind {
     ClientPartition,
     OsdPartition,
     Crash,
+    MonCrash,
+    MonPartition,
 }
 
 /// Faults injected and still to undo.
@@ -73,6 +75,12 @@ impl Sim {
                 weights.osd_partition,
             ),
             (Kind::Crash, classes.crashes, weights.crash),
+            (Kind::MonCrash, classes.mon_crashes, weights.mon_crash),
+            (
+                Kind::MonPartition,
+                classes.mon_partitions && self.mon_count() > 1,
+                weights.mon_partition,
+            ),
         ]
         .into_iter()
         .filter(|(_, enabled, weight)| *enabled && *weight > 0)
@@ -108,6 +116,8 @@ impl Sim {
             Kind::ClientPartition => self.fault_client_partition(),
             Kind::OsdPartition => self.fault_osd_partition(),
             Kind::Crash => self.fault_crash(),
+            Kind::MonCrash => self.fault_mon_crash(),
+            Kind::MonPartition => self.fault_mon_partition(),
         };
         if let Some(words) = described {
             self.record_fault(words);
@@ -126,8 +136,13 @@ impl Sim {
 
     /// Resets a client's session, or with `osd_mon` an OSD's monitor session.
     fn fault_reset(&mut self, osd_mon: bool) -> Option<String> {
+        use crate::network::Endpoint;
         let sessions = self.net.open_sessions(|initiator, _| {
-            matches!(initiator, crate::network::Endpoint::Osd(..)) == osd_mon
+            if osd_mon {
+                matches!(initiator, Endpoint::Osd(..))
+            } else {
+                matches!(initiator, Endpoint::Client(_))
+            }
         });
         if sessions.is_empty() {
             return None;
@@ -146,10 +161,23 @@ impl Sim {
         osds[self.faults.rng.index(osds.len())]
     }
 
+    fn random_mon(&mut self) -> Node {
+        Node::Mon(self.faults.rng.below(self.mon_count()))
+    }
+
+    /// One monitor, or (with more than one, half the time) all of them.
+    fn some_mons(&mut self) -> Vec<Node> {
+        if self.mon_count() > 1 && self.faults.rng.chance(1, 2) {
+            (0..self.mon_count()).map(Node::Mon).collect()
+        } else {
+            vec![self.random_mon()]
+        }
+    }
+
     fn fault_slow_link(&mut self) -> Option<String> {
         let a = Node::Osd(self.random_osd());
         let b = match self.faults.rng.below(3) {
-            0 => Node::Mon,
+            0 => self.random_mon(),
             1 => Node::Client(self.faults.rng.below(u64::from(self.config.client_count)) as u32),
             _ => Node::Osd(self.random_osd()),
         };
@@ -171,7 +199,7 @@ impl Sim {
         let client =
             Node::Client(self.faults.rng.below(u64::from(self.config.client_count)) as u32);
         let others: Vec<Node> = match self.faults.rng.below(3) {
-            0 => vec![Node::Mon],
+            0 => self.some_mons(),
             1 => vec![Node::Osd(self.random_osd())],
             _ => self.osds.keys().map(|&osd| Node::Osd(osd)).collect(),
         };
@@ -190,14 +218,14 @@ impl Sim {
     fn fault_osd_partition(&mut self) -> Option<String> {
         let osd = Node::Osd(self.random_osd());
         let others: Vec<Node> = match self.faults.rng.below(3) {
-            0 => vec![Node::Mon],
+            0 => self.some_mons(),
             1 => vec![Node::Osd(self.random_osd())],
             _ => self
                 .osds
                 .keys()
                 .map(|&other| Node::Osd(other))
                 .filter(|&other| other != osd)
-                .chain([Node::Mon])
+                .chain((0..self.mon_count()).map(Node::Mon))
                 .collect(),
         };
         if others.contains(&osd) {
@@ -232,6 +260,64 @@ impl Sim {
         Some(format!(
             "crash {osd}, restart in {}ms",
             downtime / MILLISECOND
+        ))
+    }
+
+    /// Crashes a running monitor; it restarts later from its persisted store.
+    fn fault_mon_crash(&mut self) -> Option<String> {
+        let rank = self.faults.rng.below(self.mon_count());
+        if !self.mon_running(rank) {
+            return None;
+        }
+        let leader = self.mon_leader() == Some(rank);
+        self.crash_mon(rank);
+        let downtime = self.faults.rng.between(SECOND / 2, 8 * SECOND);
+        self.schedule(downtime, Event::MonRestart(rank));
+        Some(format!(
+            "crash mon.{rank}{}, restart in {}ms",
+            if leader { " (the leader)" } else { "" },
+            downtime / MILLISECOND
+        ))
+    }
+
+    /// Cuts monitors from each other, both ways: the leader from the rest, or a
+    /// random minority. OSDs and clients still reach every monitor.
+    fn fault_mon_partition(&mut self) -> Option<String> {
+        let count = self.mon_count();
+        let leader = self.mon_leader();
+        let side: Vec<u64> = match leader {
+            Some(leader) if self.faults.rng.chance(1, 2) => vec![leader],
+            _ => {
+                let size = self.faults.rng.between(1, (count - 1) / 2);
+                let mut ranks: Vec<u64> = (0..count).collect();
+                for i in 0..size as usize {
+                    let j = i + self.faults.rng.index(ranks.len() - i);
+                    ranks.swap(i, j);
+                }
+                ranks.truncate(size as usize);
+                ranks.sort_unstable();
+                ranks
+            }
+        };
+        let pairs = side
+            .iter()
+            .flat_map(|&a| {
+                (0..count)
+                    .filter(|b| !side.contains(b))
+                    .flat_map(move |b| [(Node::Mon(a), Node::Mon(b)), (Node::Mon(b), Node::Mon(a))])
+            })
+            .collect::<Vec<_>>();
+        let duration = self.faults.rng.between(SECOND / 2, 8 * SECOND);
+        self.partition(pairs, duration);
+        let with_leader = leader.is_some_and(|leader| side.contains(&leader));
+        Some(format!(
+            "partition monitors {side:?}{} from the other monitors for {}ms",
+            if with_leader {
+                " (with the leader)"
+            } else {
+                ""
+            },
+            duration / MILLISECOND
         ))
     }
 
@@ -282,7 +368,7 @@ impl Sim {
         }
     }
 
-    /// The quiet phase: no cut, no slow link, every OSD running.
+    /// The quiet phase: no cut, no slow link, every OSD and monitor running.
     pub(crate) fn heal_everything(&mut self) {
         self.faults.active.clear();
         let released = self.net.heal_everything(self.now());
@@ -295,6 +381,9 @@ impl Sim {
             .collect();
         for osd in down {
             self.restart_osd(osd);
+        }
+        for rank in 0..self.mon_count() {
+            self.restart_mon(rank);
         }
     }
 }

@@ -1,9 +1,10 @@
 //! carmine-sim: the deterministic whole-cluster simulator (issue 3; STYLE.md habit 9).
 //!
-//! One thread runs the real monitor, OSD shards and client objecters — the pure cores
-//! of DESIGN.md §3 — under virtual time, over a simulated network that delays,
-//! reorders across links, resets sessions, partitions (both ways and one way) and slows
-//! links, with OSD processes that crash and restart on their stores. Half the seeds
+//! One thread runs the real monitors (1, 3 or 5, replicated with Raft), OSD shards and
+//! client objecters — the pure cores of DESIGN.md §3 — under virtual time, over a
+//! simulated network that delays, reorders across links, resets sessions, partitions
+//! (both ways and one way) and slows links, with OSD and monitor processes that crash
+//! and restart on their stores ([`mon_node`] for the monitors). Half the seeds
 //! give their OSDs the real LogStore on a fault-injecting in-memory device ([`disk`]):
 //! syncs take a seed-chosen latency, and a crash loses every unsynced write (keeping a
 //! random prefix, the first dropped write torn) before the store recovers; the other
@@ -14,15 +15,15 @@
 //! A run warms up, injects faults while clients run a random workload, heals
 //! everything, lets the cluster converge, reads every object back, and checks: no
 //! acknowledged write is lost, reads are linearizable per object, replicas are
-//! byte-identical, every PG becomes active+clean within a bound, and map epochs only
-//! grow (see [`checkers`]). A canary mode breaks a rule on purpose; the checkers must
-//! catch it.
+//! byte-identical, every PG becomes active+clean within a bound, and no two monitors
+//! publish different maps for one epoch (see [`checkers`]). Canary modes break a rule
+//! on purpose; the checkers must catch them.
 //!
-//! Fault classes ([`FaultClasses`]): the default set is what the code survives today —
-//! latency and cross-link reordering, client session resets, slow links, client
-//! partitions. OSD ↔ monitor session resets, OSD crashes and OSD partitions are known
-//! gaps (`tests/known_gaps.rs`, feature `known-gaps`); enable them with
-//! [`run_with_faults`] or `carmine sim --faults all`.
+//! Fault classes ([`FaultClasses`]): the default set — latency and cross-link
+//! reordering, client session resets, slow links, client partitions, monitor crashes
+//! and monitor partitions — is what the fixed CI seeds run with; OSD ↔ monitor session
+//! resets, OSD crashes and OSD partitions are added by [`run_with_faults`] or
+//! `carmine sim --faults all` (their known gaps are in `tests/known_gaps.rs`).
 //!
 //! Bit flips (class `bit-flips`, in [`FaultClasses::ALL`]): LogStore seeds get bits of
 //! checkpointed data flipped in one copy at a time, OSDs scrub periodically, and the
@@ -30,10 +31,10 @@
 //!
 //! BUGGIFY: half the seeds (their own stream of the seed) shrink the OSD's internal
 //! limits through [`carmine_osd::OsdTuning`]: tiny push windows and batches, tiny
-//! in-flight-write, waiting-op and map-wait queues. LogStore seeds also defer store
-//! commits behind a disk latency. Not yet: a tiny PG log (the checkers rebuild history
-//! from the final log, so they would need their own record of trimmed entries), early
-//! objecter deadlines, maps that skip epochs, shortened monitor grace periods.
+//! in-flight-write, waiting-op and map-wait queues, and a PG log of 8–64 entries (the
+//! checkers keep their own record of trimmed entries, `log_record`). LogStore seeds
+//! also defer store commits behind a disk latency. Not yet: early objecter deadlines,
+//! maps that skip epochs, shortened monitor grace periods.
 //!
 //! ```
 //! let report = carmine_sim::run(7);
@@ -51,7 +52,9 @@ pub mod dump;
 mod events;
 mod faults;
 mod history;
+mod log_record;
 pub mod model;
+pub mod mon_node;
 pub mod network;
 mod osd_node;
 pub mod rng;
@@ -88,6 +91,9 @@ pub struct SimReport {
     pub bit_flips: u64,
     /// Object copies the OSDs found corrupt and replaced with a good copy.
     pub repairs: u64,
+    /// Backfills started: a replica activated with `backfill`, or a primary pulling
+    /// everything (what a PG log too short to cover a copy leads to).
+    pub backfills: u64,
     pub shape: String,
     pub fault_classes: FaultClasses,
     pub violations: Vec<String>,

@@ -3,7 +3,7 @@
 //! carries it.
 //!
 //! Two kinds of transport, as the messenger has (DESIGN.md §4):
-//! - **lossy sessions** (client ↔ OSD, daemon ↔ monitor): a numbered session that a
+//! - **lossy sessions** (client ↔ OSD, daemon ↔ monitor, monitor → monitor): a numbered session that a
 //!   reset or a partition closes; what is in flight on a closed session is lost, and
 //!   the endpoints learn of the close after a detection delay;
 //! - **lossless links** (OSD shard ↔ OSD shard): delivery in order, exactly once, while
@@ -19,10 +19,10 @@ use carmine_proto::Msg;
 use carmine_types::{OsdId, ShardIndex};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A process: the monitor, an OSD (all its shards) or a client.
+/// A process: a monitor (by rank), an OSD (all its shards) or a client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Node {
-    Mon,
+    Mon(u64),
     Osd(OsdId),
     Client(u32),
 }
@@ -30,7 +30,7 @@ pub enum Node {
 /// Where a message goes: a process, and for an OSD one of its shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Endpoint {
-    Mon,
+    Mon(u64),
     Osd(OsdId, ShardIndex),
     Client(u32),
 }
@@ -38,7 +38,7 @@ pub enum Endpoint {
 impl Endpoint {
     pub fn node(self) -> Node {
         match self {
-            Endpoint::Mon => Node::Mon,
+            Endpoint::Mon(rank) => Node::Mon(rank),
             Endpoint::Osd(osd, _) => Node::Osd(osd),
             Endpoint::Client(index) => Node::Client(index),
         }
@@ -48,7 +48,7 @@ impl Endpoint {
 impl std::fmt::Display for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Endpoint::Mon => write!(f, "mon"),
+            Endpoint::Mon(rank) => write!(f, "mon.{rank}"),
             Endpoint::Osd(osd, shard) => write!(f, "osd.{}/{}", osd.0, shard.0),
             Endpoint::Client(index) => write!(f, "client{index}"),
         }
@@ -461,9 +461,9 @@ impl Network {
 }
 
 /// The set of nodes, for choosing partitions.
-pub fn all_nodes(osds: &[OsdId], clients: u32) -> BTreeSet<Node> {
+pub fn all_nodes(osds: &[OsdId], mons: u64, clients: u32) -> BTreeSet<Node> {
     let mut nodes: BTreeSet<Node> = osds.iter().map(|&osd| Node::Osd(osd)).collect();
-    nodes.insert(Node::Mon);
+    nodes.extend((0..mons).map(Node::Mon));
     nodes.extend((0..clients).map(Node::Client));
     nodes
 }

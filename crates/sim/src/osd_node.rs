@@ -45,6 +45,8 @@ pub struct OsdNode {
     pub starts: u64,
     /// Shards with a [`Event::DiskSync`] on its way.
     pub sync_scheduled: Vec<bool>,
+    /// Which monitor to try next.
+    pub mon_hunt: carmine_client::MonHunt,
 }
 
 impl OsdNode {
@@ -78,6 +80,7 @@ impl OsdNode {
             booted_epoch: Epoch(0),
             starts: 1,
             sync_scheduled: vec![false; usize::from(shard_count)],
+            mon_hunt: carmine_client::MonHunt::new(),
         }
     }
 
@@ -113,25 +116,36 @@ impl OsdNode {
 }
 
 impl Sim {
+    /// Connects to the next monitor in turn, as the daemon's `GlobalTask::run`.
     pub(crate) fn osd_connect_mon(&mut self, osd: OsdId) {
-        let node = &self.osds[&osd];
+        let count = self.mon_count() as usize;
+        let node = self.osds.get_mut(&osd).expect("exists");
         if !node.is_up() || node.mon_session.is_some() {
             return;
         }
-        match self
-            .net
-            .connect(Endpoint::Osd(osd, ShardIndex(0)), Endpoint::Mon)
-        {
+        let rank = node.mon_hunt.next_target(count) as u64;
+        let from = Endpoint::Osd(osd, ShardIndex(0));
+        let session = if self.mon_running(rank) {
+            self.net.connect(from, Endpoint::Mon(rank))
+        } else {
+            None
+        };
+        match session {
             Some(session) => {
                 self.osds.get_mut(&osd).expect("exists").mon_session = Some(session);
                 self.trace
-                    .note(self.now(), || format!("{osd} connects to the monitor"));
+                    .note(self.now(), || format!("{osd} connects to mon.{rank}"));
                 self.osd_boot(osd);
             }
-            None => self.schedule(
-                MON_RECONNECT_DELAY + CONNECT_TIMEOUT,
-                Event::OsdConnectMon(osd),
-            ),
+            None => {
+                let refused = self.net.reachable(from.node(), Node::Mon(rank));
+                let wait = if refused {
+                    MILLISECOND
+                } else {
+                    CONNECT_TIMEOUT
+                };
+                self.schedule(MON_RECONNECT_DELAY + wait, Event::OsdConnectMon(osd));
+            }
         }
     }
 
@@ -145,7 +159,7 @@ impl Sim {
             osd,
             shard_addrs: node.addrs.clone(),
             host: format!("host{}", osd.0),
-            fsid: self.mon.map().fsid,
+            fsid: self.fsid,
             instance: (u64::from(osd.0) << 32) | node.starts,
         });
         let from = Endpoint::Osd(osd, ShardIndex(0));
@@ -171,7 +185,7 @@ impl Sim {
         }
         let mut out = Vec::new();
         match (wire.from, wire.msg) {
-            (Endpoint::Mon, Msg::OsdMap(update)) => return self.osd_handle_map(osd, update.map),
+            (Endpoint::Mon(_), Msg::OsdMap(update)) => return self.osd_handle_map(osd, update.map),
             (Endpoint::Client(_), Msg::OsdOp(op)) => {
                 let crate::network::Via::Session(conn) = wire.via else {
                     panic!("clients talk over sessions");
@@ -187,7 +201,18 @@ impl Sim {
             (from, msg) => panic!("{from} sent {osd} an unexpected {}", msg.msg_type()),
         }
         self.osd_outputs(osd, shard, out);
+        self.observe_logs(osd, shard);
         self.schedule_sync(osd, shard);
+    }
+
+    /// Records what is new in the shard's PG logs (see [`crate::log_record`]).
+    fn observe_logs(&mut self, osd: OsdId, shard: ShardIndex) {
+        let Process::Up(shards) = &self.osds[&osd].process else {
+            return;
+        };
+        for pg in shards[usize::from(shard.0)].pgs() {
+            self.log_record.observe(osd, pg.pgid(), pg.log_entries());
+        }
     }
 
     /// A deferred-flush shard's disk syncs after a latency; one sync at a time.
@@ -214,6 +239,7 @@ impl Sim {
         let mut out = Vec::new();
         self.shard_mut(osd, shard).flush(&mut out);
         self.osd_outputs(osd, shard, out);
+        self.observe_logs(osd, shard);
     }
 
     fn shard_mut(&mut self, osd: OsdId, shard: ShardIndex) -> &mut OsdShard<SimStore> {
@@ -240,6 +266,7 @@ impl Sim {
             self.shard_mut(osd, ShardIndex(index))
                 .handle_map(map.clone(), &mut out);
             self.osd_outputs(osd, ShardIndex(index), out);
+            self.observe_logs(osd, ShardIndex(index));
             self.schedule_sync(osd, ShardIndex(index));
         }
         if reboot {

@@ -1,4 +1,4 @@
-//! The simulator: one thread, one event queue, virtual time. It owns the monitor, the
+//! The simulator: one thread, one event queue, virtual time. It owns the monitors, the
 //! OSD processes (their shards and stores), the clients and the network, and turns
 //! each event into calls on the pure cores and each of their outputs into messages.
 //!
@@ -14,17 +14,19 @@ use crate::dump;
 use crate::events::{Event, EventQueue, EVENTS_PER_RUN_MAX};
 use crate::faults::FaultState;
 use crate::history::History;
-use crate::network::{Endpoint, Network, Sent, Via, Wire};
+use crate::log_record::LogRecord;
+use crate::mon_node::{MonNode, MonRecord};
+use crate::network::{Endpoint, Network, Sent, Wire};
 use crate::osd_node::OsdNode;
 use crate::rng::Rng;
 use crate::time::{Clock, Nanos, MILLISECOND, SECOND};
 use crate::trace::Trace;
 use crate::SimReport;
 use carmine_clustermap::{pg_shard, OsdMap, PoolSpec};
-use carmine_mon::{MonConfig, MonOutput, Monitor};
 use carmine_proto::Msg;
-use carmine_types::{EntityName, Epoch, OsdId, PoolId};
+use carmine_types::{EVersion, OsdId, PoolId};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Where the run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -39,7 +41,8 @@ pub enum Phase {
     Done,
 }
 
-/// How often the monitor ticks (and the simulator watches for convergence).
+/// How often each monitor ticks (and the simulator watches for convergence): the
+/// monitors' Raft tick.
 pub const MON_TICK: Nanos = 100 * MILLISECOND;
 
 /// The simulated cluster. See the module docs.
@@ -50,8 +53,12 @@ pub struct Sim {
     pub(crate) net: Network,
     pub(crate) trace: Trace,
     pub(crate) history: History,
-    pub(crate) mon: Monitor,
-    pub(crate) mon_epochs: Vec<Epoch>,
+    pub(crate) log_record: LogRecord,
+    pub(crate) mons: Vec<MonNode>,
+    pub(crate) mon_record: MonRecord,
+    /// The newest map any monitor applied.
+    pub(crate) newest_map: Arc<OsdMap>,
+    pub(crate) fsid: u128,
     pub(crate) osds: BTreeMap<OsdId, OsdNode>,
     pub(crate) clients: Vec<ClientNode>,
     pub(crate) pool: PoolId,
@@ -66,6 +73,8 @@ pub struct Sim {
     /// Peer messages delivered to a shard that does not own their PG.
     pub(crate) misrouted_total: u64,
     pub(crate) flips: FlipState,
+    /// Backfill activations and pull-everything requests delivered.
+    pub(crate) backfills: u64,
 }
 
 impl Sim {
@@ -80,8 +89,10 @@ impl Sim {
         let mut map = OsdMap::new_dev(config.osd_count);
         let spec = PoolSpec::replicated("sim", config.pool_size, config.pg_num);
         let pool = map.create_pool(spec).expect("the seed picks a valid pool");
-        let mon = Monitor::new(map, MonConfig::default(), clock.instant());
-        let mon_epochs = vec![mon.map().epoch];
+        let mut mon_record = MonRecord::default();
+        let mons = Sim::new_monitors(&map, config.mon_count, clock.instant(), &mut mon_record);
+        let fsid = map.fsid;
+        let newest_map = Arc::new(map);
         let osds = (0..config.osd_count)
             .map(|id| {
                 let ack_before_sync = config.canary == crate::Canary::AckBeforeSync;
@@ -110,8 +121,11 @@ impl Sim {
             queue: EventQueue::default(),
             trace,
             history: History::default(),
-            mon,
-            mon_epochs,
+            log_record: LogRecord::default(),
+            mons,
+            mon_record,
+            newest_map,
+            fsid,
             osds,
             clients,
             pool,
@@ -121,6 +135,7 @@ impl Sim {
             converged_at: None,
             canary_fired: false,
             misrouted_total: 0,
+            backfills: 0,
         }
     }
 
@@ -166,7 +181,7 @@ impl Sim {
             let jitter = self.rng.below(100 * MILLISECOND);
             self.schedule(jitter, Event::ClientTick(client));
         }
-        self.schedule(MON_TICK, Event::MonTick);
+        self.start_monitors();
         self.schedule(self.config.warmup, Event::StartWorkload);
         self.schedule(self.config.warmup + self.config.fault_phase, Event::Quiet);
     }
@@ -181,7 +196,9 @@ impl Sim {
             Event::ClientTick(client) => self.client_tick(client),
             Event::ClientIssue(client) => self.client_issue(client),
             Event::OsdStats(osd) => self.osd_stats(osd),
-            Event::MonTick => self.mon_tick(),
+            Event::MonTick(rank) => self.mon_tick(rank),
+            Event::MonConnectPeer { from, to } => self.mon_connect_peer(from, to),
+            Event::MonRestart(rank) => self.restart_mon(rank),
             Event::StartWorkload => self.start_workload(),
             Event::Fault => self.inject_fault(),
             Event::EndFault(id) => self.end_fault(id),
@@ -257,9 +274,14 @@ impl Sim {
             return;
         }
         self.mix_wire(&wire);
+        match &wire.msg {
+            Msg::PgActivate(activate) if activate.backfill => self.backfills += 1,
+            Msg::PgPull(pull) if pull.all => self.backfills += 1,
+            _ => {}
+        }
         self.trace.note(now, || describe(&wire));
         match wire.to {
-            Endpoint::Mon => self.mon_receive(*wire),
+            Endpoint::Mon(rank) => self.mon_receive(rank, *wire),
             Endpoint::Osd(osd, shard) => self.osd_receive(osd, shard, *wire),
             Endpoint::Client(client) => self.client_receive(client, *wire),
         }
@@ -312,56 +334,15 @@ impl Sim {
             format!("{endpoint} sees session {session} close")
         });
         match endpoint {
-            Endpoint::Mon => {
-                let outputs = self.mon.handle_disconnect(self.clock.instant(), session);
-                self.mon_outputs(outputs);
-            }
+            Endpoint::Mon(rank) => self.mon_session_closed(rank, session),
             Endpoint::Osd(osd, _) => self.osd_session_closed(osd, session),
             Endpoint::Client(client) => self.client_session_closed(client, session),
         }
     }
 
-    // --- the monitor ----------------------------------------------------------------
+    // --- convergence ----------------------------------------------------------------
 
-    fn mon_receive(&mut self, wire: Wire) {
-        let Via::Session(conn) = wire.via else {
-            panic!("the monitor talks over sessions only");
-        };
-        let from = match wire.from {
-            Endpoint::Osd(osd, _) => EntityName::osd(osd),
-            Endpoint::Client(index) => EntityName::client(self.clients[index as usize].id),
-            Endpoint::Mon => panic!("the monitor does not talk to itself"),
-        };
-        let outputs = self
-            .mon
-            .handle_message(self.clock.instant(), conn, from, wire.msg);
-        self.mon_outputs(outputs);
-    }
-
-    pub(crate) fn mon_outputs(&mut self, outputs: Vec<MonOutput>) {
-        for output in outputs {
-            match output {
-                MonOutput::PersistMap(map) => {
-                    let epoch = map.epoch;
-                    self.trace
-                        .note(self.now(), || format!("mon persists e{}", epoch.0));
-                    self.mon_epochs.push(epoch);
-                }
-                MonOutput::Send(conn, msg) => self.send_session(conn, Endpoint::Mon, msg),
-            }
-        }
-    }
-
-    fn mon_tick(&mut self) {
-        self.schedule(MON_TICK, Event::MonTick);
-        let outputs = self.mon.handle_tick(self.clock.instant());
-        self.mon_outputs(outputs);
-        if self.phase >= Phase::Quiet {
-            self.watch_convergence();
-        }
-    }
-
-    fn watch_convergence(&mut self) {
+    pub(crate) fn watch_convergence(&mut self) {
         if self.converged_at.is_none() && self.converged() {
             let at = self.now();
             self.trace.note(at, || "every PG is active+clean".into());
@@ -373,14 +354,18 @@ impl Sim {
         }
     }
 
-    /// Every OSD up on the newest map, every PG of it active+clean on its primary.
+    /// Every monitor on the newest map, every OSD up on it, every PG of it active+clean
+    /// on its primary.
     fn converged(&self) -> bool {
         self.convergence_problem().is_none()
     }
 
     /// Why the cluster has not converged yet, in words.
     fn convergence_problem(&self) -> Option<String> {
-        let map = self.mon.map().clone();
+        if let Some(problem) = self.mon_convergence_problem() {
+            return Some(problem);
+        }
+        let map = self.newest_map.clone();
         if map.up_count() != self.osds.len() {
             return Some(format!(
                 "{} of {} OSDs up in e{}",
@@ -427,9 +412,12 @@ impl Sim {
         }
     }
 
-    fn final_state(&self) -> FinalState {
-        let map = self.mon.map().clone();
+    /// What the cluster holds, and each PG's history (problems rebuilding one go to
+    /// `problems`).
+    fn final_state(&self, problems: &mut Vec<String>) -> FinalState {
+        let map = self.newest_map.clone();
         let mut pgs = BTreeMap::new();
+        let mut logs = BTreeMap::new();
         for pgid in map.all_pgs() {
             let acting = map.pg_mapping(pgid).map(|m| m.acting).unwrap_or_default();
             let shard = pg_shard(pgid, self.config.shards_per_osd);
@@ -437,14 +425,31 @@ impl Sim {
                 .iter()
                 .map(|&osd| (osd, dump::dump_pg(self.osds[&osd].store(shard), pgid)))
                 .collect::<Vec<_>>();
-            if !members.is_empty() {
-                pgs.insert(pgid, members);
+            let Some((_, primary)) = members.first() else {
+                continue;
+            };
+            let final_log = dump::log_entries(primary);
+            let info = dump::pg_info(primary);
+            match (final_log, info) {
+                (Ok(final_log), Ok(info)) => {
+                    let last_update = info.map_or(EVersion::ZERO, |info| info.last_update);
+                    match self.log_record.history(pgid, final_log, last_update) {
+                        Ok(history) => {
+                            logs.insert(pgid, history);
+                        }
+                        Err(error) => problems.push(error),
+                    }
+                }
+                (Err(error), _) | (_, Err(error)) => problems.push(format!("{pgid}: {error}")),
             }
+            pgs.insert(pgid, members);
         }
+        problems.extend(self.log_record.conflicts());
         FinalState {
             map,
             pool: self.pool,
             pgs,
+            logs,
         }
     }
 
@@ -460,15 +465,15 @@ impl Sim {
                 .violations
                 .push("the PGs never all became active+clean after healing".into()),
         }
-        let end = self.final_state();
         let mut violations = std::mem::take(&mut self.violations);
+        let end = self.final_state(&mut violations);
         if self.misrouted_total > 0 {
             violations.push(format!(
                 "{} OSD-to-OSD messages reached a shard that does not own their PG (dropped there)",
                 self.misrouted_total
             ));
         }
-        violations.extend(checkers::check(&self.history, &end, &self.mon_epochs));
+        violations.extend(checkers::check(&self.history, &end, &self.mon_record));
         SimReport {
             seed: self.config.seed,
             ok: violations.is_empty(),
@@ -480,6 +485,7 @@ impl Sim {
             faults: self.faults.injected,
             bit_flips: self.flips.flips.len() as u64,
             repairs: self.repairs_total(),
+            backfills: self.backfills,
             shape: self.config.shape(),
             fault_classes: self.config.faults,
             violations,

@@ -21,6 +21,17 @@ fn same_seed_same_trace_hash_with_every_fault_class() {
 }
 
 #[test]
+fn same_seed_same_trace_hash_with_five_monitors() {
+    let config = carmine_sim::SimConfig::from_seed(2)
+        .with_mons(5)
+        .with_faults(FaultClasses::ALL);
+    let first = carmine_sim::run_config(config.clone());
+    let second = carmine_sim::run_config(config);
+    assert_eq!(first.trace_hash, second.trace_hash);
+    assert_eq!(first.fault_log, second.fault_log);
+}
+
+#[test]
 fn different_seeds_different_trace_hashes() {
     let hashes: std::collections::BTreeSet<u64> = (0..8).map(|seed| run(seed).trace_hash).collect();
     assert_eq!(hashes.len(), 8);

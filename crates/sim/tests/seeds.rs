@@ -10,9 +10,15 @@
 //!   be found and repaired. These exercise peering, recovery and the monitor's failure
 //!   detection.
 //!
+//! A seed chooses 1, 3 or 5 monitors (2:2:1), and half the seeds BUGGIFY the OSDs,
+//! the PG log shrunk to 8–64 entries included. The default classes include monitor
+//! crashes and monitor partitions.
+//!
 //! Seeds that fail today live in `tests/known_gaps.rs`.
 
-use carmine_sim::{format_report, run, run_with_faults, FaultClasses, SimReport};
+use carmine_sim::{
+    format_report, run, run_config, run_with_faults, FaultClasses, SimConfig, SimReport,
+};
 
 fn check(reports: &[SimReport], faults_min: u64, acked_min: u64) {
     let failed: Vec<String> = reports
@@ -59,4 +65,74 @@ fn regression_an_authoritative_primary_recovers_what_it_lacks_first() {
         .map(|seed| run_with_faults(seed, FaultClasses::ALL))
         .collect();
     check(&reports, 20, 300);
+}
+
+/// Seed 49 once failed when BUGGIFY first shrank the PG log: a client resent a write
+/// whose log entry had been trimmed, and the primary applied it a second time.
+#[test]
+fn regression_a_resend_after_its_entry_was_trimmed_is_answered_not_applied_again() {
+    let reports = vec![run(49)];
+    check(&reports, 5, 500);
+}
+
+/// Three and five monitors under monitor faults only: crashes and restarts from the
+/// persisted store, a minority or the leader cut off from the other monitors.
+#[test]
+fn monitor_groups_survive_monitor_crashes_and_partitions() {
+    let classes = FaultClasses::parse("mon-crashes,mon-partitions").unwrap();
+    let reports: Vec<SimReport> = (0..12)
+        .map(|seed| {
+            let mut config = SimConfig::from_seed(seed)
+                .with_mons(if seed % 2 == 0 { 3 } else { 5 })
+                .with_faults(classes);
+            config.fault_weights.mon_crash = 1 + seed % 3;
+            config.fault_weights.mon_partition = 1 + seed % 4;
+            run_config(config)
+        })
+        .collect();
+    check(&reports, 30, 3_000);
+    let faults: Vec<&String> = reports.iter().flat_map(|r| &r.fault_log).collect();
+    for kind in [
+        "crash mon.",
+        "(the leader)",
+        "(with the leader)",
+        "partition monitors",
+    ] {
+        assert!(
+            faults.iter().any(|f| f.contains(kind)),
+            "no '{kind}' fault in {faults:?}"
+        );
+    }
+}
+
+/// Seeds that failed with every fault class once seeds ran 3 or 5 monitors with
+/// monitor faults and BUGGIFY shrank the PG log:
+/// - 6, 233, 685: an OSD restarted while the monitors had no quorum, so no map showed
+///   the restart; it lost a RepOp sent while it was down and applied the next one,
+///   leaving a hole in its log (a replica now ignores a RepOp that does not follow its
+///   log head);
+/// - 1820: a primary's backfill pull cut short by a new map left it lacking objects,
+///   and it then activated as authoritative (a wiped copy now stays marked incomplete);
+/// - 232: a primary kept counting a push of an earlier interval as in flight and
+///   stayed recovering (activation now forgets old pushes);
+/// - 943: a PgQuery waiting for its map was dropped by a full map-wait queue, and the
+///   PG stayed peering (peer messages are no longer dropped there).
+#[test]
+fn regression_monitor_faults_and_tiny_logs() {
+    let reports: Vec<SimReport> = [6, 233, 685, 1820, 232, 943]
+        .into_iter()
+        .map(|seed| run_with_faults(seed, FaultClasses::ALL))
+        .collect();
+    check(&reports, 50, 1_000);
+}
+
+/// Seed 1082 with a 15-entry PG log (BUGGIFY draws 8–64; a 2–24 trial found it): an
+/// OSD applied a write, restarted, and as primary again applied the client's resend a
+/// second time, because the requests of trimmed entries ("dups") were kept in memory
+/// only. They are now persisted beside the log.
+#[test]
+fn regression_a_restarted_primary_remembers_requests_of_trimmed_entries() {
+    let mut config = SimConfig::from_seed(1082).with_faults(FaultClasses::ALL);
+    config.tuning.log_entries_max = 15;
+    check(&[run_config(config)], 5, 200);
 }

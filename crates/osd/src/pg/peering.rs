@@ -19,7 +19,7 @@
 //!    objects are pushed in the background (see `recovery.rs`).
 
 use super::{peer_output, Pg, Phase};
-use crate::pglog::{missing_key, pgmeta_oid, INFO_KEY};
+use crate::pglog::{missing_key, pgmeta_oid, INFO_KEY, MISSING_ALL};
 use crate::Output;
 use bytes::Bytes;
 use carmine_clustermap::OsdMap;
@@ -145,8 +145,9 @@ impl Pg {
             // new peering round, or a restart): fetch them before serving anything.
             match self.source_for_missing() {
                 Some(source) => {
-                    let names = self.missing.clone();
-                    self.start_pull(store, source, names, false, out);
+                    let mut names = self.missing.clone();
+                    let all = names.remove(MISSING_ALL);
+                    self.start_pull(store, source, names, all, out);
                 }
                 None => self.activate_replicas(store, out),
             }
@@ -233,6 +234,7 @@ impl Pg {
             (
                 n.info.last_epoch_started,
                 n.info.last_update,
+                !n.missing.iter().any(|name| name == MISSING_ALL),
                 *osd == self.whoami,
                 std::cmp::Reverse(n.missing.len()),
             )
@@ -291,7 +293,11 @@ impl Pg {
                 lacking.extend(objects_after(&reply.entries, *after));
                 lacking.extend(self.divergent_objects(&reply.entries));
             }
-            CatchUp::Backfill => {}
+            // Until the last object arrives this copy is incomplete, durably, so that a
+            // new peering round that cuts the pull short does not trust it.
+            CatchUp::Backfill => {
+                lacking.insert(MISSING_ALL.to_string());
+            }
         }
         let much = plan == CatchUp::Backfill || lacking.len() > self.tuning.pull_before_active_max;
         if much && self.acting.contains(&from) {
@@ -328,7 +334,8 @@ impl Pg {
             &lacking,
             plan == CatchUp::Backfill,
         );
-        let all = plan == CatchUp::Backfill;
+        let all = plan == CatchUp::Backfill || lacking.contains(MISSING_ALL);
+        lacking.remove(MISSING_ALL);
         self.start_pull(store, from, lacking, all, out);
     }
 
@@ -361,6 +368,10 @@ impl Pg {
         } else {
             self.info.created
         };
+        // Only what the log keeps is persisted, so the log on disk is the one in memory.
+        if let Some(tail) = self.log.replace(entries, !wipe) {
+            info.log_tail = info.log_tail.max(tail);
+        }
         let mut tx = Transaction::new();
         if wipe {
             tx.remove_collection(self.coll);
@@ -369,16 +380,17 @@ impl Pg {
         } else {
             tx.omap_clear(self.coll, pgmeta_oid());
         }
-        let mut omap: Vec<(Bytes, Bytes)> = entries
-            .iter()
+        let mut omap: Vec<(Bytes, Bytes)> = self
+            .log
+            .entries()
             .map(|e| (crate::pglog::log_key(e.version), e.to_bytes()))
             .collect();
+        omap.extend(self.log.dup_omap());
         omap.extend(missing.iter().map(|name| (missing_key(name), Bytes::new())));
         omap.push((Bytes::from_static(INFO_KEY), info.to_bytes()));
         tx.omap_set(self.coll, pgmeta_oid(), omap);
         self.submit_meta(store, tx);
         self.info = info;
-        self.log.replace(entries);
         self.missing = missing.clone();
     }
 
@@ -401,6 +413,11 @@ impl Pg {
         self.submit_meta(store, tx);
         let versions = self.log_versions();
         let mut waiting = BTreeSet::new();
+        // What each replica lacks is worked out afresh; answers to pushes of an earlier
+        // interval are ignored, so pushes still counted in flight would never finish.
+        self.peer_missing.clear();
+        self.pushing.clear();
+        self.backfilling.clear();
         for replica in self.replicas() {
             let notify = self.notifies.get(&replica).cloned();
             let activate = self.activation_for(store, replica, notify, &versions);
@@ -424,7 +441,7 @@ impl Pg {
         versions: &BTreeSet<EVersion>,
     ) -> PgActivate {
         let plan = match &notify {
-            Some(n) if n.exists => {
+            Some(n) if n.exists && !n.missing.iter().any(|name| name == MISSING_ALL) => {
                 let their = n.info.last_update;
                 if their == self.info.last_update
                     || their == self.info.log_tail
@@ -513,9 +530,11 @@ impl Pg {
         let mut entries: Vec<LogEntry> = if activate.backfill {
             Vec::new()
         } else {
+            // Our entries the primary's log also covers: the replicas' logs then hold
+            // the same span as the primary's, (log_tail, last_update].
             self.log
                 .entries()
-                .filter(|e| e.version <= activate.common)
+                .filter(|e| e.version <= activate.common && e.version > activate.info.log_tail)
                 .cloned()
                 .collect()
         };

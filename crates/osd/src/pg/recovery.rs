@@ -220,6 +220,11 @@ impl Pg {
                     tx.remove(self.coll, clone);
                 }
             }
+            // Complete now: the copy may be trusted again.
+            if self.missing.remove(crate::pglog::MISSING_ALL) {
+                let key = missing_key(crate::pglog::MISSING_ALL);
+                tx.omap_rm(self.coll, crate::pglog::pgmeta_oid(), vec![key]);
+            }
             self.submit_meta(store, tx);
         }
         if !self.pulling.is_empty() {

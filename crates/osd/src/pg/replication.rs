@@ -16,9 +16,8 @@ impl Pg {
         op: OsdOp,
         out: &mut Vec<Output>,
     ) {
-        if let Some(entry) = self.log.find_reqid(op.reqid) {
-            let version = entry.version;
-            let user_version = entry.user_version;
+        if let Some(applied) = self.log.find_reqid(op.reqid) {
+            let (version, user_version) = (applied.version, applied.user_version);
             self.answer_duplicate(client, &op, version, user_version, out);
             return;
         }
@@ -155,7 +154,7 @@ impl Pg {
         };
         let mut info = self.info.clone();
         info.last_update = version;
-        info.log_tail = self.log.tail_after_push();
+        info.log_tail = self.log.tail_after_push(self.info.log_tail);
         info.object_count = (info.object_count + u64::from(run.exists_after))
             .saturating_sub(u64::from(run.before.exists));
         info.data_bytes = (info.data_bytes + run.size_after).saturating_sub(run.before.size_bytes);
@@ -331,6 +330,19 @@ impl Pg {
                 primary: from,
                 reply: Msg::RepOpReply(reply),
             });
+            return;
+        }
+        if rep.entry.version.version != self.info.last_update.version + 1 {
+            // This copy missed writes of the interval: it restarted and lost what was
+            // in flight to it, before any map showed the restart. Applying this one would
+            // leave a hole in its log and objects; it stays unanswered (the primary does
+            // not acknowledge the write) until the next interval's peering catches it up.
+            tracing::debug!(
+                "{}: RepOp {} does not follow {}; ignored",
+                self.pgid,
+                rep.entry.version,
+                self.info.last_update
+            );
             return;
         }
         match store.submit(rep.tx) {
