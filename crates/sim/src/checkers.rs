@@ -309,9 +309,16 @@ fn linearizable_reads(history: &History, timelines: &Timelines, out: &mut Vec<St
                 Some((op.completed?, index))
             })
             .collect();
+        // An EIO ("no readable copy on any acting OSD": the good copy is on an OSD that
+        // is down) says nothing about the object's state: it is unavailability, which
+        // the read-back after healing checks, not a value to explain.
+        let unavailable = |op: &OpRecord| {
+            op.reply()
+                .is_some_and(|r| matches!(r.result, Err(carmine_proto::OpError::Io(_))))
+        };
         let mut checked: Vec<&OpRecord> = ops
             .into_iter()
-            .filter(|op| op.reply().is_some() && op.acked_write().is_none())
+            .filter(|op| op.reply().is_some() && op.acked_write().is_none() && !unavailable(op))
             .collect();
         checked.sort_by_key(|op| (op.completed, op.reqid));
         for op in checked {

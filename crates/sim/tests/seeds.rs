@@ -136,3 +136,12 @@ fn regression_a_restarted_primary_remembers_requests_of_trimmed_entries() {
     config.tuning.log_entries_max = 15;
     check(&[run_config(config)], 5, 200);
 }
+
+/// Seed 773 (MemStore, size 2, every OSD crashed in turn): a read met an object whose
+/// only good copy was on a down OSD and got EIO ("no readable copy on any acting
+/// OSD"). The linearizability checker took the error for an observed value; it is
+/// unavailability, which the read-back after healing checks instead.
+#[test]
+fn regression_eio_is_unavailability_not_a_value() {
+    check(&[run_with_faults(773, FaultClasses::ALL)], 5, 200);
+}
