@@ -10,7 +10,7 @@ use crate::pglog::LOG_ENTRIES_MAX;
 use crate::shard::WAITING_FOR_MAP_MAX;
 
 /// Default shard-wide recovery budget, in pushes in flight (each one object).
-pub const RECOVERY_MAX_ACTIVE: usize = 8;
+pub const RECOVERY_MAX_ACTIVE: usize = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OsdTuning {

@@ -62,12 +62,15 @@ fn without_scrubs_an_unrepaired_flip_is_caught() {
     // push reaches them, or their OSD leaves the acting set); seeds 1201, 1348 and 1391
     // (LogStore, size 3, no BUGGIFY) leave one that only a scrub would find. Found with
     // `carmine sim --seeds 1000..1600 --faults all --disk log --canary-no-scrub`.
-    let caught = [1201, 1348, 1391].into_iter().chain(log_seeds(1000, 4)).any(|seed| {
-        let config = SimConfig::from_seed(seed)
-            .with_faults(FaultClasses::ALL)
-            .with_canary(Canary::NoScrub);
-        let report = run_config(config);
-        !report.ok && (report.violations.iter()).any(|v| v.contains("still fails its checksum"))
-    });
+    let caught = [1201, 1348, 1391]
+        .into_iter()
+        .chain(log_seeds(1000, 4))
+        .any(|seed| {
+            let config = SimConfig::from_seed(seed)
+                .with_faults(FaultClasses::ALL)
+                .with_canary(Canary::NoScrub);
+            let report = run_config(config);
+            !report.ok && (report.violations.iter()).any(|v| v.contains("still fails its checksum"))
+        });
     assert!(caught, "no seed caught a flip left unrepaired");
 }
