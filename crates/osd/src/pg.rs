@@ -127,6 +127,9 @@ pub struct Pg {
     /// recovery budget), and whether it stopped short of work for lack of it.
     push_allowance: usize,
     recovery_starved: bool,
+    /// Work is left that the budget held back (until the next push goes out): the
+    /// state shows `backfill_wait`/`recovery_wait` while nothing is in flight.
+    waiting_for_budget: bool,
     /// Primary: objects the peering source could not read (they stay missing here).
     pull_unreadable: BTreeSet<String>,
     /// Primary: objects whose own copy is unreadable, and the replica pulled from.
@@ -194,6 +197,7 @@ impl Pg {
             report_urgent: false,
             push_allowance: usize::MAX,
             recovery_starved: false,
+            waiting_for_budget: false,
             pull_unreadable: BTreeSet::new(),
             repairs: BTreeMap::new(),
             local_corrupt: BTreeSet::new(),
@@ -313,10 +317,12 @@ impl Pg {
         }
         if !self.fully_recovered() {
             bits |= PgState::DEGRADED;
-            bits |= if self.backfilling.is_empty() {
-                PgState::RECOVERING
-            } else {
-                PgState::BACKFILLING
+            let waiting = self.waiting_for_budget && self.pushes_in_flight() == 0;
+            bits |= match (self.backfilling.is_empty(), waiting) {
+                (true, false) => PgState::RECOVERING,
+                (true, true) => PgState::RECOVERY_WAIT,
+                (false, false) => PgState::BACKFILLING,
+                (false, true) => PgState::BACKFILL_WAIT,
             };
         }
         if bits & PgState::ACTIVE != 0 && !undersized && self.fully_recovered() {

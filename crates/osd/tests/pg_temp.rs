@@ -124,3 +124,40 @@ fn a_shard_keeps_at_most_its_recovery_budget_of_pushes_in_flight() {
     assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean");
     cluster.assert_all_replicas_identical();
 }
+
+#[test]
+fn a_pg_held_back_by_the_budget_reports_backfill_wait() {
+    let mut cluster = Cluster::new(Config {
+        pg_num: 6,
+        ..Config::default()
+    });
+    let names: Vec<String> = (0..120).map(|i| format!("obj-{i:03}")).collect();
+    for name in &names {
+        write(&mut cluster, name, &format!("v1 of {name}"));
+    }
+    let tuning = OsdTuning {
+        recovery_max_active: 1,
+        ..OsdTuning::default()
+    };
+    for osd in cluster.osds() {
+        let addr = cluster.addr(osd, cluster.pg_of(&names[0]));
+        cluster.shard_mut(addr).set_tuning(tuning);
+    }
+    let victim = cluster.osds()[2];
+    cluster.restart(victim, true);
+    let pgids: Vec<_> = cluster.map.all_pgs().collect();
+    let mut waits = 0;
+    while cluster.step() {
+        for &pgid in &pgids {
+            let name = cluster.pg_stat(pgid).state.name();
+            if name.contains("backfill_wait") || name.contains("recovery_wait") {
+                waits += 1;
+            }
+        }
+    }
+    assert!(waits > 0, "no PG ever waited for the budget");
+    for &pgid in &pgids {
+        assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean", "{pgid}");
+    }
+    cluster.assert_all_replicas_identical();
+}

@@ -54,8 +54,12 @@ impl PgState {
     pub const INCOMPLETE: u32 = 1 << 11;
     /// The acting set differs from the up set (a pg_temp entry is in force).
     pub const REMAPPED: u32 = 1 << 12;
+    /// Objects to backfill or recover, none in flight: waiting for the shard's
+    /// recovery budget (Ceph's `backfill_wait` / `recovery_wait`).
+    pub const BACKFILL_WAIT: u32 = 1 << 13;
+    pub const RECOVERY_WAIT: u32 = 1 << 14;
 
-    const NAMES: [(u32, &'static str); 13] = [
+    const NAMES: [(u32, &'static str); 15] = [
         (Self::CREATING, "creating"),
         (Self::ACTIVE, "active"),
         (Self::CLEAN, "clean"),
@@ -69,6 +73,8 @@ impl PgState {
         (Self::BACKFILLING, "backfilling"),
         (Self::INCOMPLETE, "incomplete"),
         (Self::REMAPPED, "remapped"),
+        (Self::BACKFILL_WAIT, "backfill_wait"),
+        (Self::RECOVERY_WAIT, "recovery_wait"),
     ];
 
     pub fn contains(self, bit: u32) -> bool {

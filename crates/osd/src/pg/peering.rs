@@ -71,6 +71,7 @@ impl Pg {
         self.notifies.clear();
         self.want_acting.clear();
         self.peer_missing.clear();
+        self.waiting_for_budget = false;
         self.notifies.insert(self.whoami, self.my_notify());
         // Pushes of an earlier interval are never acknowledged (replies from another
         // interval are ignored), and repairs belong to an interval too: the ops waiting

@@ -315,6 +315,7 @@ impl Pg {
                         .is_some_and(|m| !m.is_empty())
                     {
                         self.recovery_starved = true;
+                        self.waiting_for_budget = true;
                     }
                     break;
                 }
@@ -360,6 +361,7 @@ impl Pg {
                 return false;
             }
         };
+        self.waiting_for_budget = false;
         self.pushing
             .entry(replica)
             .or_default()
