@@ -186,6 +186,25 @@ impl Monitor {
         if status.osd_count == 0 {
             checks.push("OSD_COUNT: no OSDs have booted".into());
         }
+        // Copies found corrupt and not (yet) replaced, from each up OSD's latest report.
+        let (found, repaired) = self
+            .osds
+            .iter()
+            .filter(|(id, _)| self.map.is_up(**id))
+            .filter_map(|(_, tracking)| tracking.stats.as_ref())
+            .fold((0u64, 0u64), |(f, r), (_, stats)| {
+                (
+                    f + stats.corrupt_copies_found_total,
+                    r + stats.copies_repaired_total,
+                )
+            });
+        if found > repaired {
+            checks.push(format!(
+                "OSD_SCRUB_ERRORS: {} corrupt object copies found and not yet repaired \
+                 ({found} found, {repaired} repaired)",
+                found - repaired
+            ));
+        }
         let flags = self.map.flags.names();
         if !flags.is_empty() {
             checks.push(format!("OSDMAP_FLAGS: {} flag(s) set", flags.join(",")));

@@ -465,3 +465,31 @@ fn a_primary_gets_the_pg_temp_it_asks_for_until_its_pg_is_clean() {
     assert!(mon.map().pg_temp.is_empty());
     assert_eq!(mon.map().pg_mapping(pgid).unwrap().acting, mapping.up);
 }
+
+#[test]
+fn unrepaired_corrupt_copies_raise_a_health_warning() {
+    let (mut mon, now) = cluster(3);
+    let epoch = mon.map().epoch;
+    let stats = |found, repaired| {
+        Msg::OsdStats(carmine_proto::OsdStats {
+            osd: OsdId(1),
+            map_epoch: epoch,
+            corrupt_copies_found_total: found,
+            copies_repaired_total: repaired,
+            ..carmine_proto::OsdStats::default()
+        })
+    };
+    let scrub_check = |mon: &Monitor| {
+        mon.status(now)
+            .health_checks
+            .into_iter()
+            .find(|check| check.starts_with("OSD_SCRUB_ERRORS"))
+    };
+    let report = stats(3, 1);
+    mon.handle_message(now, 2, EntityName::osd(OsdId(1)), report);
+    let check = scrub_check(&mon).expect("a warning while copies are unrepaired");
+    assert!(check.contains("2 corrupt object copies"), "{check}");
+    let report = stats(3, 3);
+    mon.handle_message(now, 2, EntityName::osd(OsdId(1)), report);
+    assert_eq!(scrub_check(&mon), None, "every copy was repaired");
+}

@@ -130,6 +130,10 @@ pub struct OsdStats {
     /// Client ops that reached a shard not owning their PG and were redirected
     /// (encoding v2; 0 from v1).
     pub wrong_shard_total: u64,
+    /// Object copies found corrupt (a checksum failure on read, push or scrub) and
+    /// copies replaced by a good one since the OSD started (encoding v3; 0 from older).
+    pub corrupt_copies_found_total: u64,
+    pub copies_repaired_total: u64,
 }
 
 /// Longest pool setting name or value in a `PoolSet` command.
@@ -414,7 +418,7 @@ impl Decode for PgStat {
 
 impl Encode for OsdStats {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(2, 1, |e| {
+        e.versioned(3, 1, |e| {
             self.osd.encode(e);
             self.map_epoch.encode(e);
             self.pgs.encode(e);
@@ -426,6 +430,8 @@ impl Encode for OsdStats {
                 self.write_bytes_total,
                 self.read_bytes_total,
                 self.wrong_shard_total,
+                self.corrupt_copies_found_total,
+                self.copies_repaired_total,
             ] {
                 e.put_u64(value);
             }
@@ -435,7 +441,7 @@ impl Encode for OsdStats {
 
 impl Decode for OsdStats {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("OsdStats", 2, |d, version| {
+        d.versioned("OsdStats", 3, |d, version| {
             Ok(OsdStats {
                 osd: OsdId::decode(d)?,
                 map_epoch: Epoch::decode(d)?,
@@ -447,6 +453,8 @@ impl Decode for OsdStats {
                 write_bytes_total: d.get_u64()?,
                 read_bytes_total: d.get_u64()?,
                 wrong_shard_total: if version >= 2 { d.get_u64()? } else { 0 },
+                corrupt_copies_found_total: if version >= 3 { d.get_u64()? } else { 0 },
+                copies_repaired_total: if version >= 3 { d.get_u64()? } else { 0 },
             })
         })
     }

@@ -387,6 +387,8 @@ impl GlobalTask {
             stats.write_bytes_total += report.counters.write_bytes_total;
             stats.read_bytes_total += report.counters.read_bytes_total;
             stats.wrong_shard_total += report.counters.wrong_shard_total;
+            stats.corrupt_copies_found_total += report.counters.corrupt_copies_found_total;
+            stats.copies_repaired_total += report.counters.copies_repaired_total;
         }
         let _ = mon.send(to_message(&Msg::OsdStats(stats), self.epoch()));
     }
