@@ -24,6 +24,7 @@ mod exec;
 pub mod heartbeat;
 mod pg;
 mod pglog;
+mod recovery_budget;
 mod shard;
 mod snaps;
 mod tuning;

@@ -4,6 +4,7 @@
 //! its own `OsdShard`, and nothing in it is shared or locked.
 
 use crate::pg::Pg;
+use crate::recovery_budget::RecoveryBudget;
 use crate::{ClientRef, OsdTuning, Output};
 use carmine_clustermap::{pg_shard, OsdMap};
 use carmine_proto::{Msg, OpError, OsdOp, OsdOpReply, PgStat};
@@ -56,13 +57,9 @@ pub struct OsdShard<S: ObjectStore> {
     /// every transaction of the turn shares one sync (group commit).
     deferred_flush: bool,
     tuning: OsdTuning,
-    /// Recovery pushes in flight over all of this shard's PGs (bounded by
-    /// `OsdTuning::recovery_max_active`, Ceph's `osd_recovery_max_active`), and the
-    /// PGs that stopped short of work for lack of budget, resumed in turn.
-    recovery_in_flight: usize,
-    recovery_starved: VecDeque<PgId>,
-    /// A PG has news for the monitor (a pg_temp request): report before the period.
-    report_urgent: bool,
+    /// Recovery pushes in flight over all PGs, bounded by
+    /// `OsdTuning::recovery_max_active`.
+    recovery: RecoveryBudget,
     /// Where the next scrub step starts: a PG and the last object verified in it.
     scrub_cursor: Option<(PgId, Option<String>)>,
 }
@@ -87,74 +84,38 @@ impl<S: ObjectStore> OsdShard<S> {
             counters: ShardCounters::default(),
             deferred_flush: false,
             tuning: OsdTuning::default(),
-            recovery_in_flight: 0,
-            recovery_starved: VecDeque::new(),
-            report_urgent: false,
+            recovery: RecoveryBudget::default(),
             scrub_cursor: None,
         }
     }
 
     /// Whether a PG asked for a report to the monitor before the next period; clears it.
     pub fn take_report_urgent(&mut self) -> bool {
-        std::mem::take(&mut self.report_urgent)
+        self.recovery.take_report_urgent()
     }
 
     /// Recovery pushes in flight over all PGs of this shard.
     pub fn recovery_in_flight(&self) -> usize {
-        self.recovery_in_flight
-    }
-
-    /// Before calling into PG `pgid`: grants it the shard's unused recovery budget and
-    /// returns its pushes in flight, for [`Self::settle`].
-    fn grant(&mut self, pgid: PgId) -> usize {
-        let free = self
-            .tuning
-            .recovery_max_active
-            .saturating_sub(self.recovery_in_flight);
-        match self.pgs.get_mut(&pgid) {
-            Some(pg) => {
-                let before = pg.pushes_in_flight();
-                pg.set_push_allowance(before + free);
-                before
-            }
-            None => 0,
-        }
-    }
-
-    /// After calling into PG `pgid`: accounts its pushes and collects its requests.
-    fn settle(&mut self, pgid: PgId, before: usize) {
-        let Some(pg) = self.pgs.get_mut(&pgid) else {
-            self.recovery_in_flight = self.recovery_in_flight.saturating_sub(before);
-            return;
-        };
-        let now = pg.pushes_in_flight();
-        self.recovery_in_flight = (self.recovery_in_flight + now).saturating_sub(before);
-        if pg.take_recovery_starved() && !self.recovery_starved.contains(&pgid) {
-            self.recovery_starved.push_back(pgid);
-        }
-        if pg.take_report_urgent() {
-            self.report_urgent = true;
-        }
+        self.recovery.in_flight()
     }
 
     /// Lets PGs that ran out of recovery budget push again, in turn, while budget is
     /// left.
     fn resume_starved(&mut self, out: &mut Vec<Output>) {
-        for _ in 0..self.recovery_starved.len() {
-            if self.recovery_in_flight >= self.tuning.recovery_max_active {
-                break;
-            }
-            let Some(pgid) = self.recovery_starved.pop_front() else {
+        let limit = self.tuning.recovery_max_active;
+        for _ in 0..self.recovery.starved_count() {
+            let Some(pgid) = self.recovery.next_starved(limit) else {
                 break;
             };
-            let before = self.grant(pgid);
-            if let Some(pg) = self.pgs.get_mut(&pgid) {
-                pg.resume_recovery(&mut self.store, out);
-                if pg.has_pending_commits() {
-                    self.pending.insert(pgid);
-                }
+            let Some(pg) = self.pgs.get_mut(&pgid) else {
+                continue;
+            };
+            let before = self.recovery.grant(limit, pg);
+            pg.resume_recovery(&mut self.store, out);
+            if pg.has_pending_commits() {
+                self.pending.insert(pgid);
             }
-            self.settle(pgid, before);
+            self.recovery.settle(pg, before);
         }
     }
 
@@ -347,9 +308,10 @@ impl<S: ObjectStore> OsdShard<S> {
             }
         }
         let pgids: Vec<PgId> = self.pgs.keys().copied().collect();
+        let limit = self.tuning.recovery_max_active;
         for pgid in pgids {
-            let before = self.grant(pgid);
             let pg = self.pgs.get_mut(&pgid).expect("listed above");
+            let before = self.recovery.grant(limit, pg);
             pg.handle_map(&map, &mut self.store, out);
             if pg.has_pending_commits() {
                 self.pending.insert(pgid);
@@ -357,7 +319,7 @@ impl<S: ObjectStore> OsdShard<S> {
             if pg.is_primary() && !pg.snap_trim_idle() {
                 self.snap_trimming.insert(pg.pgid());
             }
-            self.settle(pgid, before);
+            self.recovery.settle(pg, before);
         }
         self.release_waiting(out);
         self.after_io(out);
@@ -376,11 +338,8 @@ impl<S: ObjectStore> OsdShard<S> {
         let mut tx = Transaction::new();
         for pgid in gone {
             if let Some(pg) = self.pgs.remove(&pgid) {
-                self.recovery_in_flight = self
-                    .recovery_in_flight
-                    .saturating_sub(pg.pushes_in_flight());
+                self.recovery.forget(&pg);
             }
-            self.recovery_starved.retain(|&starved| starved != pgid);
             self.pending.remove(&pgid);
             tx.remove_collection(CollectionId::Pg(pgid));
         }
@@ -465,12 +424,11 @@ impl<S: ObjectStore> OsdShard<S> {
             return;
         }
         let local_read = op.flags & OsdOp::FLAG_LOCAL_READ != 0 && !op.is_write();
-        let pgid = op.pgid;
-        let before = self.grant(pgid);
         let Some(pg) = self.pgs.get_mut(&op.pgid) else {
             out.push(error_reply(client, &op, OpError::WrongPrimary, map.epoch));
             return;
         };
+        let before = self.recovery.grant(self.tuning.recovery_max_active, pg);
         if local_read {
             let reply = match crate::pg::validate(&op) {
                 Ok(()) if !op.oid.is_empty() => pg.read(&self.store, &op),
@@ -484,7 +442,7 @@ impl<S: ObjectStore> OsdShard<S> {
         if pg.has_pending_commits() {
             self.pending.insert(pg.pgid());
         }
-        self.settle(pgid, before);
+        self.recovery.settle(pg, before);
         self.after_io(out);
     }
 
@@ -525,8 +483,8 @@ impl<S: ObjectStore> OsdShard<S> {
         if !self.pgs.contains_key(&pgid) && !self.open_stray(pgid, from, &msg, out) {
             return;
         }
-        let before = self.grant(pgid);
         let pg = self.pgs.get_mut(&pgid).expect("opened above");
+        let before = self.recovery.grant(self.tuning.recovery_max_active, pg);
         let store = &mut self.store;
         match msg {
             Msg::RepOp(rep) => pg.handle_rep_op(store, from, rep, out),
@@ -545,7 +503,7 @@ impl<S: ObjectStore> OsdShard<S> {
         if pg.has_pending_commits() {
             self.pending.insert(pgid);
         }
-        self.settle(pgid, before);
+        self.recovery.settle(pg, before);
         self.after_io(out);
     }
 
@@ -619,7 +577,7 @@ impl<S: ObjectStore> OsdShard<S> {
 
     fn after_io_inner(&mut self, out: &mut Vec<Output>) {
         // Budget freed by an interval change or a completed push goes to starved PGs.
-        if !self.recovery_starved.is_empty() {
+        if self.recovery.has_starved() {
             self.resume_starved(out);
         }
         if self.pending.is_empty() {
@@ -632,16 +590,17 @@ impl<S: ObjectStore> OsdShard<S> {
         }
         let committed = self.store.committed_through();
         let pending = std::mem::take(&mut self.pending);
+        let limit = self.tuning.recovery_max_active;
         for pgid in pending {
-            let before = self.grant(pgid);
             let Some(pg) = self.pgs.get_mut(&pgid) else {
                 continue;
             };
+            let before = self.recovery.grant(limit, pg);
             pg.handle_committed(&mut self.store, committed, out);
             if pg.has_pending_commits() {
                 self.pending.insert(pgid);
             }
-            self.settle(pgid, before);
+            self.recovery.settle(pg, before);
         }
     }
 }
