@@ -262,8 +262,10 @@ pub async fn existing_objects_at(
         (0..count).collect()
     } else {
         let prefix = data_prefix(&header.id);
+        // At a snapshot the listing also names objects removed since (whiteout heads
+        // kept for their clones); the stats below drop those absent at `snap`.
         let mut numbers: Vec<u64> = client
-            .list(pool)
+            .list_at(pool, snap)
             .await?
             .iter()
             .filter(|name| name.starts_with(&prefix))

@@ -8,11 +8,16 @@
 //! The parent's pool keeps a `rbd_children` object whose omap lists each clone, so a
 //! snapshot with children cannot be unprotected. Flatten copies up every object still
 //! reading through, then drops the parent link and the registration.
+//!
+//! A protected snapshot of a clone can be cloned in turn: reads then fall through the
+//! whole chain (see `ancestry.rs`), and flattening copies from whichever ancestor has
+//! each object.
 
 use crate::admin::{self, load_header, lookup_id, update_header};
+use crate::ancestry::Ancestry;
 use crate::concurrent::{map_ordered, OBJECT_OPS_IN_FLIGHT_MAX};
 use crate::header::{children_key, children_prefix, data_object, ParentInfo, CHILDREN_OBJECT};
-use crate::image::{copyup_data, whole_object_writes};
+use crate::image::whole_object_writes;
 use crate::layout::object_count;
 use crate::spec::ImageSpec;
 use crate::BlockError;
@@ -129,16 +134,17 @@ pub async fn flatten(client: &Client, child: &ImageSpec) -> Result<u64, BlockErr
     }
     let snapc = header.snap_context();
     let order = header.order;
+    let ancestry = Ancestry::load(client, Some(&parent)).await?;
     let numbers: Vec<u64> = (0..object_count(parent.overlap_bytes, order)).collect();
     let copied = map_ordered(numbers, OBJECT_OPS_IN_FLIGHT_MAX, |number| {
-        let (client, pool, parent) = (client.clone(), child.pool.clone(), parent.clone());
+        let (client, pool, ancestry) = (client.clone(), child.pool.clone(), ancestry.clone());
         let oid = data_object(&id, number);
         let snaps = OpSnaps {
             snapc: snapc.clone(),
             snapid: SnapId::HEAD,
         };
         async move {
-            let data = copyup_data(&client, &parent, number, order).await?;
+            let data = ancestry.copyup_data(&client, number, order).await?;
             if data.is_empty() {
                 return Ok(0u64);
             }

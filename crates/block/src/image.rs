@@ -5,8 +5,9 @@
 //! write-zeroes remove whole objects and zero partial ranges, so a discarded range
 //! costs no space.
 
+use crate::ancestry::Ancestry;
 use crate::concurrent::join_all;
-use crate::header::{data_object, ImageHeader, ParentInfo};
+use crate::header::{data_object, ImageHeader};
 use crate::layout::{extents, in_bounds, object_size_bytes, ObjectExtent};
 use crate::spec::ImageSpec;
 use crate::tracker::{WriteGuard, WriteTracker};
@@ -34,8 +35,9 @@ pub struct Image {
     snapc: std::sync::Mutex<SnapContext>,
     /// `Some(name, id)` for a handle on a snapshot: reads see it, writes are refused.
     snapshot: Option<(String, u64)>,
-    /// A clone's parent: reads fall through to it, first writes copy up from it.
-    parent: Option<ParentInfo>,
+    /// A clone's parents, nearest first: reads fall through to them, first writes copy
+    /// up from them.
+    ancestry: Ancestry,
 }
 
 impl std::fmt::Debug for Image {
@@ -54,7 +56,7 @@ impl Image {
     pub async fn open(client: &Client, spec: &ImageSpec) -> Result<Image, BlockError> {
         let id = admin::lookup_id(client, spec).await?;
         let (header, _) = admin::load_header(client, spec, &id).await?;
-        Ok(Image::from_header(client.clone(), spec.clone(), &header))
+        Image::from_header(client.clone(), spec.clone(), &header).await
     }
 
     /// Opens snapshot `snap` of `spec` (or the head for `None`): reads see the image as
@@ -66,7 +68,7 @@ impl Image {
     ) -> Result<Image, BlockError> {
         let id = admin::lookup_id(client, spec).await?;
         let (header, _) = admin::load_header(client, spec, &id).await?;
-        let mut image = Image::from_header(client.clone(), spec.clone(), &header);
+        let mut image = Image::from_header(client.clone(), spec.clone(), &header).await?;
         if let Some(name) = snap {
             let found = header
                 .snap(name)
@@ -77,8 +79,13 @@ impl Image {
         Ok(image)
     }
 
-    pub(crate) fn from_header(client: Client, spec: ImageSpec, header: &ImageHeader) -> Image {
-        Image {
+    pub(crate) async fn from_header(
+        client: Client,
+        spec: ImageSpec,
+        header: &ImageHeader,
+    ) -> Result<Image, BlockError> {
+        let ancestry = Ancestry::load(&client, header.parent.as_ref()).await?;
+        Ok(Image {
             client,
             spec,
             id: header.id.clone(),
@@ -87,8 +94,8 @@ impl Image {
             tracker: WriteTracker::default(),
             snapc: std::sync::Mutex::new(header.snap_context()),
             snapshot: None,
-            parent: header.parent.clone(),
-        }
+            ancestry,
+        })
     }
 
     /// Reloads the header's snapshot context, so that writes from now on preserve
@@ -122,15 +129,13 @@ impl Image {
             id: self.id.clone(),
             snap: self.read_snap(),
             order: self.order,
-            parent: self.parent.clone(),
+            ancestry: self.ancestry.clone(),
         }
     }
 
     /// Whether object `object_number` may still read through to the parent.
     fn parent_covers(&self, object_number: u64) -> bool {
-        self.parent
-            .as_ref()
-            .is_some_and(|parent| (object_number << self.order) < parent.overlap_bytes)
+        self.ancestry.covers(object_number, self.order)
     }
 
     /// The snapshot id reads use ([`SnapId::HEAD`] for the live image).
@@ -326,10 +331,8 @@ impl Image {
             snapid: SnapId::HEAD,
         };
         let parent = self
-            .parent
-            .clone()
-            .filter(|_| self.parent_covers(object_number))
-            .map(|parent| (parent, object_number, self.order));
+            .parent_covers(object_number)
+            .then(|| (self.ancestry.clone(), object_number, self.order));
         async move {
             let result = match parent {
                 Some((parent, number, order)) => {
@@ -359,7 +362,7 @@ pub(crate) struct ReadSource {
     pub id: String,
     pub snap: SnapId,
     pub order: u8,
-    pub parent: Option<ParentInfo>,
+    pub ancestry: Ancestry,
 }
 
 /// Reads one extent of an image, falling through to the parent (at its snapshot, up
@@ -383,36 +386,21 @@ pub(crate) async fn read_image_extent(
             Some(OpOutput::Data(data)) => Ok(pad_to(data.clone(), extent.length as usize)),
             _ => Err(ClientError::Op(OpError::Io("read reply without data".into())).into()),
         },
-        Err(error) if error.is_not_found() => match &source.parent {
-            Some(parent) => read_parent_extent(client, parent, extent, source.order).await,
-            None => Ok(pad_to(Bytes::new(), extent.length as usize)),
-        },
+        Err(error) if error.is_not_found() => {
+            let data = source
+                .ancestry
+                .read(
+                    client,
+                    extent.object_number,
+                    source.order,
+                    extent.offset_in_object,
+                    extent.length,
+                )
+                .await?;
+            Ok(pad_to(data, extent.length as usize))
+        }
         Err(error) => Err(error.into()),
     }
-}
-
-/// The parent's bytes for a clone's extent: zeros past the overlap.
-async fn read_parent_extent(
-    client: &Client,
-    parent: &ParentInfo,
-    extent: ObjectExtent,
-    order: u8,
-) -> Result<Bytes, BlockError> {
-    let start = (extent.object_number << order) + extent.offset_in_object;
-    let visible = parent
-        .overlap_bytes
-        .saturating_sub(start)
-        .min(extent.length);
-    if visible == 0 {
-        return Ok(pad_to(Bytes::new(), extent.length as usize));
-    }
-    let oid = data_object(&parent.image_id, extent.object_number);
-    let piece = ObjectExtent {
-        length: visible,
-        ..extent
-    };
-    let data = read_extent(client, &parent.pool, &oid, piece, SnapId(parent.snap_id)).await?;
-    Ok(pad_to(data, extent.length as usize))
 }
 
 /// A write to a clone's object that may still read through to the parent: applied
@@ -425,7 +413,7 @@ async fn write_with_copyup(
     oid: &str,
     ops: Vec<OpCode>,
     snaps: OpSnaps,
-    parent: &ParentInfo,
+    ancestry: &Ancestry,
     object_number: u64,
     order: u8,
 ) -> Result<(), ClientError> {
@@ -440,7 +428,8 @@ async fn write_with_copyup(
             Err(error) if error.is_not_found() => {}
             other => return other.map(drop),
         }
-        let data = copyup_data(client, parent, object_number, order)
+        let data = ancestry
+            .copyup_data(client, object_number, order)
             .await
             .map_err(|error| ClientError::Other(error.to_string()))?;
         let mut copyup = vec![OpCode::Create { exclusive: true }];
@@ -456,68 +445,6 @@ async fn write_with_copyup(
     Err(ClientError::Other(format!(
         "copy-up of {oid} kept racing with another writer"
     )))
-}
-
-/// The parent object's data a copy-up writes into the clone (empty if absent).
-pub(crate) async fn copyup_data(
-    client: &Client,
-    parent: &ParentInfo,
-    object_number: u64,
-    order: u8,
-) -> Result<Bytes, BlockError> {
-    let start = object_number << order;
-    let visible = parent
-        .overlap_bytes
-        .saturating_sub(start)
-        .min(object_size_bytes(order));
-    if visible == 0 {
-        return Ok(Bytes::new());
-    }
-    let oid = data_object(&parent.image_id, object_number);
-    let full = vec![OpCode::Read {
-        offset: 0,
-        length: visible,
-    }];
-    let snaps = OpSnaps {
-        snapc: SnapContext::default(),
-        snapid: SnapId(parent.snap_id),
-    };
-    match client.operate_snaps(&parent.pool, &oid, full, snaps).await {
-        Ok(reply) => match reply.outputs.first() {
-            Some(OpOutput::Data(data)) => Ok(data.clone()),
-            _ => Err(ClientError::Op(OpError::Io("read reply without data".into())).into()),
-        },
-        Err(error) if error.is_not_found() => Ok(Bytes::new()),
-        Err(error) => Err(error.into()),
-    }
-}
-
-/// Reads one extent of one object at snapshot `snap`, as zeros where the object has
-/// no data.
-pub(crate) async fn read_extent(
-    client: &Client,
-    pool: &str,
-    oid: &str,
-    extent: ObjectExtent,
-    snap: SnapId,
-) -> Result<Bytes, BlockError> {
-    let ops = vec![OpCode::Read {
-        offset: extent.offset_in_object,
-        length: extent.length,
-    }];
-    let snaps = OpSnaps {
-        snapc: SnapContext::default(),
-        snapid: snap,
-    };
-    let data = match client.operate_snaps(pool, oid, ops, snaps).await {
-        Ok(reply) => match reply.outputs.first() {
-            Some(OpOutput::Data(data)) => data.clone(),
-            _ => return Err(ClientError::Op(OpError::Io("read reply without data".into())).into()),
-        },
-        Err(error) if error.is_not_found() => Bytes::new(),
-        Err(error) => return Err(error.into()),
-    };
-    Ok(pad_to(data, extent.length as usize))
 }
 
 /// The ops that replace a whole object's data with `data`, in pieces no larger than

@@ -19,6 +19,7 @@
 //! ```
 
 pub mod admin;
+mod ancestry;
 pub mod clone;
 mod concurrent;
 pub mod diff;

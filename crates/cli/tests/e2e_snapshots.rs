@@ -298,3 +298,123 @@ fn nbd_snapshot_while_serving(cluster: &DevCluster) {
     drop(head);
     cluster.ok(&["image", "snap", "rm", "rbd/disk@two"]);
 }
+
+/// An image of more than 4,096 objects is scanned by listing the pool rather than by
+/// probing each object. An object that the head no longer has but a snapshot does (a
+/// whiteout head kept for its clone) must still be found: rollback brings it back.
+#[test]
+fn rollback_of_a_large_image_restores_objects_only_the_snapshot_has() {
+    const OBJECT: usize = 4096; // order 12
+    const SIZE: usize = 17 << 20; // 4,352 objects
+    let cluster = DevCluster::start("bigsnap", &[]);
+    cluster.ok(&["pool", "create", "rbd", "--size", "2", "--pg-num", "8"]);
+    let mut original = vec![0u8; SIZE];
+    for (n, byte) in original[5 * OBJECT..6 * OBJECT].iter_mut().enumerate() {
+        *byte = (n % 251) as u8 + 1;
+    }
+    original[4000 * OBJECT] = 0xAB;
+    let input = cluster.path("big.raw");
+    common::write_file(&input, &original);
+    cluster.ok(&[
+        "image",
+        "import",
+        input.to_str().unwrap(),
+        "rbd/big",
+        "--order",
+        "12",
+    ]);
+    cluster.ok(&["image", "snap", "create", "rbd/big@before"]);
+    // Shrinking removes objects 5 and 4000 from the head; their clones stay.
+    cluster.ok(&[
+        "image",
+        "resize",
+        "rbd/big",
+        "--size",
+        "16K",
+        "--allow-shrink",
+    ]);
+    cluster.ok(&["image", "resize", "rbd/big", "--size", "17M"]);
+    let head = cluster.path("head.raw");
+    cluster.ok(&["image", "export", "rbd/big", head.to_str().unwrap()]);
+    assert!(
+        read(&head).iter().all(|&b| b == 0),
+        "the head lost the data"
+    );
+
+    cluster.ok(&["image", "snap", "rollback", "rbd/big@before"]);
+    cluster.ok(&["image", "export", "rbd/big", head.to_str().unwrap()]);
+    assert!(read(&head) == original, "rollback restored both objects");
+}
+
+/// A clone of a clone: the grandchild reads through its parent, which has no data of
+/// its own, to the grandparent; its first partial write copies the grandparent's
+/// object up; flattening copies from the grandparent; nothing leaks upwards.
+#[test]
+fn a_clone_of_a_clone_reads_through_to_the_grandparent() {
+    let cluster = DevCluster::start("chain", &[]);
+    cluster.ok(&["pool", "create", "rbd", "--size", "2", "--pg-num", "8"]);
+    let mut original = vec![0u8; IMAGE_BYTES];
+    rand::rngs::StdRng::seed_from_u64(11).fill(&mut original[..]);
+    let input = cluster.path("base.raw");
+    common::write_file(&input, &original);
+    cluster.ok(&[
+        "image",
+        "import",
+        input.to_str().unwrap(),
+        "rbd/base",
+        "--order",
+        ORDER,
+    ]);
+    cluster.ok(&["image", "snap", "create", "rbd/base@one"]);
+    cluster.ok(&["image", "snap", "protect", "rbd/base@one"]);
+    cluster.ok(&["image", "clone", "rbd/base@one", "rbd/mid"]);
+    cluster.ok(&["image", "snap", "create", "rbd/mid@two"]);
+    cluster.ok(&["image", "snap", "protect", "rbd/mid@two"]);
+    cluster.ok(&["image", "clone", "rbd/mid@two", "rbd/leaf"]);
+    let out = cluster.path("out.raw");
+    let export = |spec: &str| -> Vec<u8> {
+        cluster.ok(&["image", "export", spec, out.to_str().unwrap()]);
+        read(&out)
+    };
+    assert!(
+        export("rbd/leaf") == original,
+        "the leaf reads the grandparent"
+    );
+
+    // One 4 KiB write: the leaf copies object 0 up from the grandparent.
+    let write = [
+        "image",
+        "bench",
+        "rbd/leaf",
+        "--io-type",
+        "write",
+        "--io-size",
+        "4K",
+        "--io-threads",
+        "1",
+        "--io-total",
+        "4K",
+        "--io-pattern",
+        "seq",
+    ];
+    cluster.ok(&write);
+    let leaf = export("rbd/leaf");
+    assert!(leaf[..4096] != original[..4096], "the write landed");
+    assert!(
+        leaf[4096..] == original[4096..],
+        "copy-up kept the rest of the grandparent's data"
+    );
+    assert!(
+        export("rbd/mid") == original,
+        "the write did not leak into the parent"
+    );
+    assert!(export("rbd/base") == original, "nor into the grandparent");
+
+    cluster.ok(&["image", "flatten", "rbd/leaf"]);
+    cluster.ok(&["image", "snap", "unprotect", "rbd/mid@two"]);
+    cluster.ok(&["image", "snap", "rm", "rbd/mid@two"]);
+    assert!(
+        export("rbd/leaf") == leaf,
+        "flatten copied the grandparent's data"
+    );
+}

@@ -9,7 +9,7 @@ use carmine_proto::{
     parse_snap_allocated, Command, CommandOutput, OpCode, OpOutput, OsdOp, OsdOpReply, SnapSet,
 };
 use carmine_types::limits::{LIST_ENTRIES_MAX, OBJECT_NAME_BYTES_MAX};
-use carmine_types::{OsdId, PgId, PoolId};
+use carmine_types::{OsdId, PgId, PoolId, SnapId};
 use std::collections::BTreeMap;
 
 /// What `stat` reports.
@@ -250,6 +250,19 @@ impl Client {
         cursor: Option<String>,
         max_entries: u32,
     ) -> Result<(Vec<String>, Option<String>), ClientError> {
+        self.list_pg_at(pg, cursor, max_entries, SnapId::HEAD).await
+    }
+
+    /// [`Client::list_pg`] for snapshot `snapid`: other than the head, the page also
+    /// names objects whose head was removed while clones remain, so it is a superset of
+    /// what exists at the snapshot (stat each name at `snapid` to filter).
+    pub async fn list_pg_at(
+        &self,
+        pg: PgId,
+        cursor: Option<String>,
+        max_entries: u32,
+        snapid: SnapId,
+    ) -> Result<(Vec<String>, Option<String>), ClientError> {
         let reply = self
             .submit(OpRequest {
                 pool: pg.pool,
@@ -261,7 +274,10 @@ impl Client {
                 }],
                 flags: 0,
                 pinned_osd: None,
-                snaps: OpSnaps::default(),
+                snaps: OpSnaps {
+                    snapc: Default::default(),
+                    snapid,
+                },
             })
             .await?;
         match output(&reply, 0)? {
@@ -273,6 +289,11 @@ impl Client {
     /// Every object name in the pool, PG by PG (not a snapshot: objects written
     /// during the listing may or may not appear).
     pub async fn list(&self, pool: &str) -> Result<Vec<String>, ClientError> {
+        self.list_at(pool, SnapId::HEAD).await
+    }
+
+    /// [`Client::list`] at snapshot `snapid` (see [`Client::list_pg_at`]).
+    pub async fn list_at(&self, pool: &str, snapid: SnapId) -> Result<Vec<String>, ClientError> {
         let pool_id = self.pool_id(pool)?;
         let pg_num = self
             .map()
@@ -288,7 +309,7 @@ impl Client {
             };
             let mut cursor = None;
             loop {
-                let (page, next) = self.list_pg(pg, cursor, 1000).await?;
+                let (page, next) = self.list_pg_at(pg, cursor, 1000, snapid).await?;
                 names.extend(page);
                 match next {
                     Some(next) => cursor = Some(next),

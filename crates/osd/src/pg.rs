@@ -557,7 +557,8 @@ impl Pg {
     fn list(&self, store: &dyn ObjectStore, op: &OsdOp) -> Msg {
         let result = match op.ops.as_slice() {
             [OpCode::PgList { after, max_entries }] => {
-                self.list_names(store, after.as_deref(), *max_entries)
+                let at_snapshot = op.snapid != carmine_types::SnapId::HEAD;
+                self.list_names(store, after.as_deref(), *max_entries, at_snapshot)
             }
             _ => Err(OpError::Invalid(
                 "an op without an object name must be a single pg list".into(),
@@ -578,22 +579,28 @@ impl Pg {
         })
     }
 
+    /// Lists head names after `after`. Clones are never listed. Whiteout heads (kept
+    /// only for their clones) are left out of a head listing; a listing `at_snapshot`
+    /// names them too, so it is a superset of the objects that exist at any snapshot
+    /// (the caller stats each name at its snapshot).
     fn list_names(
         &self,
         store: &dyn ObjectStore,
         after: Option<&str>,
         max_entries: u32,
+        at_snapshot: bool,
     ) -> Result<OpOutput, OpError> {
         let max = (max_entries as usize).clamp(1, LIST_ENTRIES_MAX);
         let cursor = after.map(ObjectId::head);
         let objects = store
             .list_objects(self.coll, cursor.as_ref(), max + 2)
             .map_err(store_error)?;
-        // Clones and whiteout heads (kept only for their clones) are not listed.
         let mut names: Vec<String> = objects
             .into_iter()
             .filter(|oid| !oid.name.is_empty() && oid.snap == carmine_types::SnapId::HEAD)
-            .filter(|oid| !crate::snaps::is_whiteout(store, self.coll, oid).unwrap_or(false))
+            .filter(|oid| {
+                at_snapshot || !crate::snaps::is_whiteout(store, self.coll, oid).unwrap_or(false)
+            })
             .map(|oid| oid.name)
             .collect();
         let more = names.len() > max;
