@@ -37,6 +37,7 @@ pub struct MemStore {
     counters: Counters,
     capacity_bytes: u64,
     last_seq: TxSeq,
+    undo: apply::UndoLog,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -54,9 +55,9 @@ struct Counters {
 
 impl Counters {
     /// What one object contributes to the totals.
-    fn of_object(coll: CollectionId, oid: &ObjectId, object: &Object) -> Counters {
-        let metadata_bytes =
-            OBJECT_OVERHEAD_BYTES + oid.name.len() as u64 + object.attribute_bytes();
+    /// `name_bytes`: the length of the object's name.
+    fn of_object(coll: CollectionId, name_bytes: usize, object: &Object) -> Counters {
+        let metadata_bytes = OBJECT_OVERHEAD_BYTES + name_bytes as u64 + object.attribute_bytes();
         let size_bytes = object.data.size_bytes();
         match coll {
             CollectionId::Meta => Counters {
@@ -116,6 +117,7 @@ impl MemStore {
             counters: Counters::default(),
             capacity_bytes,
             last_seq: 0,
+            undo: apply::UndoLog::default(),
         }
     }
 
@@ -153,7 +155,7 @@ impl MemStore {
         let mut counters = Counters::default();
         for (&coll, collection) in &self.collections {
             for (oid, object) in &collection.objects {
-                counters.add(Counters::of_object(coll, oid, object));
+                counters.add(Counters::of_object(coll, oid.name.len(), object));
                 if !object.data.invariants_hold() {
                     return false;
                 }

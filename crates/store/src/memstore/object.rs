@@ -214,6 +214,44 @@ impl Object {
         previous
     }
 
+    /// Sets an xattr and returns its name back (for an undo record) with the previous
+    /// value. The name is cloned only when the xattr is new and `keep_name` asks for it
+    /// back: replacing a value keeps the map's own key.
+    pub fn set_xattr(
+        &mut self,
+        name: String,
+        value: Bytes,
+        keep_name: bool,
+    ) -> (String, Option<Bytes>) {
+        self.xattr_bytes += (name.len() + value.len()) as u64;
+        if let Some(slot) = self.xattrs.get_mut(&name) {
+            let previous = std::mem::replace(slot, value);
+            self.xattr_bytes -= (name.len() + previous.len()) as u64;
+            return (name, Some(previous));
+        }
+        let kept = if keep_name {
+            name.clone()
+        } else {
+            String::new()
+        };
+        self.xattrs.insert(name, value);
+        (kept, None)
+    }
+
+    /// Removes an xattr and returns its value, or `None` if there was none.
+    pub fn put_xattr_removed(&mut self, name: &str) -> Option<Bytes> {
+        let previous = self.xattrs.remove(name)?;
+        self.xattr_bytes -= (name.len() + previous.len()) as u64;
+        Some(previous)
+    }
+
+    /// Removes an omap entry and returns its value, or `None` if there was none.
+    pub fn remove_omap(&mut self, key: &[u8]) -> Option<Bytes> {
+        let previous = self.omap.remove(key)?;
+        self.omap_bytes -= entry_bytes(key, &previous);
+        Some(previous)
+    }
+
     /// Sets (`Some`) or removes (`None`) an omap entry and returns the previous value.
     pub fn put_omap(&mut self, key: Bytes, value: Option<Bytes>) -> Option<Bytes> {
         let key_bytes = key.len() as u64;
