@@ -38,6 +38,7 @@ pub struct MemStore {
     capacity_bytes: u64,
     last_seq: TxSeq,
     undo: apply::UndoLog,
+    spares: object::SpareBuffers,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -118,6 +119,7 @@ impl MemStore {
             capacity_bytes,
             last_seq: 0,
             undo: apply::UndoLog::default(),
+            spares: object::SpareBuffers::default(),
         }
     }
 
@@ -229,6 +231,24 @@ impl ObjectStore for MemStore {
         oid: &ObjectId,
     ) -> Result<BTreeMap<String, Bytes>, StoreError> {
         Ok(self.object(coll, oid)?.xattrs().clone())
+    }
+
+    fn stat_with_xattrs(
+        &self,
+        coll: CollectionId,
+        oid: &ObjectId,
+        names: &[&str],
+        values: &mut [Option<Bytes>],
+    ) -> Result<ObjectStat, StoreError> {
+        assert_eq!(names.len(), values.len(), "one value per xattr name");
+        let object = self.object(coll, oid)?;
+        for (name, value) in names.iter().zip(values.iter_mut()) {
+            *value = object.xattrs().get(*name).cloned();
+        }
+        Ok(ObjectStat {
+            size_bytes: object.data.size_bytes(),
+            mtime_ns: object.mtime_ns,
+        })
     }
 
     fn omap_list(

@@ -441,12 +441,18 @@ fn check_object(
             "read {coll} {oid} {offset}+{length}"
         );
     }
+    let mut values = vec![None; XATTR_NAMES.len()];
+    let combined = store.stat_with_xattrs(coll, oid, &XATTR_NAMES, &mut values);
+    assert_eq!(combined, expected_stat, "stat_with_xattrs {coll} {oid}");
     let Ok(object) = model.object(coll, oid) else {
         assert!(store.getxattrs(coll, oid).is_err());
         assert!(store.omap_list(coll, oid, None, 10).is_err());
         return;
     };
     assert_eq!(store.getxattrs(coll, oid).unwrap(), object.xattrs);
+    for (name, value) in XATTR_NAMES.iter().zip(&values) {
+        assert_eq!(value.as_ref(), object.xattrs.get(*name), "xattr {name}");
+    }
     for name in XATTR_NAMES {
         let expected =
             (object.xattrs.get(name).cloned()).ok_or_else(|| StoreError::NoSuchXattr(name.into()));

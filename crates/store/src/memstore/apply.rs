@@ -14,7 +14,7 @@
 //! cloned into every record. A run that creates its object records no changes at all:
 //! undoing the creation removes the object whatever the run did to it.
 
-use super::object::{DataUndo, Object};
+use super::object::{DataUndo, Object, ObjectData, SpareBuffers};
 use super::{Collection, Counters, MemStore};
 use crate::{CollectionId, StoreError, Transaction, TxOp};
 use bytes::Bytes;
@@ -216,7 +216,11 @@ impl MemStore {
             self.counters = counters_before;
             debug_assert!(self.counters_match());
         }
-        undo.clear();
+        for record in undo.drain(..) {
+            if let Undo::Change(Change::Data(data)) = record {
+                ObjectData::commit(data, &mut self.spares);
+            }
+        }
         self.undo.0 = undo;
         result
     }
@@ -285,7 +289,8 @@ impl MemStore {
             Some(object) => {
                 let before = Counters::of_object(coll, name_bytes, object);
                 undo.push(Undo::Target(coll, oid));
-                let result = ops.try_for_each(|op| change(object, op, Some(&mut *undo)));
+                let spares = &mut self.spares;
+                let result = ops.try_for_each(|op| change(object, op, spares, Some(&mut *undo)));
                 self.counters.subtract(before);
                 self.counters
                     .add(Counters::of_object(coll, name_bytes, object));
@@ -298,7 +303,8 @@ impl MemStore {
                 }
                 let object = collection.objects.entry(oid.clone()).or_default();
                 undo.push(Undo::Object(coll, oid, None));
-                let result = ops.try_for_each(|op| change(object, op, None));
+                let spares = &mut self.spares;
+                let result = ops.try_for_each(|op| change(object, op, spares, None));
                 self.counters
                     .add(Counters::of_object(coll, name_bytes, object));
                 result
@@ -428,6 +434,7 @@ impl MemStore {
 fn change(
     object: &mut Object,
     op: ObjectOp,
+    spares: &mut SpareBuffers,
     undo: Option<&mut Vec<Undo>>,
 ) -> Result<(), StoreError> {
     let record = |undo: Option<&mut Vec<Undo>>, change: Change| {
@@ -438,7 +445,7 @@ fn change(
     match op {
         ObjectOp::Touch => {}
         ObjectOp::Write { offset, data } => {
-            record(undo, Change::Data(object.data.write(offset, data)));
+            record(undo, Change::Data(object.data.write(offset, data, spares)));
         }
         ObjectOp::Zero { offset, length } => {
             record(undo, Change::Data(object.data.zero(offset, length)));
