@@ -219,8 +219,7 @@ impl ObjectStore for MemStore {
     ) -> Result<Bytes, StoreError> {
         let object = self.object(coll, oid)?;
         object
-            .xattrs()
-            .get(name)
+            .xattr(name)
             .cloned()
             .ok_or_else(|| StoreError::NoSuchXattr(name.to_owned()))
     }
@@ -230,7 +229,7 @@ impl ObjectStore for MemStore {
         coll: CollectionId,
         oid: &ObjectId,
     ) -> Result<BTreeMap<String, Bytes>, StoreError> {
-        Ok(self.object(coll, oid)?.xattrs().clone())
+        Ok(self.object(coll, oid)?.xattr_map())
     }
 
     fn stat_with_xattrs(
@@ -243,7 +242,7 @@ impl ObjectStore for MemStore {
         assert_eq!(names.len(), values.len(), "one value per xattr name");
         let object = self.object(coll, oid)?;
         for (name, value) in names.iter().zip(values.iter_mut()) {
-            *value = object.xattrs().get(*name).cloned();
+            *value = object.xattr(name).cloned();
         }
         Ok(ObjectStat {
             size_bytes: object.data.size_bytes(),

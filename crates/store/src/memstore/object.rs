@@ -232,13 +232,40 @@ impl ObjectData {
 pub(super) struct Object {
     pub data: ObjectData,
     pub mtime_ns: u64,
-    xattrs: BTreeMap<String, Bytes>,
+    xattrs: Xattrs,
     omap: BTreeMap<Bytes, Bytes>,
     xattr_bytes: u64,
     omap_bytes: u64,
     /// Set by [`MemStore::inject_decay`](super::MemStore::inject_decay): data reads fail
     /// with `Corrupt` until the object is removed (a recreated object starts clean).
     pub decayed: bool,
+}
+
+/// An object's xattrs, sorted by name. Objects have one or two (the OSD's object info,
+/// perhaps a snapshot set): a vector of exactly that many costs about 60 bytes each,
+/// where a `BTreeMap` allocates a 640-byte node for the first.
+#[derive(Debug, Clone, Default)]
+struct Xattrs(Vec<(String, Bytes)>);
+
+impl Xattrs {
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(held, _)| held.as_str().cmp(name))
+    }
+
+    fn get(&self, name: &str) -> Option<&Bytes> {
+        self.find(name).ok().map(|index| &self.0[index].1)
+    }
+
+    /// Inserts a new name at its place, growing the vector by exactly one.
+    fn insert_new(&mut self, index: usize, name: String, value: Bytes) {
+        self.0.reserve_exact(1);
+        self.0.insert(index, (name, value));
+    }
+
+    fn remove(&mut self, name: &str) -> Option<Bytes> {
+        let index = self.find(name).ok()?;
+        Some(self.0.remove(index).1)
+    }
 }
 
 fn entry_bytes(key: &[u8], value: &[u8]) -> u64 {
@@ -251,8 +278,12 @@ impl Object {
         self.xattr_bytes + self.omap_bytes
     }
 
-    pub fn xattrs(&self) -> &BTreeMap<String, Bytes> {
-        &self.xattrs
+    pub fn xattr(&self, name: &str) -> Option<&Bytes> {
+        self.xattrs.get(name)
+    }
+
+    pub fn xattr_map(&self) -> BTreeMap<String, Bytes> {
+        self.xattrs.0.iter().cloned().collect()
     }
 
     pub fn omap(&self) -> &BTreeMap<Bytes, Bytes> {
@@ -261,23 +292,15 @@ impl Object {
 
     /// Sets (`Some`) or removes (`None`) an xattr and returns the previous value.
     pub fn put_xattr(&mut self, name: String, value: Option<Bytes>) -> Option<Bytes> {
-        let name_bytes = name.len() as u64;
-        let previous = match value {
-            Some(value) => {
-                self.xattr_bytes += name_bytes + value.len() as u64;
-                self.xattrs.insert(name, value)
-            }
-            None => self.xattrs.remove(&name),
-        };
-        if let Some(previous) = &previous {
-            self.xattr_bytes -= name_bytes + previous.len() as u64;
+        match value {
+            Some(value) => self.set_xattr(name, value, false).1,
+            None => self.put_xattr_removed(&name),
         }
-        previous
     }
 
     /// Sets an xattr and returns its name back (for an undo record) with the previous
     /// value. The name is cloned only when the xattr is new and `keep_name` asks for it
-    /// back: replacing a value keeps the map's own key.
+    /// back: replacing a value keeps the stored name.
     pub fn set_xattr(
         &mut self,
         name: String,
@@ -285,18 +308,22 @@ impl Object {
         keep_name: bool,
     ) -> (String, Option<Bytes>) {
         self.xattr_bytes += (name.len() + value.len()) as u64;
-        if let Some(slot) = self.xattrs.get_mut(&name) {
-            let previous = std::mem::replace(slot, value);
-            self.xattr_bytes -= (name.len() + previous.len()) as u64;
-            return (name, Some(previous));
+        match self.xattrs.find(&name) {
+            Ok(index) => {
+                let previous = std::mem::replace(&mut self.xattrs.0[index].1, value);
+                self.xattr_bytes -= (name.len() + previous.len()) as u64;
+                (name, Some(previous))
+            }
+            Err(index) => {
+                let kept = if keep_name {
+                    name.clone()
+                } else {
+                    String::new()
+                };
+                self.xattrs.insert_new(index, name, value);
+                (kept, None)
+            }
         }
-        let kept = if keep_name {
-            name.clone()
-        } else {
-            String::new()
-        };
-        self.xattrs.insert(name, value);
-        (kept, None)
     }
 
     /// Removes an xattr and returns its value, or `None` if there was none.
