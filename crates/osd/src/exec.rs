@@ -7,7 +7,7 @@
 
 use crate::snaps;
 use bytes::Bytes;
-use carmine_proto::{ObjectInfo, OpCode, OpError, OpOutput, SnapContext};
+use carmine_proto::{ObjectInfo, OpCode, OpError, OpOutput, SnapContext, SnapSet};
 use carmine_store::{CollectionId, ObjectStore, StoreError, Transaction};
 use carmine_types::encoding::{Decode, Encode};
 use carmine_types::limits::{
@@ -20,6 +20,11 @@ use std::collections::BTreeMap;
 /// The store xattr holding [`ObjectInfo`]; user xattrs are stored as `_` + name, as
 /// Ceph does, so the two never collide.
 pub const OBJECT_INFO_XATTR: &str = "_";
+
+/// Transaction ops reserved for a write: its own (a `write_full` of an existing
+/// object is truncate, write, mtime, info) and the PG log's (an entry, the info, and
+/// when the log is full a trim and its dups).
+const TX_OPS_TYPICAL: usize = 8;
 
 /// An object as a request finds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,17 +51,49 @@ pub fn load_object(
     coll: CollectionId,
     oid: &ObjectId,
 ) -> Result<ObjectState, OpError> {
-    let stat = match store.stat(coll, oid) {
+    let mut values = [None];
+    load_with_xattrs(store, coll, oid, &[OBJECT_INFO_XATTR], &mut values)
+}
+
+/// [`load_object`] of a head together with its snapshot set, from one store lookup
+/// (a write needs both).
+fn load_head_and_snapset(
+    store: &dyn ObjectStore,
+    coll: CollectionId,
+    oid: &ObjectId,
+) -> Result<(ObjectState, SnapSet), OpError> {
+    let mut values = [None, None];
+    let names = [OBJECT_INFO_XATTR, snaps::SNAPSET_XATTR];
+    let state = load_with_xattrs(store, coll, oid, &names, &mut values)?;
+    let snapset = match values[1].take() {
+        Some(raw) => SnapSet::from_shared(raw)
+            .map_err(|e| OpError::Io(format!("snapset of {} is corrupt: {e}", oid.name)))?,
+        None => SnapSet::default(),
+    };
+    Ok((state, snapset))
+}
+
+/// The object's state from its stat and its info xattr (`names[0]`); the values of
+/// the other `names` are left in `values`. A missing object loads as absent.
+fn load_with_xattrs(
+    store: &dyn ObjectStore,
+    coll: CollectionId,
+    oid: &ObjectId,
+    names: &[&str],
+    values: &mut [Option<Bytes>],
+) -> Result<ObjectState, OpError> {
+    debug_assert_eq!(names[0], OBJECT_INFO_XATTR);
+    let stat = match store.stat_with_xattrs(coll, oid, names, values) {
         Ok(stat) => stat,
         Err(StoreError::NoSuchObject(..)) | Err(StoreError::NoSuchCollection(_)) => {
             return Ok(ObjectState::default())
         }
         Err(other) => return Err(store_error(other)),
     };
-    let info = match store.getxattr(coll, oid, OBJECT_INFO_XATTR) {
-        Ok(raw) => ObjectInfo::from_shared(raw)
+    let info = match values[0].take() {
+        Some(raw) => ObjectInfo::from_shared(raw)
             .map_err(|e| OpError::Io(format!("object info of {oid} is corrupt: {e}")))?,
-        Err(_) => ObjectInfo::default(),
+        None => ObjectInfo::default(),
     };
     Ok(ObjectState {
         // A whiteout head is kept only for its clones: to clients it does not exist.
@@ -90,19 +127,26 @@ pub fn execute(
     version: EVersion,
     mtime_ns: u64,
 ) -> Result<Execution, OpError> {
-    let before = load_object(store, coll, oid)?;
+    let writes = ops.iter().any(OpCode::is_write);
+    let (before, mut snapset) = if writes {
+        assert_eq!(oid.snap, carmine_types::SnapId::HEAD, "writes go to heads");
+        load_head_and_snapset(store, coll, oid)?
+    } else {
+        (load_object(store, coll, oid)?, SnapSet::default())
+    };
     let mut run = Execution {
+        outputs: Vec::with_capacity(ops.len()),
+        // Room for the common write (truncate, write, mtime, info) without regrowing.
+        tx: Transaction {
+            ops: Vec::with_capacity(if writes { TX_OPS_TYPICAL } else { 0 }),
+        },
         before,
         exists_after: before.exists,
         size_after: before.size_bytes,
-        ..Execution::default()
+        wrote: false,
     };
-    let writes = ops.iter().any(OpCode::is_write);
-    let mut snapset = Default::default();
     let mut snapset_changed = false;
     if writes {
-        assert_eq!(oid.snap, carmine_types::SnapId::HEAD, "writes go to heads");
-        snapset = snaps::load_snapset(store, coll, &oid.name)?;
         snapset_changed =
             snaps::clone_before_write(coll, &oid.name, &before, snapc, &mut snapset, &mut run.tx)?;
     }

@@ -42,35 +42,43 @@ pub fn pgmeta_oid() -> ObjectId {
 /// decimal, so keys sort by version). Written digit by digit: it is built on every
 /// write, and `format!` cost more than the rest of the key's life.
 pub fn log_key(version: EVersion) -> Bytes {
+    versioned_key(b"log.", version)
+}
+
+/// Omap key of a remembered request (a "dup") in the metadata object: `dup.` and the
+/// version of its trimmed entry, padded like [`log_key`].
+pub fn dup_key(version: EVersion) -> Bytes {
+    versioned_key(DUP_PREFIX, version)
+}
+
+/// `prefix` (4 bytes) and `EEEEEEEEEE.VVVVVVVVVVVVVVVVVVVV`, in one allocation.
+fn versioned_key(prefix: &[u8; 4], version: EVersion) -> Bytes {
     const EPOCH_DIGITS: usize = 10;
     const VERSION_DIGITS: usize = 20;
     let mut key = [b'0'; 4 + EPOCH_DIGITS + 1 + VERSION_DIGITS];
-    key[..4].copy_from_slice(b"log.");
+    key[..4].copy_from_slice(prefix);
     key[4 + EPOCH_DIGITS] = b'.';
     write_decimal(&mut key[4..4 + EPOCH_DIGITS], u64::from(version.epoch.0));
     write_decimal(&mut key[4 + EPOCH_DIGITS + 1..], version.version);
     Bytes::copy_from_slice(&key)
 }
 
-/// Omap key of a remembered request (a "dup") in the metadata object: `dup.` and the
-/// version of its trimmed entry, padded like [`log_key`].
-pub fn dup_key(version: EVersion) -> Bytes {
-    let mut key = log_key(version).to_vec();
-    key[..4].copy_from_slice(DUP_PREFIX);
-    Bytes::from(key)
-}
-
 /// Prefix of the dup keys.
-pub const DUP_PREFIX: &[u8] = b"dup.";
+pub const DUP_PREFIX: &[u8; 4] = b"dup.";
+
+/// Bytes of an encoded dup: the version envelope (6) and three `u64`s.
+const DUP_VALUE_BYTES: usize = 6 + 3 * 8;
 
 /// A dup's value: `versioned(1) { u64 client | u64 tid | u64 user_version }`.
 pub fn encode_dup(reqid: ReqId, user_version: u64) -> Bytes {
-    let mut e = carmine_types::encoding::Encoder::new();
+    // Exactly sized, so the buffer becomes the `Bytes` with no further allocation.
+    let mut e = carmine_types::encoding::Encoder::with_capacity(DUP_VALUE_BYTES);
     e.versioned(1, 1, |e| {
         e.put_u64(reqid.client);
         e.put_u64(reqid.tid);
         e.put_u64(user_version);
     });
+    debug_assert_eq!(e.len(), DUP_VALUE_BYTES);
     e.into_bytes()
 }
 
@@ -115,6 +123,62 @@ fn write_decimal(digits: &mut [u8], mut value: u64) {
     }
 }
 
+/// Hashes [`ReqId`]s for the log's indexes, which every write looks up, inserts into
+/// and removes from: std's SipHash cost more than the rest of the lookup. Keyed with a
+/// random seed per log, so clients cannot choose request ids that collide.
+#[derive(Debug, Clone, Copy)]
+struct ReqIdHash {
+    seed: u64,
+}
+
+impl ReqIdHash {
+    fn new() -> Self {
+        use std::hash::BuildHasher;
+        Self {
+            seed: std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64),
+        }
+    }
+}
+
+impl std::hash::BuildHasher for ReqIdHash {
+    type Hasher = ReqIdHasher;
+    fn build_hasher(&self) -> ReqIdHasher {
+        ReqIdHasher(self.seed)
+    }
+}
+
+/// A multiply-fold hasher (folded 64×64→128-bit products, as foldhash does): enough
+/// mixing for hashbrown, which takes its bucket from the low bits and its tag from
+/// the high ones.
+struct ReqIdHasher(u64);
+
+impl ReqIdHasher {
+    const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
+
+    fn fold(a: u64, b: u64) -> u64 {
+        let product = u128::from(a) * u128::from(b);
+        (product as u64) ^ ((product >> 64) as u64)
+    }
+}
+
+impl std::hash::Hasher for ReqIdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = Self::fold(self.0 ^ value, Self::MULTIPLIER);
+    }
+
+    fn finish(&self) -> u64 {
+        Self::fold(self.0, Self::MULTIPLIER.rotate_left(29) | 1)
+    }
+}
+
 /// A request whose entry was trimmed: where it was applied, for answering a resend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Applied {
@@ -128,9 +192,9 @@ pub struct Applied {
 #[derive(Debug)]
 pub struct PgLog {
     entries: VecDeque<LogEntry>,
-    by_reqid: HashMap<ReqId, EVersion>,
+    by_reqid: HashMap<ReqId, EVersion, ReqIdHash>,
     dups: VecDeque<(ReqId, Applied)>,
-    dup_index: HashMap<ReqId, Applied>,
+    dup_index: HashMap<ReqId, Applied, ReqIdHash>,
     /// Entries kept before the oldest is trimmed.
     entries_max: usize,
 }
@@ -144,11 +208,12 @@ impl Default for PgLog {
 impl PgLog {
     /// An empty log that keeps at most `entries_max` (at least 1) entries.
     pub fn with_entries_max(entries_max: usize) -> Self {
+        let hash = ReqIdHash::new();
         Self {
             entries: VecDeque::new(),
-            by_reqid: HashMap::new(),
+            by_reqid: HashMap::with_hasher(hash),
             dups: VecDeque::new(),
-            dup_index: HashMap::new(),
+            dup_index: HashMap::with_hasher(hash),
             entries_max: entries_max.max(1),
         }
     }
@@ -234,47 +299,37 @@ impl PgLog {
         assert_eq!(info.last_update, entry.version);
         let coll = CollectionId::Pg(info.pgid);
         let excess = (self.entries.len() + 1).saturating_sub(self.entries_max);
-        let trimmed: Vec<Bytes> = self
-            .entries
-            .iter()
-            .take(excess)
-            .map(|old| log_key(old.version))
-            .collect();
-        if !trimmed.is_empty() {
-            tx.omap_rm(coll, pgmeta_oid(), trimmed);
-            // The trimmed entries' requests are remembered durably, the oldest beyond
-            // DUPS_MAX forgotten, exactly as `push` does in memory.
-            let dups = self
-                .entries
-                .iter()
-                .take(excess)
-                .map(|old| {
-                    (
-                        dup_key(old.version),
-                        encode_dup(old.reqid, old.user_version),
-                    )
-                })
-                .collect();
-            tx.omap_set(coll, pgmeta_oid(), dups);
-            let over = (self.dups.len() + excess).saturating_sub(DUPS_MAX);
-            let forgotten: Vec<Bytes> = self
-                .dups
-                .iter()
-                .take(over)
-                .map(|(_, applied)| dup_key(applied.version))
-                .collect();
-            if !forgotten.is_empty() {
-                tx.omap_rm(coll, pgmeta_oid(), forgotten);
-            }
+        // The trimmed entries' requests are remembered durably as dups, the oldest dups
+        // beyond DUPS_MAX forgotten, exactly as `push` does in memory. Every key is
+        // distinct (a log key, a dup of a trimmed entry, an older dup, the info), so
+        // one removal and one set carry it all, each built at its exact size.
+        let over = (self.dups.len() + excess).saturating_sub(DUPS_MAX);
+        if excess + over > 0 {
+            let mut removed = Vec::with_capacity(excess + over);
+            removed.extend(
+                self.entries
+                    .iter()
+                    .take(excess)
+                    .map(|old| log_key(old.version)),
+            );
+            removed.extend(
+                self.dups
+                    .iter()
+                    .take(over)
+                    .map(|(_, applied)| dup_key(applied.version)),
+            );
+            tx.omap_rm(coll, pgmeta_oid(), removed);
         }
-        tx.omap_set(
-            coll,
-            pgmeta_oid(),
-            vec![
-                (log_key(entry.version), entry.to_bytes()),
-                (Bytes::from_static(INFO_KEY), info.to_bytes()),
-            ],
-        );
+        let mut set = Vec::with_capacity(excess + 2);
+        set.extend(self.entries.iter().take(excess).map(|old| {
+            (
+                dup_key(old.version),
+                encode_dup(old.reqid, old.user_version),
+            )
+        }));
+        set.push((log_key(entry.version), entry.to_bytes()));
+        set.push((Bytes::from_static(INFO_KEY), info.to_bytes()));
+        tx.omap_set(coll, pgmeta_oid(), set);
     }
 
     /// The log tail after pushing one more entry (for the info persisted with it): the
@@ -456,6 +511,51 @@ mod tests {
         reloaded.load_dup(reqid, applied);
         assert_eq!(reloaded.find_reqid(reqid), Some(applied));
         assert!(decode_dup(b"dup.x", omap[0].1.clone()).is_err());
+    }
+
+    /// What the appends leave in the store is exactly the newest entries, the dups of
+    /// the newest trimmed ones (at most DUPS_MAX) and the info, once the log and the
+    /// dups are both full.
+    #[test]
+    fn persisted_log_holds_the_newest_entries_and_dups() {
+        use carmine_store::{MemStore, ObjectStore};
+        let entries_max = 3;
+        let mut log = PgLog::with_entries_max(entries_max);
+        let pgid = PgId::new(1, 0);
+        let coll = CollectionId::Pg(pgid);
+        let mut store = MemStore::new();
+        let mut tx = Transaction::new();
+        tx.create_collection(coll);
+        tx.touch(coll, pgmeta_oid());
+        store.submit(tx).unwrap();
+        let mut info = PgInfo {
+            pgid,
+            ..PgInfo::default()
+        };
+        let writes = (DUPS_MAX + entries_max + 5) as u64;
+        for v in 1..=writes {
+            let mut tx = Transaction::new();
+            info.last_update = EVersion::new(1, v);
+            log.persist_append(&entry(v, v), &info, &mut tx);
+            store.submit(tx).unwrap();
+            log.push(entry(v, v));
+        }
+        let omap = store
+            .omap_list(coll, &pgmeta_oid(), None, usize::MAX)
+            .unwrap();
+        let first_logged = writes - entries_max as u64 + 1;
+        let first_dup = first_logged - DUPS_MAX as u64;
+        let mut expected: Vec<Bytes> = (first_dup..first_logged)
+            .map(|v| dup_key(EVersion::new(1, v)))
+            .collect();
+        expected.push(Bytes::from_static(INFO_KEY));
+        expected.extend((first_logged..=writes).map(|v| log_key(EVersion::new(1, v))));
+        let keys: Vec<Bytes> = omap.iter().map(|(key, _)| key.clone()).collect();
+        assert_eq!(keys, expected);
+        let (reqid, applied) = decode_dup(&omap[0].0, omap[0].1.clone()).unwrap();
+        assert_eq!(reqid.tid, first_dup);
+        assert_eq!(applied.user_version, first_dup);
+        assert_eq!(log.dup_omap().len(), DUPS_MAX);
     }
 
     #[test]

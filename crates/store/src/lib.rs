@@ -147,6 +147,29 @@ pub trait ObjectStore {
         oid: &ObjectId,
     ) -> Result<BTreeMap<String, Bytes>, StoreError>;
 
+    /// The object's [`stat`](ObjectStore::stat) together with the values of the xattrs
+    /// `names` (into `values`, as long as `names`; `None` where absent), from one
+    /// lookup of the object: the OSD reads an object's info and snapshot set before
+    /// every write. Fails as `stat` does.
+    fn stat_with_xattrs(
+        &self,
+        coll: CollectionId,
+        oid: &ObjectId,
+        names: &[&str],
+        values: &mut [Option<Bytes>],
+    ) -> Result<ObjectStat, StoreError> {
+        assert_eq!(names.len(), values.len(), "one value per xattr name");
+        let stat = self.stat(coll, oid)?;
+        for (name, value) in names.iter().zip(values.iter_mut()) {
+            *value = match self.getxattr(coll, oid, name) {
+                Ok(found) => Some(found),
+                Err(StoreError::NoSuchXattr(_)) => None,
+                Err(other) => return Err(other),
+            };
+        }
+        Ok(stat)
+    }
+
     /// Omap entries with keys strictly after `after` (all when `None`), in key order,
     /// at most `max_entries`.
     fn omap_list(

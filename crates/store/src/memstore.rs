@@ -37,6 +37,8 @@ pub struct MemStore {
     counters: Counters,
     capacity_bytes: u64,
     last_seq: TxSeq,
+    undo: apply::UndoLog,
+    spares: object::SpareBuffers,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -54,9 +56,9 @@ struct Counters {
 
 impl Counters {
     /// What one object contributes to the totals.
-    fn of_object(coll: CollectionId, oid: &ObjectId, object: &Object) -> Counters {
-        let metadata_bytes =
-            OBJECT_OVERHEAD_BYTES + oid.name.len() as u64 + object.attribute_bytes();
+    /// `name_bytes`: the length of the object's name.
+    fn of_object(coll: CollectionId, name_bytes: usize, object: &Object) -> Counters {
+        let metadata_bytes = OBJECT_OVERHEAD_BYTES + name_bytes as u64 + object.attribute_bytes();
         let size_bytes = object.data.size_bytes();
         match coll {
             CollectionId::Meta => Counters {
@@ -116,6 +118,8 @@ impl MemStore {
             counters: Counters::default(),
             capacity_bytes,
             last_seq: 0,
+            undo: apply::UndoLog::default(),
+            spares: object::SpareBuffers::default(),
         }
     }
 
@@ -153,7 +157,7 @@ impl MemStore {
         let mut counters = Counters::default();
         for (&coll, collection) in &self.collections {
             for (oid, object) in &collection.objects {
-                counters.add(Counters::of_object(coll, oid, object));
+                counters.add(Counters::of_object(coll, oid.name.len(), object));
                 if !object.data.invariants_hold() {
                     return false;
                 }
@@ -215,8 +219,7 @@ impl ObjectStore for MemStore {
     ) -> Result<Bytes, StoreError> {
         let object = self.object(coll, oid)?;
         object
-            .xattrs()
-            .get(name)
+            .xattr(name)
             .cloned()
             .ok_or_else(|| StoreError::NoSuchXattr(name.to_owned()))
     }
@@ -226,7 +229,25 @@ impl ObjectStore for MemStore {
         coll: CollectionId,
         oid: &ObjectId,
     ) -> Result<BTreeMap<String, Bytes>, StoreError> {
-        Ok(self.object(coll, oid)?.xattrs().clone())
+        Ok(self.object(coll, oid)?.xattr_map())
+    }
+
+    fn stat_with_xattrs(
+        &self,
+        coll: CollectionId,
+        oid: &ObjectId,
+        names: &[&str],
+        values: &mut [Option<Bytes>],
+    ) -> Result<ObjectStat, StoreError> {
+        assert_eq!(names.len(), values.len(), "one value per xattr name");
+        let object = self.object(coll, oid)?;
+        for (name, value) in names.iter().zip(values.iter_mut()) {
+            *value = object.xattr(name).cloned();
+        }
+        Ok(ObjectStat {
+            size_bytes: object.data.size_bytes(),
+            mtime_ns: object.mtime_ns,
+        })
     }
 
     fn omap_list(

@@ -432,7 +432,7 @@ fn check_object(
     });
     assert_eq!(store.stat(coll, oid), expected_stat, "stat {coll} {oid}");
     assert_eq!(store.exists(coll, oid), expected_stat.is_ok());
-    let size = expected_stat.map_or(0, |stat| stat.size_bytes);
+    let size = expected_stat.as_ref().map_or(0, |stat| stat.size_bytes);
     let all = [(0, u64::MAX), (size.saturating_sub(3), 10), (size, 1)];
     for &(offset, length) in ranges.iter().chain(&all) {
         assert_eq!(
@@ -441,12 +441,18 @@ fn check_object(
             "read {coll} {oid} {offset}+{length}"
         );
     }
+    let mut values = vec![None; XATTR_NAMES.len()];
+    let combined = store.stat_with_xattrs(coll, oid, &XATTR_NAMES, &mut values);
+    assert_eq!(combined, expected_stat, "stat_with_xattrs {coll} {oid}");
     let Ok(object) = model.object(coll, oid) else {
         assert!(store.getxattrs(coll, oid).is_err());
         assert!(store.omap_list(coll, oid, None, 10).is_err());
         return;
     };
     assert_eq!(store.getxattrs(coll, oid).unwrap(), object.xattrs);
+    for (name, value) in XATTR_NAMES.iter().zip(&values) {
+        assert_eq!(value.as_ref(), object.xattrs.get(*name), "xattr {name}");
+    }
     for name in XATTR_NAMES {
         let expected =
             (object.xattrs.get(name).cloned()).ok_or_else(|| StoreError::NoSuchXattr(name.into()));

@@ -301,11 +301,32 @@ impl Decoder {
 pub trait Encode {
     fn encode(&self, encoder: &mut Encoder);
 
+    /// Encodes into a buffer of exactly the encoded length. The value is encoded into a
+    /// per-thread scratch vector first and copied out once: a growing `Vec` would
+    /// reallocate several times for a small struct, and a `Bytes` made from a `Vec`
+    /// with spare capacity costs one more allocation for its shared header.
     fn to_bytes(&self) -> Bytes {
-        let mut encoder = Encoder::new();
+        let mut encoder = Encoder {
+            buf: SCRATCH.with(std::cell::Cell::take),
+        };
+        encoder.buf.clear();
         self.encode(&mut encoder);
-        encoder.into_bytes()
+        let bytes = Bytes::copy_from_slice(&encoder.buf);
+        // A huge value's scratch is not kept, so one large encode does not pin memory.
+        if encoder.buf.capacity() <= SCRATCH_BYTES_MAX {
+            SCRATCH.with(|cell| cell.set(encoder.buf));
+        }
+        bytes
     }
+}
+
+/// Largest scratch buffer [`Encode::to_bytes`] keeps for the next call on its thread.
+const SCRATCH_BYTES_MAX: usize = 64 * 1024;
+
+thread_local! {
+    /// [`Encode::to_bytes`]'s reusable buffer. `take` leaves an empty vector behind, so
+    /// a nested `to_bytes` (an `encode` that calls it) simply allocates its own.
+    static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// A value that can be read back with a [`Decoder`].
@@ -528,6 +549,43 @@ mod tests {
         fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
             d.versioned("V1", 1, |d, _| Ok(V1 { a: d.get_u32()? }))
         }
+    }
+
+    /// Encodes its inner value with `to_bytes` while the outer `to_bytes` holds the
+    /// scratch buffer.
+    struct Nested(V2);
+    impl Encode for Nested {
+        fn encode(&self, e: &mut Encoder) {
+            e.put_u8(9);
+            e.put_blob(&self.0.to_bytes());
+            e.put_u8(9);
+        }
+    }
+
+    #[test]
+    fn to_bytes_is_exact_and_survives_nesting_and_reuse() {
+        let inner = V2 {
+            a: 1,
+            b: "x".repeat(100),
+        };
+        let mut direct = Encoder::new();
+        inner.encode(&mut direct);
+        let direct = direct.into_bytes();
+        for _ in 0..3 {
+            assert_eq!(inner.to_bytes(), direct);
+            let nested = Nested(V2 {
+                a: 1,
+                b: "x".repeat(100),
+            })
+            .to_bytes();
+            assert_eq!(nested.len(), 1 + 4 + direct.len() + 1);
+            assert_eq!(&nested[5..5 + direct.len()], &direct[..]);
+            assert_eq!((nested[0], nested[nested.len() - 1]), (9, 9));
+        }
+        // A value larger than the kept scratch still encodes whole.
+        let huge = Bytes::from(vec![3u8; SCRATCH_BYTES_MAX * 2]);
+        assert_eq!(huge.to_bytes().len(), 4 + huge.len());
+        assert_eq!(0u8.to_bytes(), Bytes::from_static(&[0]));
     }
 
     #[test]

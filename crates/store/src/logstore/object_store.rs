@@ -325,6 +325,24 @@ impl<D: BlockDevice> ObjectStore for LogStore<D> {
         Ok(self.onode(coll, oid)?.xattrs.clone())
     }
 
+    fn stat_with_xattrs(
+        &self,
+        coll: CollectionId,
+        oid: &ObjectId,
+        names: &[&str],
+        values: &mut [Option<Bytes>],
+    ) -> Result<ObjectStat, StoreError> {
+        assert_eq!(names.len(), values.len(), "one value per xattr name");
+        let onode = self.onode(coll, oid)?;
+        for (name, value) in names.iter().zip(values.iter_mut()) {
+            *value = onode.xattrs.get(*name).cloned();
+        }
+        Ok(ObjectStat {
+            size_bytes: onode.size_bytes,
+            mtime_ns: onode.mtime_ns,
+        })
+    }
+
     fn omap_list(
         &self,
         coll: CollectionId,

@@ -6,8 +6,15 @@
 //! `Bytes`); if an op fails, or the result would not fit in the capacity, the records
 //! are replayed newest first and the totals restored. Undo records never copy object
 //! data, xattrs or omaps, so a failing transaction costs what it would have written.
+//!
+//! Consecutive ops on the same object (an OSD write is a run of data, mtime and xattr
+//! ops on the object, then omap ops on the PG's metadata object) are applied as one
+//! run: the object is looked up once, its totals recounted once, and its name kept
+//! once in the undo log (a [`Undo::Target`] before the run's changes) rather than
+//! cloned into every record. A run that creates its object records no changes at all:
+//! undoing the creation removes the object whatever the run did to it.
 
-use super::object::{DataUndo, Object};
+use super::object::{DataUndo, Object, ObjectData, SpareBuffers};
 use super::{Collection, Counters, MemStore};
 use crate::{CollectionId, StoreError, Transaction, TxOp};
 use bytes::Bytes;
@@ -22,13 +29,122 @@ use std::collections::BTreeMap;
 enum Undo {
     /// The collection's previous state: absent (`None`) or the removed collection.
     Collection(CollectionId, Option<Collection>),
-    /// The object's previous state: absent (`None`) or the removed or replaced object.
-    Object(CollectionId, ObjectId, Option<Object>),
-    Data(CollectionId, ObjectId, DataUndo),
-    Mtime(CollectionId, ObjectId, u64),
-    Xattr(CollectionId, ObjectId, String, Option<Bytes>),
-    Omap(CollectionId, ObjectId, Vec<(Bytes, Option<Bytes>)>),
-    OmapAll(CollectionId, ObjectId, BTreeMap<Bytes, Bytes>),
+    /// The object's previous state: absent (`None`) or the removed or replaced object
+    /// (boxed: it is rare, and it would make every record as large as an object).
+    Object(CollectionId, ObjectId, Option<Box<Object>>),
+    /// The object the [`Undo::Change`] records after it (up to the next record of
+    /// another kind) changed.
+    Target(CollectionId, ObjectId),
+    Change(Change),
+}
+
+/// What one change to an existing object replaced.
+enum Change {
+    Data(DataUndo),
+    Mtime(u64),
+    Xattr(String, Option<Bytes>),
+    OmapEntry(Bytes, Option<Bytes>),
+    OmapAll(BTreeMap<Bytes, Bytes>),
+}
+
+/// The undo records of the transaction being applied. The vector is kept between
+/// transactions so that applying one allocates nothing for it; it is empty between
+/// them.
+#[derive(Default)]
+pub(super) struct UndoLog(Vec<Undo>);
+
+impl Clone for UndoLog {
+    /// A copy of the store starts with an empty log (there is nothing in it between
+    /// transactions anyway).
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl std::fmt::Debug for UndoLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "UndoLog({} records)", self.0.len())
+    }
+}
+
+/// An op on one object's contents, with its collection and name split off.
+enum ObjectOp {
+    Touch,
+    Write { offset: u64, data: Bytes },
+    Zero { offset: u64, length: u64 },
+    Truncate { size_bytes: u64 },
+    SetMtime(u64),
+    SetXattr(String, Bytes),
+    RmXattr(String),
+    OmapSet(Vec<(Bytes, Bytes)>),
+    OmapRm(Vec<Bytes>),
+    OmapClear,
+}
+
+impl ObjectOp {
+    /// Whether the op creates a missing object (the others require it).
+    fn creates(&self) -> bool {
+        !matches!(self, ObjectOp::RmXattr(_) | ObjectOp::OmapRm(_))
+    }
+}
+
+/// Splits an op on one object's contents; gives back any other op.
+fn split(op: TxOp) -> Result<(CollectionId, ObjectId, ObjectOp), TxOp> {
+    Ok(match op {
+        TxOp::Touch(coll, oid) => (coll, oid, ObjectOp::Touch),
+        TxOp::Write {
+            coll,
+            oid,
+            offset,
+            data,
+        } => (coll, oid, ObjectOp::Write { offset, data }),
+        TxOp::Zero {
+            coll,
+            oid,
+            offset,
+            length,
+        } => (coll, oid, ObjectOp::Zero { offset, length }),
+        TxOp::Truncate {
+            coll,
+            oid,
+            size_bytes,
+        } => (coll, oid, ObjectOp::Truncate { size_bytes }),
+        TxOp::SetMtime {
+            coll,
+            oid,
+            mtime_ns,
+        } => (coll, oid, ObjectOp::SetMtime(mtime_ns)),
+        TxOp::SetXattr {
+            coll,
+            oid,
+            name,
+            value,
+        } => (coll, oid, ObjectOp::SetXattr(name, value)),
+        TxOp::RmXattr { coll, oid, name } => (coll, oid, ObjectOp::RmXattr(name)),
+        TxOp::OmapSet { coll, oid, entries } => (coll, oid, ObjectOp::OmapSet(entries)),
+        TxOp::OmapRm { coll, oid, keys } => (coll, oid, ObjectOp::OmapRm(keys)),
+        TxOp::OmapClear(coll, oid) => (coll, oid, ObjectOp::OmapClear),
+        other => return Err(other),
+    })
+}
+
+/// The object whose contents the op changes, for ops that [`split`] accepts.
+fn content_target(op: &TxOp) -> Option<(CollectionId, &ObjectId)> {
+    match op {
+        TxOp::Touch(coll, oid) | TxOp::OmapClear(coll, oid) => Some((*coll, oid)),
+        TxOp::Write { coll, oid, .. }
+        | TxOp::Zero { coll, oid, .. }
+        | TxOp::Truncate { coll, oid, .. }
+        | TxOp::SetMtime { coll, oid, .. }
+        | TxOp::SetXattr { coll, oid, .. }
+        | TxOp::RmXattr { coll, oid, .. }
+        | TxOp::OmapSet { coll, oid, .. }
+        | TxOp::OmapRm { coll, oid, .. } => Some((*coll, oid)),
+        TxOp::CreateCollection(_)
+        | TxOp::RemoveCollection(_)
+        | TxOp::Remove(..)
+        | TxOp::Clone { .. } => None,
+    }
 }
 
 fn too_large(length: usize, limit: usize) -> Result<(), StoreError> {
@@ -51,7 +167,7 @@ fn check_extent(offset: u64, length: u64) -> Result<(), StoreError> {
 
 /// Checks the limits that depend only on the op: name and value lengths, object size.
 pub(crate) fn check_limits(op: &TxOp) -> Result<(), StoreError> {
-    for oid in op_objects(op) {
+    for oid in op_objects(op).into_iter().flatten() {
         too_large(oid.name.len(), OBJECT_NAME_BYTES_MAX)?;
     }
     match op {
@@ -73,20 +189,12 @@ pub(crate) fn check_limits(op: &TxOp) -> Result<(), StoreError> {
     }
 }
 
-/// The objects an op names.
-fn op_objects(op: &TxOp) -> Vec<&ObjectId> {
+/// The objects an op names (at most two; no allocation, as this runs for every op).
+fn op_objects(op: &TxOp) -> [Option<&ObjectId>; 2] {
     match op {
-        TxOp::CreateCollection(_) | TxOp::RemoveCollection(_) => vec![],
-        TxOp::Touch(_, oid) | TxOp::Remove(_, oid) | TxOp::OmapClear(_, oid) => vec![oid],
-        TxOp::Write { oid, .. }
-        | TxOp::Zero { oid, .. }
-        | TxOp::Truncate { oid, .. }
-        | TxOp::SetMtime { oid, .. }
-        | TxOp::SetXattr { oid, .. }
-        | TxOp::RmXattr { oid, .. }
-        | TxOp::OmapSet { oid, .. }
-        | TxOp::OmapRm { oid, .. } => vec![oid],
-        TxOp::Clone { src, dst, .. } => vec![src, dst],
+        TxOp::Remove(_, oid) => [Some(oid), None],
+        TxOp::Clone { src, dst, .. } => [Some(src), Some(dst)],
+        other => [content_target(other).map(|(_, oid)| oid), None],
     }
 }
 
@@ -95,20 +203,50 @@ impl MemStore {
     pub(super) fn apply(&mut self, tx: Transaction) -> Result<(), StoreError> {
         tx.ops.iter().try_for_each(check_limits)?;
         let counters_before = self.counters;
-        let mut undo = Vec::with_capacity(tx.ops.len());
-        let result = tx
-            .ops
-            .into_iter()
-            .try_for_each(|op| self.apply_op(op, &mut undo))
+        let mut undo = std::mem::take(&mut self.undo.0);
+        assert!(
+            undo.is_empty(),
+            "the undo log is empty between transactions"
+        );
+        let result = self
+            .apply_ops(tx.ops, &mut undo)
             .and_then(|()| self.check_capacity(counters_before));
         if result.is_err() {
-            while let Some(record) = undo.pop() {
-                self.undo(record);
-            }
+            self.roll_back(&mut undo);
             self.counters = counters_before;
             debug_assert!(self.counters_match());
         }
+        for record in undo.drain(..) {
+            if let Undo::Change(Change::Data(data)) = record {
+                ObjectData::commit(data, &mut self.spares);
+            }
+        }
+        self.undo.0 = undo;
         result
+    }
+
+    fn apply_ops(&mut self, ops: Vec<TxOp>, undo: &mut Vec<Undo>) -> Result<(), StoreError> {
+        let mut ops = ops.into_iter();
+        while let Some(op) = ops.next() {
+            let (coll, oid, first) = match split(op) {
+                Ok(content) => content,
+                Err(op) => {
+                    self.apply_op(op, undo)?;
+                    continue;
+                }
+            };
+            let more = ops
+                .as_slice()
+                .iter()
+                .take_while(|next| content_target(next) == Some((coll, &oid)))
+                .count();
+            let rest = ops.by_ref().take(more).map(|op| match split(op) {
+                Ok((_, _, op)) => op,
+                Err(_) => unreachable!("counted as a content op above"),
+            });
+            self.apply_run(coll, oid, std::iter::once(first).chain(rest), undo)?;
+        }
+        Ok(())
     }
 
     fn check_capacity(&self, before: Counters) -> Result<(), StoreError> {
@@ -122,56 +260,55 @@ impl MemStore {
         })
     }
 
+    /// Applies an op that [`split`] gave back: collections, removal and clones.
     fn apply_op(&mut self, op: TxOp, undo: &mut Vec<Undo>) -> Result<(), StoreError> {
         match op {
             TxOp::CreateCollection(coll) => self.create_collection(coll, undo),
             TxOp::RemoveCollection(coll) => self.remove_collection(coll, undo),
-            TxOp::Touch(coll, oid) => self.with_object(coll, oid, true, undo, |_| None),
-            TxOp::Write {
-                coll,
-                oid,
-                offset,
-                data,
-            } => self.change_data(coll, oid, undo, |object| object.data.write(offset, data)),
-            TxOp::Zero {
-                coll,
-                oid,
-                offset,
-                length,
-            } => self.change_data(coll, oid, undo, |object| object.data.zero(offset, length)),
-            TxOp::Truncate {
-                coll,
-                oid,
-                size_bytes,
-            } => self.change_data(coll, oid, undo, |object| object.data.truncate(size_bytes)),
             TxOp::Remove(coll, oid) => self.remove_object(coll, oid, undo),
-            TxOp::SetMtime {
-                coll,
-                oid,
-                mtime_ns,
-            } => self.with_object(coll, oid.clone(), true, undo, |object| {
-                let previous = std::mem::replace(&mut object.mtime_ns, mtime_ns);
-                Some(Undo::Mtime(coll, oid, previous))
-            }),
-            TxOp::SetXattr {
-                coll,
-                oid,
-                name,
-                value,
-            } => self.put_xattr(coll, oid, name, Some(value), undo),
-            TxOp::RmXattr { coll, oid, name } => self.put_xattr(coll, oid, name, None, undo),
-            TxOp::OmapSet { coll, oid, entries } => {
-                let entries = entries.into_iter().map(|(k, v)| (k, Some(v))).collect();
-                self.put_omap(coll, oid, entries, true, undo)
-            }
-            TxOp::OmapRm { coll, oid, keys } => {
-                let entries = keys.into_iter().map(|key| (key, None)).collect();
-                self.put_omap(coll, oid, entries, false, undo)
-            }
-            TxOp::OmapClear(coll, oid) => self.with_object(coll, oid.clone(), true, undo, |o| {
-                Some(Undo::OmapAll(coll, oid, o.replace_omap(BTreeMap::new())))
-            }),
             TxOp::Clone { coll, src, dst } => self.clone_object(coll, src, dst, undo),
+            content => unreachable!("content ops are applied in runs: {content:?}"),
+        }
+    }
+
+    /// Applies a run of ops on one object: looks it up once (creating it if the first op
+    /// may), applies the ops in order and recounts its totals once.
+    fn apply_run(
+        &mut self,
+        coll: CollectionId,
+        oid: ObjectId,
+        mut ops: impl Iterator<Item = ObjectOp>,
+        undo: &mut Vec<Undo>,
+    ) -> Result<(), StoreError> {
+        let collection = self
+            .collections
+            .get_mut(&coll)
+            .ok_or(StoreError::NoSuchCollection(coll))?;
+        let name_bytes = oid.name.len();
+        match collection.objects.get_mut(&oid) {
+            Some(object) => {
+                let before = Counters::of_object(coll, name_bytes, object);
+                undo.push(Undo::Target(coll, oid));
+                let spares = &mut self.spares;
+                let result = ops.try_for_each(|op| change(object, op, spares, Some(&mut *undo)));
+                self.counters.subtract(before);
+                self.counters
+                    .add(Counters::of_object(coll, name_bytes, object));
+                result
+            }
+            None => {
+                let mut ops = ops.peekable();
+                if !ops.peek().is_some_and(ObjectOp::creates) {
+                    return Err(StoreError::NoSuchObject(coll, oid));
+                }
+                let object = collection.objects.entry(oid.clone()).or_default();
+                undo.push(Undo::Object(coll, oid, None));
+                let spares = &mut self.spares;
+                let result = ops.try_for_each(|op| change(object, op, spares, None));
+                self.counters
+                    .add(Counters::of_object(coll, name_bytes, object));
+                result
+            }
         }
     }
 
@@ -199,93 +336,10 @@ impl MemStore {
             .ok_or(StoreError::NoSuchCollection(coll))?;
         for (oid, object) in &collection.objects {
             self.counters
-                .subtract(Counters::of_object(coll, oid, object));
+                .subtract(Counters::of_object(coll, oid.name.len(), object));
         }
         undo.push(Undo::Collection(coll, Some(collection)));
         Ok(())
-    }
-
-    /// Runs `change` on the object (created first if `create` and it is missing),
-    /// keeping the totals up to date and recording the undo record it returns.
-    fn with_object(
-        &mut self,
-        coll: CollectionId,
-        oid: ObjectId,
-        create: bool,
-        undo: &mut Vec<Undo>,
-        change: impl FnOnce(&mut Object) -> Option<Undo>,
-    ) -> Result<(), StoreError> {
-        let collection = self
-            .collections
-            .get_mut(&coll)
-            .ok_or(StoreError::NoSuchCollection(coll))?;
-        if !collection.objects.contains_key(&oid) {
-            if !create {
-                return Err(StoreError::NoSuchObject(coll, oid));
-            }
-            let object = Object::default();
-            self.counters.add(Counters::of_object(coll, &oid, &object));
-            collection.objects.insert(oid.clone(), object);
-            undo.push(Undo::Object(coll, oid.clone(), None));
-        }
-        let object = collection
-            .objects
-            .get_mut(&oid)
-            .expect("present or created");
-        self.counters
-            .subtract(Counters::of_object(coll, &oid, object));
-        let record = change(object);
-        self.counters.add(Counters::of_object(coll, &oid, object));
-        undo.extend(record);
-        Ok(())
-    }
-
-    fn change_data(
-        &mut self,
-        coll: CollectionId,
-        oid: ObjectId,
-        undo: &mut Vec<Undo>,
-        change: impl FnOnce(&mut Object) -> DataUndo,
-    ) -> Result<(), StoreError> {
-        self.with_object(coll, oid.clone(), true, undo, |object| {
-            Some(Undo::Data(coll, oid, change(object)))
-        })
-    }
-
-    fn put_xattr(
-        &mut self,
-        coll: CollectionId,
-        oid: ObjectId,
-        name: String,
-        value: Option<Bytes>,
-        undo: &mut Vec<Undo>,
-    ) -> Result<(), StoreError> {
-        let removing = value.is_none();
-        if removing && !self.object(coll, &oid)?.xattrs().contains_key(&name) {
-            return Err(StoreError::NoSuchXattr(name));
-        }
-        self.with_object(coll, oid.clone(), !removing, undo, |object| {
-            let previous = object.put_xattr(name.clone(), value);
-            Some(Undo::Xattr(coll, oid, name, previous))
-        })
-    }
-
-    /// Sets or removes (`None`) omap entries; removal requires the object.
-    fn put_omap(
-        &mut self,
-        coll: CollectionId,
-        oid: ObjectId,
-        entries: Vec<(Bytes, Option<Bytes>)>,
-        create: bool,
-        undo: &mut Vec<Undo>,
-    ) -> Result<(), StoreError> {
-        self.with_object(coll, oid.clone(), create, undo, |object| {
-            let previous = entries
-                .into_iter()
-                .map(|(key, value)| (key.clone(), object.put_omap(key, value)))
-                .collect();
-            Some(Undo::Omap(coll, oid, previous))
-        })
     }
 
     fn remove_object(
@@ -294,12 +348,16 @@ impl MemStore {
         oid: ObjectId,
         undo: &mut Vec<Undo>,
     ) -> Result<(), StoreError> {
-        self.object(coll, &oid)?;
-        let collection = self.collections.get_mut(&coll).expect("checked above");
-        let object = collection.objects.remove(&oid).expect("checked above");
+        let collection = self
+            .collections
+            .get_mut(&coll)
+            .ok_or(StoreError::NoSuchCollection(coll))?;
+        let Some(object) = collection.objects.remove(&oid) else {
+            return Err(StoreError::NoSuchObject(coll, oid));
+        };
         self.counters
-            .subtract(Counters::of_object(coll, &oid, &object));
-        undo.push(Undo::Object(coll, oid, Some(object)));
+            .subtract(Counters::of_object(coll, oid.name.len(), &object));
+        undo.push(Undo::Object(coll, oid, Some(Box::new(object))));
         Ok(())
     }
 
@@ -317,47 +375,51 @@ impl MemStore {
         }
         let copy = self.object(coll, &src)?.clone();
         let collection = self.collections.get_mut(&coll).expect("checked above");
-        self.counters.add(Counters::of_object(coll, &dst, &copy));
+        let name_bytes = dst.name.len();
+        self.counters
+            .add(Counters::of_object(coll, name_bytes, &copy));
         let previous = collection.objects.insert(dst.clone(), copy);
         if let Some(previous) = &previous {
             self.counters
-                .subtract(Counters::of_object(coll, &dst, previous));
+                .subtract(Counters::of_object(coll, name_bytes, previous));
         }
-        undo.push(Undo::Object(coll, dst, previous));
+        undo.push(Undo::Object(coll, dst, previous.map(Box::new)));
         Ok(())
     }
 
-    /// Puts back what one op replaced. Runs newest first, so the state it finds is the
-    /// one the op left. Totals are restored by the caller.
-    fn undo(&mut self, record: Undo) {
-        match record {
-            Undo::Collection(coll, Some(collection)) => {
-                self.collections.insert(coll, collection);
-            }
-            Undo::Collection(coll, None) => {
-                self.collections.remove(&coll);
-            }
-            Undo::Object(coll, oid, Some(object)) => {
-                self.undo_objects(coll).insert(oid, object);
-            }
-            Undo::Object(coll, oid, None) => {
-                self.undo_objects(coll).remove(&oid);
-            }
-            Undo::Data(coll, oid, data) => self.undo_object(coll, &oid).data.undo(data),
-            Undo::Mtime(coll, oid, mtime_ns) => self.undo_object(coll, &oid).mtime_ns = mtime_ns,
-            Undo::Xattr(coll, oid, name, previous) => {
-                self.undo_object(coll, &oid).put_xattr(name, previous);
-            }
-            Undo::Omap(coll, oid, previous) => {
-                let object = self.undo_object(coll, &oid);
-                for (key, value) in previous.into_iter().rev() {
-                    object.put_omap(key, value);
+    /// Puts back, newest first, what the ops recorded in `undo` replaced, so that each
+    /// record finds the state its op left. Totals are restored by the caller.
+    fn roll_back(&mut self, undo: &mut Vec<Undo>) {
+        // The changes met so far (newest first) whose target is still to come.
+        let mut changes: Vec<Change> = Vec::new();
+        while let Some(record) = undo.pop() {
+            match record {
+                Undo::Change(change) => changes.push(change),
+                Undo::Target(coll, oid) => {
+                    let object = self.undo_objects(coll).get_mut(&oid);
+                    let object = object.expect("undo: the object exists");
+                    for change in changes.drain(..) {
+                        undo_change(object, change);
+                    }
+                }
+                Undo::Collection(coll, previous) => {
+                    assert!(changes.is_empty(), "undo: changes without a target");
+                    match previous {
+                        Some(collection) => self.collections.insert(coll, collection),
+                        None => self.collections.remove(&coll),
+                    };
+                }
+                Undo::Object(coll, oid, previous) => {
+                    assert!(changes.is_empty(), "undo: changes without a target");
+                    let objects = self.undo_objects(coll);
+                    match previous {
+                        Some(object) => objects.insert(oid, *object),
+                        None => objects.remove(&oid),
+                    };
                 }
             }
-            Undo::OmapAll(coll, oid, omap) => {
-                self.undo_object(coll, &oid).replace_omap(omap);
-            }
         }
+        assert!(changes.is_empty(), "undo: changes without a target");
     }
 
     /// The objects of a collection that an undo record relies on existing.
@@ -365,9 +427,92 @@ impl MemStore {
         let collection = self.collections.get_mut(&coll);
         &mut collection.expect("undo: the collection exists").objects
     }
+}
 
-    fn undo_object(&mut self, coll: CollectionId, oid: &ObjectId) -> &mut Object {
-        let object = self.undo_objects(coll).get_mut(oid);
-        object.expect("undo: the object exists")
+/// Applies one op to `object`, recording what it replaced in `undo` unless the object
+/// was created by this run (`None`: nothing to record).
+fn change(
+    object: &mut Object,
+    op: ObjectOp,
+    spares: &mut SpareBuffers,
+    undo: Option<&mut Vec<Undo>>,
+) -> Result<(), StoreError> {
+    let record = |undo: Option<&mut Vec<Undo>>, change: Change| {
+        if let Some(undo) = undo {
+            undo.push(Undo::Change(change));
+        }
+    };
+    match op {
+        ObjectOp::Touch => {}
+        ObjectOp::Write { offset, data } => {
+            record(undo, Change::Data(object.data.write(offset, data, spares)));
+        }
+        ObjectOp::Zero { offset, length } => {
+            record(undo, Change::Data(object.data.zero(offset, length)));
+        }
+        ObjectOp::Truncate { size_bytes } => {
+            record(undo, Change::Data(object.data.truncate(size_bytes)));
+        }
+        ObjectOp::SetMtime(mtime_ns) => {
+            let previous = std::mem::replace(&mut object.mtime_ns, mtime_ns);
+            record(undo, Change::Mtime(previous));
+        }
+        ObjectOp::SetXattr(name, value) => {
+            let (name, previous) = object.set_xattr(name, value, undo.is_some());
+            record(undo, Change::Xattr(name, previous));
+        }
+        ObjectOp::RmXattr(name) => {
+            let Some(previous) = object.put_xattr_removed(&name) else {
+                return Err(StoreError::NoSuchXattr(name));
+            };
+            record(undo, Change::Xattr(name, Some(previous)));
+        }
+        ObjectOp::OmapSet(entries) => match undo {
+            Some(undo) => {
+                for (key, value) in entries {
+                    let previous = object.put_omap(key.clone(), Some(value));
+                    undo.push(Undo::Change(Change::OmapEntry(key, previous)));
+                }
+            }
+            None => {
+                for (key, value) in entries {
+                    object.put_omap(key, Some(value));
+                }
+            }
+        },
+        ObjectOp::OmapRm(keys) => match undo {
+            Some(undo) => {
+                for key in keys {
+                    let previous = object.remove_omap(&key);
+                    undo.push(Undo::Change(Change::OmapEntry(key, previous)));
+                }
+            }
+            None => {
+                for key in keys {
+                    object.remove_omap(&key);
+                }
+            }
+        },
+        ObjectOp::OmapClear => {
+            record(undo, Change::OmapAll(object.replace_omap(BTreeMap::new())));
+        }
+    }
+    Ok(())
+}
+
+/// Reverts one change; changes to an object are reverted newest first.
+fn undo_change(object: &mut Object, change: Change) {
+    match change {
+        Change::Data(data) => object.data.undo(data),
+        Change::Mtime(mtime_ns) => object.mtime_ns = mtime_ns,
+        Change::Xattr(name, previous) => {
+            object.put_xattr(name, previous);
+        }
+        Change::OmapEntry(key, previous) => {
+            object.put_omap(key, previous);
+        }
+        Change::OmapAll(omap) => {
+            object.replace_omap(omap);
+        }
     }
 }

@@ -13,6 +13,58 @@ use std::collections::BTreeMap;
 /// Writes shorter than this are copied into their own buffer (see `ObjectData::write`).
 const COPY_BELOW_BYTES: usize = 64 * 1024;
 
+/// Spare buffers kept for [`SpareBuffers`]: enough for a transaction's worth of small
+/// overwrites, small enough that the memory they hold does not matter.
+const SPARE_BUFFERS_MAX: usize = 32;
+
+/// Buffers of small extents that committed overwrites replaced, kept to receive the
+/// copies of the next small writes (see `ObjectData::write`). A 4 KiB overwrite then
+/// reuses the buffer the previous one freed: a large allocation and free per write
+/// were the most expensive part of allocating on the write path.
+#[derive(Default)]
+pub(super) struct SpareBuffers(Vec<BytesMut>);
+
+impl SpareBuffers {
+    /// Keeps `extent`'s buffer if nothing else refers to it and it is exactly the
+    /// extent (so that a reuse filling it whole needs no new allocation either).
+    pub fn recycle(&mut self, extent: Bytes) {
+        if self.0.len() >= SPARE_BUFFERS_MAX || extent.len() >= COPY_BELOW_BYTES {
+            return;
+        }
+        if let Ok(buffer) = extent.try_into_mut() {
+            if buffer.capacity() == buffer.len() {
+                self.0.push(buffer);
+            }
+        }
+    }
+
+    /// A copy of `data` in a spare buffer of exactly its length, or in a new one.
+    fn copy(&mut self, data: &[u8]) -> Bytes {
+        match self.0.last() {
+            Some(spare) if spare.capacity() == data.len() => {
+                let mut buffer = self.0.pop().expect("checked above");
+                buffer.clear();
+                buffer.extend_from_slice(data);
+                buffer.freeze()
+            }
+            _ => Bytes::copy_from_slice(data),
+        }
+    }
+}
+
+impl Clone for SpareBuffers {
+    /// A copy of the store starts without spares.
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl std::fmt::Debug for SpareBuffers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SpareBuffers({})", self.0.len())
+    }
+}
+
 /// An object's byte data: extents plus a logical size. Invariants: extents do not
 /// overlap, none is empty, and none reaches past `size_bytes`.
 #[derive(Debug, Clone, Default)]
@@ -78,7 +130,8 @@ impl ObjectData {
     }
 
     /// Writes `data` at `offset`; the caller has checked that the end does not overflow.
-    pub fn write(&mut self, offset: u64, data: Bytes) -> DataUndo {
+    /// A small write is copied, into one of `spares` when one fits.
+    pub fn write(&mut self, offset: u64, data: Bytes, spares: &mut SpareBuffers) -> DataUndo {
         let end = offset
             .checked_add(data.len() as u64)
             .expect("checked by caller");
@@ -87,7 +140,7 @@ impl ObjectData {
             // A small write arrives as a slice of a much larger receive buffer; kept
             // as is, it would pin that whole buffer for as long as the extent lives.
             let data = if data.len() < COPY_BELOW_BYTES {
-                Bytes::copy_from_slice(&data)
+                spares.copy(&data)
             } else {
                 data
             };
@@ -111,6 +164,14 @@ impl ObjectData {
         let undo = self.punch(size_bytes, u64::MAX);
         self.size_bytes = size_bytes;
         undo
+    }
+
+    /// The change that returned `undo` is committed: offers the extents it replaced to
+    /// `spares`.
+    pub fn commit(undo: DataUndo, spares: &mut SpareBuffers) {
+        for (_, extent) in undo.extents {
+            spares.recycle(extent);
+        }
     }
 
     /// Reverts the change that returned `undo`; changes must be undone newest first.
@@ -171,13 +232,40 @@ impl ObjectData {
 pub(super) struct Object {
     pub data: ObjectData,
     pub mtime_ns: u64,
-    xattrs: BTreeMap<String, Bytes>,
+    xattrs: Xattrs,
     omap: BTreeMap<Bytes, Bytes>,
     xattr_bytes: u64,
     omap_bytes: u64,
     /// Set by [`MemStore::inject_decay`](super::MemStore::inject_decay): data reads fail
     /// with `Corrupt` until the object is removed (a recreated object starts clean).
     pub decayed: bool,
+}
+
+/// An object's xattrs, sorted by name. Objects have one or two (the OSD's object info,
+/// perhaps a snapshot set): a vector of exactly that many costs about 60 bytes each,
+/// where a `BTreeMap` allocates a 640-byte node for the first.
+#[derive(Debug, Clone, Default)]
+struct Xattrs(Vec<(String, Bytes)>);
+
+impl Xattrs {
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(held, _)| held.as_str().cmp(name))
+    }
+
+    fn get(&self, name: &str) -> Option<&Bytes> {
+        self.find(name).ok().map(|index| &self.0[index].1)
+    }
+
+    /// Inserts a new name at its place, growing the vector by exactly one.
+    fn insert_new(&mut self, index: usize, name: String, value: Bytes) {
+        self.0.reserve_exact(1);
+        self.0.insert(index, (name, value));
+    }
+
+    fn remove(&mut self, name: &str) -> Option<Bytes> {
+        let index = self.find(name).ok()?;
+        Some(self.0.remove(index).1)
+    }
 }
 
 fn entry_bytes(key: &[u8], value: &[u8]) -> u64 {
@@ -190,8 +278,12 @@ impl Object {
         self.xattr_bytes + self.omap_bytes
     }
 
-    pub fn xattrs(&self) -> &BTreeMap<String, Bytes> {
-        &self.xattrs
+    pub fn xattr(&self, name: &str) -> Option<&Bytes> {
+        self.xattrs.get(name)
+    }
+
+    pub fn xattr_map(&self) -> BTreeMap<String, Bytes> {
+        self.xattrs.0.iter().cloned().collect()
     }
 
     pub fn omap(&self) -> &BTreeMap<Bytes, Bytes> {
@@ -200,18 +292,52 @@ impl Object {
 
     /// Sets (`Some`) or removes (`None`) an xattr and returns the previous value.
     pub fn put_xattr(&mut self, name: String, value: Option<Bytes>) -> Option<Bytes> {
-        let name_bytes = name.len() as u64;
-        let previous = match value {
-            Some(value) => {
-                self.xattr_bytes += name_bytes + value.len() as u64;
-                self.xattrs.insert(name, value)
-            }
-            None => self.xattrs.remove(&name),
-        };
-        if let Some(previous) = &previous {
-            self.xattr_bytes -= name_bytes + previous.len() as u64;
+        match value {
+            Some(value) => self.set_xattr(name, value, false).1,
+            None => self.put_xattr_removed(&name),
         }
-        previous
+    }
+
+    /// Sets an xattr and returns its name back (for an undo record) with the previous
+    /// value. The name is cloned only when the xattr is new and `keep_name` asks for it
+    /// back: replacing a value keeps the stored name.
+    pub fn set_xattr(
+        &mut self,
+        name: String,
+        value: Bytes,
+        keep_name: bool,
+    ) -> (String, Option<Bytes>) {
+        self.xattr_bytes += (name.len() + value.len()) as u64;
+        match self.xattrs.find(&name) {
+            Ok(index) => {
+                let previous = std::mem::replace(&mut self.xattrs.0[index].1, value);
+                self.xattr_bytes -= (name.len() + previous.len()) as u64;
+                (name, Some(previous))
+            }
+            Err(index) => {
+                let kept = if keep_name {
+                    name.clone()
+                } else {
+                    String::new()
+                };
+                self.xattrs.insert_new(index, name, value);
+                (kept, None)
+            }
+        }
+    }
+
+    /// Removes an xattr and returns its value, or `None` if there was none.
+    pub fn put_xattr_removed(&mut self, name: &str) -> Option<Bytes> {
+        let previous = self.xattrs.remove(name)?;
+        self.xattr_bytes -= (name.len() + previous.len()) as u64;
+        Some(previous)
+    }
+
+    /// Removes an omap entry and returns its value, or `None` if there was none.
+    pub fn remove_omap(&mut self, key: &[u8]) -> Option<Bytes> {
+        let previous = self.omap.remove(key)?;
+        self.omap_bytes -= entry_bytes(key, &previous);
+        Some(previous)
     }
 
     /// Sets (`Some`) or removes (`None`) an omap entry and returns the previous value.
@@ -245,8 +371,9 @@ mod tests {
     fn overwrite_in_large_object_slices_instead_of_copying() {
         let mut data = ObjectData::default();
         let big = Bytes::from(vec![7u8; 4 << 20]);
-        data.write(0, big.clone());
-        let undo = data.write(4096, Bytes::from(vec![1u8; 4096]));
+        let spares = &mut SpareBuffers::default();
+        data.write(0, big.clone(), spares);
+        let undo = data.write(4096, Bytes::from(vec![1u8; 4096]), spares);
         assert_eq!(data.extents.len(), 3);
         // The untouched parts are slices of the original buffer.
         assert_eq!(data.extents[&0].as_ptr(), big.as_ptr());
@@ -261,9 +388,38 @@ mod tests {
     }
 
     #[test]
+    fn committed_small_overwrites_reuse_the_replaced_buffer() {
+        let mut data = ObjectData::default();
+        let spares = &mut SpareBuffers::default();
+        data.write(0, Bytes::from(vec![1u8; 4096]), spares);
+        let first = data.extents[&0].as_ptr();
+        let undo = data.write(0, Bytes::from(vec![2u8; 4096]), spares);
+        ObjectData::commit(undo, spares);
+        let undo = data.write(0, Bytes::from(vec![3u8; 4096]), spares);
+        assert_eq!(
+            data.extents[&0].as_ptr(),
+            first,
+            "the first buffer is reused"
+        );
+        assert_eq!(&data.read(0, 4096)[..], &[3u8; 4096][..]);
+        // A buffer still shared (here by a reader) is never recycled.
+        let held = data.read(0, 4096);
+        ObjectData::commit(undo, spares);
+        let undo = data.write(0, Bytes::from(vec![4u8; 4096]), spares);
+        ObjectData::commit(undo, spares);
+        assert_eq!(&held[..], &[3u8; 4096][..]);
+        assert!(spares.0.is_empty());
+        assert!(data.invariants_hold());
+    }
+
+    #[test]
     fn sparse_write_allocates_only_the_data() {
         let mut data = ObjectData::default();
-        data.write(100 << 20, Bytes::from_static(b"end"));
+        data.write(
+            100 << 20,
+            Bytes::from_static(b"end"),
+            &mut SpareBuffers::default(),
+        );
         assert_eq!(data.size_bytes(), (100 << 20) + 3);
         assert_eq!(data.extents.len(), 1);
         assert_eq!(&data.read(0, 4)[..], &[0, 0, 0, 0]);
