@@ -47,8 +47,14 @@ pub use dispatch::{Dispatch, Outbox};
 /// A connection's process-unique id.
 pub type ConnId = u64;
 
-/// Bytes reserved in the receive buffer before each read.
+/// Bytes reserved in the receive buffer when too little room is left in it.
 const READ_BYTES_MIN: usize = 128 * 1024;
+/// Reads go into the room left in the receive buffer while there is at least this
+/// much. Received messages are slices of the buffer, so while one is alive reserving
+/// means a fresh allocation (and fresh pages to fault in); reserving before every read,
+/// as this driver once did, took a new 128 KiB buffer for a few KiB per read.
+const READ_SPARE_BYTES_MIN: usize = 16 * 1024;
+const _: () = assert!(READ_SPARE_BYTES_MIN < READ_BYTES_MIN);
 /// Most buffers handed to one vectored write (an array of them lives on the stack);
 /// a message of more than `SEGMENT_COPY_BYTES_MAX` bytes takes two.
 const WRITE_SLICES_MAX: usize = 256;
@@ -292,7 +298,9 @@ impl Conn {
     /// only return `WouldBlock` (tokio only clears it if no event arrived meanwhile).
     fn try_read(&mut self, session: &mut Session) -> io::Result<bool> {
         let buffer = session.receive_buffer();
-        buffer.reserve(READ_BYTES_MIN);
+        if buffer.capacity() - buffer.len() < READ_SPARE_BYTES_MIN {
+            buffer.reserve(READ_BYTES_MIN);
+        }
         let spare = buffer.capacity() - buffer.len();
         let mut received = 0;
         let stream = &self.stream;
