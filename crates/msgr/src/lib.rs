@@ -63,6 +63,6 @@ pub use frame::{encode_frame, Frame, FrameDecoder, FrameError, FrameTag};
 pub use message::{Message, MessageHeader};
 pub use session::{Session, SessionEvent};
 pub use tcp::{
-    connect, connect_with, serve, serve_with, ConnId, ConnectError, ConnectionHandle, Dispatch,
+    connect, connect_local_with, connect_with, serve, serve_local_with, serve_with, ConnId, ConnectError, ConnectionHandle, Dispatch,
     NetEvent, Outbox, SendError,
 };
