@@ -362,13 +362,14 @@ impl Driver {
             NetEvent::Message {
                 conn_id, message, ..
             } => {
-                let msg = match Msg::decode_parts(message.header.msg_type, message.front, message.data) {
-                    Ok(msg) => msg,
-                    Err(error) => {
-                        tracing::warn!("client: dropping a malformed message: {error}");
-                        return;
-                    }
-                };
+                let msg =
+                    match Msg::decode_parts(message.header.msg_type, message.front, message.data) {
+                        Ok(msg) => msg,
+                        Err(error) => {
+                            tracing::warn!("client: dropping a malformed message: {error}");
+                            return;
+                        }
+                    };
                 self.handle_msg(conn_id, msg, out);
             }
             NetEvent::Closed {

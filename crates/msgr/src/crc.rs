@@ -245,6 +245,23 @@ mod fold {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn shared_crcs_are_remembered_per_buffer_not_per_content_or_length() {
+        let a = bytes::Bytes::from(vec![1u8; MEMO_BYTES_MIN]);
+        let b = bytes::Bytes::from(vec![2u8; MEMO_BYTES_MIN]);
+        assert_eq!(crc32c_shared(&a), crc32c(&a));
+        // Same length, another buffer: not mistaken for the remembered one.
+        assert_eq!(crc32c_shared(&b), crc32c(&b));
+        assert_eq!(crc32c_shared(&a), crc32c(&a));
+        // A slice of the remembered buffer starts at the same address but is shorter.
+        let head = a.slice(..MEMO_BYTES_MIN - 64);
+        assert_eq!(crc32c_shared(&head), crc32c(&head));
+        // What a receiver verified is found again when the same buffer is sent on.
+        remember(&b, crc32c(&b));
+        assert_eq!(crc32c_shared(&b.clone()), crc32c(&b));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

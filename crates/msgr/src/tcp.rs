@@ -549,9 +549,8 @@ where
     let registry = Arc::new(Registry::default());
     accept_loop(listener, std::future::pending(), |stream, peer_addr| {
         let make = make.clone();
-        let make = move |handle: &ConnectionHandle| {
-            make(handle).map(|d| Box::new(d) as Box<dyn Dispatch>)
-        };
+        let make =
+            move |handle: &ConnectionHandle| make(handle).map(|d| Box::new(d) as Box<dyn Dispatch>);
         let task = accept_one(stream, peer_addr, config.clone(), make, registry.clone());
         tokio::task::spawn_local(task);
     })

@@ -200,3 +200,63 @@ impl Msg {
         Ok(msg)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::osd::{LogEntry, LogOp, PgInfo};
+    use carmine_store::{CollectionId, Transaction};
+    use carmine_types::{EVersion, Epoch, ObjectId, PgId, ReqId};
+
+    fn rep_op(data: Bytes) -> Msg {
+        let pgid = PgId::default();
+        let mut tx = Transaction::default();
+        tx.write(CollectionId::Pg(pgid), ObjectId::head("o"), 0, data);
+        Msg::RepOp(RepOp {
+            pgid,
+            map_epoch: Epoch(3),
+            rep_tid: 7,
+            entry: LogEntry {
+                version: EVersion::default(),
+                prior_version: EVersion::default(),
+                reqid: ReqId::default(),
+                oid: "o".into(),
+                op: LogOp::Modify,
+                user_version: 1,
+            },
+            info: PgInfo::default(),
+            tx,
+        })
+    }
+
+    #[test]
+    fn a_replicated_write_carries_its_payload_by_reference() {
+        let payload = Bytes::from(vec![5u8; 4 << 20]);
+        let msg = rep_op(payload.clone());
+        let (front, data) = msg.encode_parts();
+        assert_eq!(data.as_ptr(), payload.as_ptr(), "not copied");
+        assert!(
+            front.len() < FRONT_BYTES_RESERVED,
+            "front {} bytes",
+            front.len()
+        );
+        let decoded = Msg::decode_parts(msg_type::REP_OP, front.clone(), data.clone()).unwrap();
+        assert_eq!(decoded, msg);
+        // The inline encoding decodes to the same message.
+        assert_eq!(
+            Msg::decode(msg_type::REP_OP, msg.encode_front()).unwrap(),
+            msg
+        );
+        // A front that refers to a data segment it did not get is refused clearly.
+        let error = Msg::decode(msg_type::REP_OP, front).unwrap_err();
+        assert!(matches!(error, MsgError::Malformed { .. }), "{error}");
+    }
+
+    #[test]
+    fn small_payloads_stay_inline() {
+        let msg = rep_op(Bytes::from_static(b"small"));
+        let (front, data) = msg.encode_parts();
+        assert!(data.is_empty());
+        assert_eq!(front, msg.encode_front());
+    }
+}

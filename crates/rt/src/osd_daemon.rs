@@ -173,12 +173,18 @@ fn run_shard(
         match config.store {
             StoreKind::Mem => {
                 let shard = OsdShard::new(config.id, index, config.shard_count, MemStore::new());
-                ShardLoop::new(shard, map_rx, report_tx).run(listener).await;
+                // MemStore commits at once: flush and reply at the end of each turn.
+                ShardLoop::new(shard, map_rx, report_tx, false)
+                    .run(listener)
+                    .await;
             }
             StoreKind::Log { size_bytes } => {
                 let store = open_log_store(config, index, size_bytes)?;
                 let shard = OsdShard::new(config.id, index, config.shard_count, store);
-                ShardLoop::new(shard, map_rx, report_tx).run(listener).await;
+                // A LogStore flush is a sync: one for all ready connections.
+                ShardLoop::new(shard, map_rx, report_tx, true)
+                    .run(listener)
+                    .await;
             }
         }
         Ok(())

@@ -101,7 +101,8 @@ impl Peers {
         let make_dispatch = self.make_dispatch.clone();
         let connected = self.connected_tx.clone();
         tokio::task::spawn_local(async move {
-            let result = connect_local_with(addr, session, key.1, |handle| make_dispatch(handle)).await;
+            let result =
+                connect_local_with(addr, session, key.1, |handle| make_dispatch(handle)).await;
             let result = result.map_err(|e| e.to_string());
             let _ = connected.send(PeerConnected { key, addr, result });
         });

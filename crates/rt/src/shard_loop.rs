@@ -5,11 +5,16 @@
 //!
 //! Run to completion: every connection's task (inbound clients and peers, and this
 //! shard's own sessions to its peers) hands each message straight to the shard
-//! ([`OsdDispatch`]); at the end of the task's turn the shard makes the turn's writes
-//! durable with one flush (group commit) and sends what they produced. Replies to the
-//! connection being served leave in the same write as the turn's other frames; the rest
-//! go through the other connections' handles. The tasks share the shard through an
-//! `Rc<RefCell<_>>`: one thread, so never a lock, and a borrow never spans an `.await`.
+//! ([`OsdDispatch`]); at the end of the task's turn the shard flushes its store and
+//! sends what the turn's messages produced. Replies to the connection being served
+//! leave in the same write as the turn's other frames; the rest go through the other
+//! connections' handles. The tasks share the shard through an `Rc<RefCell<_>>`: one
+//! thread, so never a lock, and a borrow never spans an `.await`.
+//!
+//! A store whose flush costs a sync (LogStore) asks for group commit instead: a turn
+//! only marks the flush wanted and wakes the shard's own task, which runs after the
+//! connection tasks already woken, so one sync covers every connection that had
+//! messages at that moment.
 
 use crate::peers::{MakeDispatch, PeerConnected, Peers};
 use crate::{from_message, to_message};
@@ -60,6 +65,12 @@ struct ShardState<S: ObjectStore> {
     report_tx: mpsc::Sender<ShardReport>,
     settings: SettingsReader,
     last_scrub: Instant,
+    /// Flush from the shard's own task, once for all ready connections (see the
+    /// module docs), rather than at the end of every connection's turn.
+    group_commit: bool,
+    /// Group commit: a connection's turn handled messages since the last flush.
+    flush_wanted: bool,
+    flush_requested: Rc<tokio::sync::Notify>,
 }
 
 type SharedState<S> = Rc<RefCell<ShardState<S>>>;
@@ -68,14 +79,20 @@ pub struct ShardLoop<S: ObjectStore + 'static> {
     state: SharedState<S>,
     connected_rx: mpsc::UnboundedReceiver<PeerConnected>,
     map_rx: mpsc::Receiver<Arc<OsdMap>>,
+    flush_requested: Rc<tokio::sync::Notify>,
 }
 
 impl<S: ObjectStore + 'static> ShardLoop<S> {
+    /// `group_commit`: the store's flush is costly (a sync), so flush once for all the
+    /// connections with messages rather than once per connection turn.
     pub fn new(
         shard: OsdShard<S>,
         map_rx: mpsc::Receiver<Arc<OsdMap>>,
         report_tx: mpsc::Sender<ShardReport>,
+        group_commit: bool,
     ) -> Self {
+        let flush_requested = Rc::new(tokio::sync::Notify::new());
+        let flush_notify = flush_requested.clone();
         let (connected_tx, connected_rx) = mpsc::unbounded_channel();
         let name = EntityName::osd(shard.whoami());
         let peer_session = SessionConfig::new(name, Policy::Lossless);
@@ -99,12 +116,16 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
                 report_tx,
                 settings: SettingsReader::default(),
                 last_scrub: Instant::now(),
+                group_commit,
+                flush_wanted: false,
+                flush_requested: flush_notify,
             })
         });
         Self {
             state,
             connected_rx,
             map_rx,
+            flush_requested,
         }
     }
 
@@ -132,8 +153,10 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
         let mut report = tokio::time::interval(SHARD_REPORT_INTERVAL);
         let mut scrub = tokio::time::interval(SCRUB_TICK);
         self.state.borrow_mut().shard.set_deferred_flush(true);
+        let flush_requested = self.flush_requested.clone();
         loop {
             tokio::select! {
+                _ = flush_requested.notified() => self.state.borrow_mut().flush_wanted = false,
                 Some(connected) = self.connected_rx.recv() => {
                     self.state.borrow_mut().peers.handle_connected(connected)
                 }
@@ -297,8 +320,15 @@ impl<S: ObjectStore + 'static> Dispatch for OsdDispatch<S> {
     }
 
     fn on_turn_end(&mut self, out: &mut Outbox<'_>) {
-        if let Some(state) = self.state.upgrade() {
-            state.borrow_mut().finish_turn(Some(out));
+        let Some(state) = self.state.upgrade() else {
+            return;
+        };
+        let mut state = state.borrow_mut();
+        if !state.group_commit {
+            state.finish_turn(Some(out));
+        } else if !state.flush_wanted {
+            state.flush_wanted = true;
+            state.flush_requested.notify_one();
         }
     }
 
