@@ -362,13 +362,14 @@ impl Driver {
             NetEvent::Message {
                 conn_id, message, ..
             } => {
-                let msg = match Msg::decode(message.header.msg_type, message.front) {
-                    Ok(msg) => msg,
-                    Err(error) => {
-                        tracing::warn!("client: dropping a malformed message: {error}");
-                        return;
-                    }
-                };
+                let msg =
+                    match Msg::decode_parts(message.header.msg_type, message.front, message.data) {
+                        Ok(msg) => msg,
+                        Err(error) => {
+                            tracing::warn!("client: dropping a malformed message: {error}");
+                            return;
+                        }
+                    };
                 self.handle_msg(conn_id, msg, out);
             }
             NetEvent::Closed {
@@ -456,5 +457,7 @@ impl Driver {
 
 /// Wraps a message for the messenger.
 pub fn to_message(msg: &Msg, epoch: Epoch) -> Message {
-    Message::new(msg.msg_type(), 0, epoch.0, msg.encode_front())
+    // A large payload rides in the data segment, by reference (no copy into the front).
+    let (front, data) = msg.encode_parts();
+    Message::new(msg.msg_type(), 0, epoch.0, front).with_data(data)
 }

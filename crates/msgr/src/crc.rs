@@ -47,6 +47,46 @@ pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, data)
 }
 
+/// Shared segments at least this long have their crc32c remembered (see
+/// [`crc32c_shared`]); shorter ones are cheaper to checksum again than to look up.
+pub const MEMO_BYTES_MIN: usize = 64 * 1024;
+
+thread_local! {
+    /// The last large shared segment checksummed or verified on this thread, and its
+    /// crc32c. Holding a reference keeps its memory alive, so no other buffer can
+    /// appear at the same address meanwhile: same pointer and length means same bytes
+    /// (a `Bytes` is immutable). It pins at most one buffer per thread.
+    static MEMO: std::cell::RefCell<Option<(bytes::Bytes, u32)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The crc32c of a shared segment, computed once per buffer rather than once per
+/// send: a primary OSD verifies a large write payload on receipt ([`remember`]) and
+/// forwards the very same buffer to each replica, so each send finds it here.
+pub fn crc32c_shared(segment: &bytes::Bytes) -> u32 {
+    if segment.len() < MEMO_BYTES_MIN {
+        return crc32c(segment);
+    }
+    let same = |(known, _): &(bytes::Bytes, u32)| {
+        known.as_ptr() == segment.as_ptr() && known.len() == segment.len()
+    };
+    let hit = MEMO.with_borrow(|memo| memo.as_ref().filter(|m| same(m)).map(|m| m.1));
+    if let Some(crc) = hit {
+        return crc;
+    }
+    let crc = crc32c(segment);
+    remember(segment, crc);
+    crc
+}
+
+/// Records that `segment` (received and verified, or just checksummed) has `crc`.
+pub fn remember(segment: &bytes::Bytes, crc: u32) {
+    if segment.len() >= MEMO_BYTES_MIN {
+        debug_assert_eq!(crc32c(segment), crc);
+        MEMO.with_borrow_mut(|memo| *memo = Some((segment.clone(), crc)));
+    }
+}
+
 /// `x^exponent mod P` for P the crc32c polynomial, as a quadword in the reflected
 /// layout (the coefficient of `x^d` at bit `63 - d`).
 const fn power_mod_reflected(exponent: u32) -> u64 {
@@ -205,6 +245,23 @@ mod fold {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn shared_crcs_are_remembered_per_buffer_not_per_content_or_length() {
+        let a = bytes::Bytes::from(vec![1u8; MEMO_BYTES_MIN]);
+        let b = bytes::Bytes::from(vec![2u8; MEMO_BYTES_MIN]);
+        assert_eq!(crc32c_shared(&a), crc32c(&a));
+        // Same length, another buffer: not mistaken for the remembered one.
+        assert_eq!(crc32c_shared(&b), crc32c(&b));
+        assert_eq!(crc32c_shared(&a), crc32c(&a));
+        // A slice of the remembered buffer starts at the same address but is shorter.
+        let head = a.slice(..MEMO_BYTES_MIN - 64);
+        assert_eq!(crc32c_shared(&head), crc32c(&head));
+        // What a receiver verified is found again when the same buffer is sent on.
+        remember(&b, crc32c(&b));
+        assert_eq!(crc32c_shared(&b.clone()), crc32c(&b));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

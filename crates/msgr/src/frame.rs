@@ -199,7 +199,11 @@ pub fn encode_frame_gather(
         }
     }
     for segment in segments {
-        scratch.put_u32_le(crate::crc::crc32c(segment.as_ref()));
+        let crc = match segment {
+            SegmentRef::Shared(bytes) => crate::crc::crc32c_shared(bytes),
+            SegmentRef::Slice(slice) => crate::crc::crc32c(slice),
+        };
+        scratch.put_u32_le(crc);
     }
 }
 
@@ -429,7 +433,11 @@ impl FrameDecoder {
                     actual,
                 });
             }
-            segments.push(raw.slice(offset..offset + length));
+            let segment = raw.slice(offset..offset + length);
+            // A large payload is often sent on as it is (a primary forwarding a write
+            // to its replicas): its crc need not be computed again.
+            crate::crc::remember(&segment, actual);
+            segments.push(segment);
             offset += length;
         }
         assert_eq!(offset, epilogue_at);

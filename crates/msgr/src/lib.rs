@@ -13,7 +13,9 @@
 //! - [`crc`]: crc32c, folded with VPCLMULQDQ where the CPU has it;
 //! - [`tcp`]: one task per connection; vectored writes, many frames per read; messages
 //!   go to a [`Dispatch`] handler on the connection's own task ([`serve_with`],
-//!   [`connect_with`]) or to an owner task as [`NetEvent`]s ([`serve`], [`connect`]);
+//!   [`connect_with`]; [`serve_local_with`], [`connect_local_with`] for handlers that
+//!   share state on one thread) or to an owner task as [`NetEvent`]s ([`serve`],
+//!   [`connect`]);
 //! - [`bench`](mod@bench): the scenarios of `carmine bench msgr`, with raw-TCP baselines;
 //! - `fuzzing` (feature `fuzzing`): the harnesses of `crates/msgr/fuzz`.
 //!
@@ -63,6 +65,6 @@ pub use frame::{encode_frame, Frame, FrameDecoder, FrameError, FrameTag};
 pub use message::{Message, MessageHeader};
 pub use session::{Session, SessionEvent};
 pub use tcp::{
-    connect, connect_with, serve, serve_with, ConnId, ConnectError, ConnectionHandle, Dispatch,
-    NetEvent, Outbox, SendError,
+    connect, connect_local_with, connect_with, serve, serve_local_with, serve_with, ConnId,
+    ConnectError, ConnectionHandle, Dispatch, NetEvent, Outbox, SendError,
 };

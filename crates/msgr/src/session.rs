@@ -59,6 +59,13 @@ const _: () = assert!(HANDSHAKE_FRAME_BYTES_MAX < carmine_types::limits::MESSAGE
 /// Lossless: most received messages left unacknowledged before an `Ack` is sent
 /// regardless of the delay.
 pub const ACKS_PENDING_MAX: u64 = 32;
+/// Lossless: most payload bytes received unacknowledged before an `Ack` is sent
+/// regardless of the delay. The sender keeps unacknowledged messages for replay and
+/// counts them against its send queue (64 MiB by default), and a receiver that sends
+/// nothing back on this session (a replica answers its primary on its own session) has
+/// no reply for the acks to ride on: without this, sixteen 4 MiB writes fill the
+/// primary's queue and it waits for the `ACK_DELAY_MAX` timer.
+pub const ACK_BYTES_PENDING_MAX: u64 = 8 * 1024 * 1024;
 
 /// What the session reports to its driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +142,9 @@ pub struct Session {
     out: OutQueue,
     in_seq: u64,
     ack_sent: u64,
+    /// Payload bytes received in messages, and that count when `ack_sent` was last set.
+    received_bytes: u64,
+    received_bytes_at_ack: u64,
     /// When a standalone `Ack` is due, if acknowledgements are pending.
     ack_due_at: Option<Instant>,
     /// An injected stall: input is left unprocessed until then.
@@ -178,6 +188,8 @@ impl Session {
             out: OutQueue::new(config.send_queue_messages_max, config.send_queue_bytes_max),
             in_seq: 0,
             ack_sent: 0,
+            received_bytes: 0,
+            received_bytes_at_ack: 0,
             ack_due_at: None,
             stalled_until: None,
             started_at: now,
@@ -519,10 +531,13 @@ impl Session {
             encode_frame_gather(FrameTag::Message, &segments, scratch, chunks);
             encoded_any = true;
         });
+        let acks_pending = self.in_seq - self.ack_sent;
+        let bytes_pending = self.received_bytes - self.received_bytes_at_ack;
         if encoded_any {
-            self.ack_sent = self.in_seq;
-            self.ack_due_at = None;
-        } else if lossless && self.in_seq - self.ack_sent >= ACKS_PENDING_MAX {
+            self.mark_all_acked();
+        } else if lossless
+            && (acks_pending >= ACKS_PENDING_MAX || bytes_pending >= ACK_BYTES_PENDING_MAX)
+        {
             self.queue_ack();
         }
     }
@@ -531,8 +546,14 @@ impl Session {
     fn queue_ack(&mut self) {
         if self.in_seq > self.ack_sent {
             self.queue_frame(FrameTag::Ack, &Counter(self.in_seq).to_bytes());
-            self.ack_sent = self.in_seq;
         }
+        self.mark_all_acked();
+    }
+
+    /// Everything received so far is acknowledged (or about to be, in a queued frame).
+    fn mark_all_acked(&mut self) {
+        self.ack_sent = self.in_seq;
+        self.received_bytes_at_ack = self.received_bytes;
         self.ack_due_at = None;
     }
 
@@ -767,8 +788,7 @@ impl Session {
             in_seq: self.in_seq,
         };
         self.queue_frame(FrameTag::SessionReady, &ready.to_bytes());
-        self.ack_sent = self.in_seq;
-        self.ack_due_at = None;
+        self.mark_all_acked();
         self.enter_established(now);
     }
 
@@ -806,8 +826,7 @@ impl Session {
             });
         }
         self.server_cookie = ready.server_cookie;
-        self.ack_sent = self.in_seq;
-        self.ack_due_at = None;
+        self.mark_all_acked();
         self.enter_established(now);
         let (peer, peer_shard) = self.peer.expect("hello reply precedes session ready");
         self.events.push_back(match first {
@@ -863,6 +882,7 @@ impl Session {
             self.ack_due_at.get_or_insert(now + ACK_DELAY_MAX);
         }
         self.in_seq = header.seq;
+        self.received_bytes += (front.len() + data.len()) as u64;
         self.events.push_back(SessionEvent::Message(Message {
             header,
             front,

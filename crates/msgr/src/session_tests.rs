@@ -679,3 +679,41 @@ fn injected_stall_holds_the_handshake_until_its_time() {
     assert!(client.is_established());
     assert!(osd.is_established());
 }
+
+/// A lossless receiver that sends nothing back still acknowledges large messages
+/// before the ack timer, once `ACK_BYTES_PENDING_MAX` bytes are pending, so the
+/// sender's replay queue (counted against its send queue) does not fill and stall it;
+/// small messages keep waiting for a reply to ride on (or `ACKS_PENDING_MAX` of them).
+#[test]
+fn lossless_receivers_acknowledge_large_messages_without_waiting_for_the_timer() {
+    let now = Instant::now();
+    let (mut client, mut osd) = established_pair(Policy::Lossless, now);
+    let big =
+        |tid| Message::new(42, tid, 5, Bytes::new()).with_data(Bytes::from(vec![7u8; 1 << 20]));
+    let per_ack = ACK_BYTES_PENDING_MAX as usize >> 20;
+    for tid in 0..per_ack as u64 - 1 {
+        client.send(now, big(tid)).unwrap();
+    }
+    pump(now, &mut client, &mut osd);
+    assert_eq!(delivered(&mut osd).len(), per_ack - 1);
+    assert_eq!(
+        client.queued_messages(),
+        per_ack - 1,
+        "not yet acknowledged"
+    );
+    client.send(now, big(99)).unwrap();
+    pump(now, &mut client, &mut osd);
+    assert_eq!(delivered(&mut osd).len(), 1);
+    assert_eq!(
+        client.queued_messages(),
+        0,
+        "acknowledged with no timer and no reply"
+    );
+    // Small messages: no standalone ack before the count or the timer.
+    for tid in 0..3 {
+        client.send(now, message(tid)).unwrap();
+    }
+    pump(now, &mut client, &mut osd);
+    assert_eq!(delivered(&mut osd).len(), 3);
+    assert_eq!(client.queued_messages(), 3);
+}

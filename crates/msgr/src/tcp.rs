@@ -47,8 +47,14 @@ pub use dispatch::{Dispatch, Outbox};
 /// A connection's process-unique id.
 pub type ConnId = u64;
 
-/// Bytes reserved in the receive buffer before each read.
+/// Bytes reserved in the receive buffer when too little room is left in it.
 const READ_BYTES_MIN: usize = 128 * 1024;
+/// Reads go into the room left in the receive buffer while there is at least this
+/// much. Received messages are slices of the buffer, so while one is alive reserving
+/// means a fresh allocation (and fresh pages to fault in); reserving before every read,
+/// as this driver once did, took a new 128 KiB buffer for a few KiB per read.
+const READ_SPARE_BYTES_MIN: usize = 16 * 1024;
+const _: () = assert!(READ_SPARE_BYTES_MIN < READ_BYTES_MIN);
 /// Most buffers handed to one vectored write (an array of them lives on the stack);
 /// a message of more than `SEGMENT_COPY_BYTES_MAX` bytes takes two.
 const WRITE_SLICES_MAX: usize = 256;
@@ -292,7 +298,9 @@ impl Conn {
     /// only return `WouldBlock` (tokio only clears it if no event arrived meanwhile).
     fn try_read(&mut self, session: &mut Session) -> io::Result<bool> {
         let buffer = session.receive_buffer();
-        buffer.reserve(READ_BYTES_MIN);
+        if buffer.capacity() - buffer.len() < READ_SPARE_BYTES_MIN {
+            buffer.reserve(READ_BYTES_MIN);
+        }
         let spare = buffer.capacity() - buffer.len();
         let mut received = 0;
         let stream = &self.stream;
@@ -408,12 +416,40 @@ pub async fn connect(
 /// connection's task hands every message from the peer to the dispatcher `make`
 /// builds (given the connection's handle), and reports the end to it. A lossless
 /// session reconnects and replays behind the same handle and dispatcher.
-pub async fn connect_with<D: Dispatch>(
+pub async fn connect_with<D: Dispatch + Send>(
     addr: SocketAddr,
     config: SessionConfig,
     target_shard: ShardIndex,
     make: impl FnOnce(&ConnectionHandle) -> D,
 ) -> Result<ConnectionHandle, ConnectError> {
+    let (session, conn, handle, commands) = connect_session(addr, config, target_shard).await?;
+    let dispatch: Box<dyn Dispatch + Send> = Box::new(make(&handle));
+    let driver = Driver::new(session, &handle, commands, dispatch);
+    tokio::spawn(driver.run(conn, Role::Connector { addr }));
+    Ok(handle)
+}
+
+/// [`connect_with`] for a dispatcher that is not `Send`: the connection's task runs on
+/// the current thread's `LocalSet` (call from inside one).
+pub async fn connect_local_with<D: Dispatch>(
+    addr: SocketAddr,
+    config: SessionConfig,
+    target_shard: ShardIndex,
+    make: impl FnOnce(&ConnectionHandle) -> D,
+) -> Result<ConnectionHandle, ConnectError> {
+    let (session, conn, handle, commands) = connect_session(addr, config, target_shard).await?;
+    let dispatch: Box<dyn Dispatch> = Box::new(make(&handle));
+    let driver = Driver::new(session, &handle, commands, dispatch);
+    tokio::task::spawn_local(driver.run(conn, Role::Connector { addr }));
+    Ok(handle)
+}
+
+/// Connects, completes the handshake and makes the connection's handle.
+async fn connect_session(
+    addr: SocketAddr,
+    config: SessionConfig,
+    target_shard: ShardIndex,
+) -> Result<(Session, Conn, ConnectionHandle, mpsc::Receiver<Message>), ConnectError> {
     let mut session = Session::connect(config, target_shard, Instant::now());
     session.set_cookie(new_cookie());
     let conn = establish(addr, &mut session).await?;
@@ -422,12 +458,8 @@ pub async fn connect_with<D: Dispatch>(
         return Err(ConnectError::Io(error));
     };
     let (handle, commands) = ConnectionHandle::new(session.config(), peer, peer_shard);
-    let dispatch = Box::new(make(&handle));
-    let driver = Driver::new(session, &handle, commands, dispatch);
-    let role = Role::Connector { addr };
     tracing::debug!(conn_id = handle.id, %peer, %addr, "messenger: connected");
-    tokio::spawn(driver.run(conn, role));
-    Ok(handle)
+    Ok((session, conn, handle, commands))
 }
 
 /// Connects and completes the first handshake before the handshake timeout. A lossless
@@ -499,14 +531,31 @@ pub async fn serve(
 /// `None` to refuse it); the connection's task then hands every message to it.
 pub async fn serve_with<D, F>(listener: TcpListener, config: SessionConfig, make: F)
 where
-    D: Dispatch,
+    D: Dispatch + Send,
     F: Fn(&ConnectionHandle) -> Option<D> + Send + Sync + 'static,
 {
     serve_until(listener, config, make, std::future::pending()).await
 }
 
-/// Builds the dispatcher of an accepted connection.
-type MakeDispatch = dyn Fn(&ConnectionHandle) -> Option<Box<dyn Dispatch>> + Send + Sync;
+/// [`serve_with`] for dispatchers that are not `Send`: every connection's task runs on
+/// the current thread's `LocalSet` (call from inside one), so the dispatchers of one
+/// listener may share state through an `Rc` without a lock.
+pub async fn serve_local_with<D, F>(listener: TcpListener, config: SessionConfig, make: F)
+where
+    D: Dispatch,
+    F: Fn(&ConnectionHandle) -> Option<D> + 'static,
+{
+    let make = std::rc::Rc::new(make);
+    let registry = Arc::new(Registry::default());
+    accept_loop(listener, std::future::pending(), |stream, peer_addr| {
+        let make = make.clone();
+        let make =
+            move |handle: &ConnectionHandle| make(handle).map(|d| Box::new(d) as Box<dyn Dispatch>);
+        let task = accept_one(stream, peer_addr, config.clone(), make, registry.clone());
+        tokio::task::spawn_local(task);
+    })
+    .await
+}
 
 async fn serve_until<D, F>(
     listener: TcpListener,
@@ -514,12 +563,28 @@ async fn serve_until<D, F>(
     make: F,
     stop: impl std::future::Future<Output = ()>,
 ) where
-    D: Dispatch,
+    D: Dispatch + Send,
     F: Fn(&ConnectionHandle) -> Option<D> + Send + Sync + 'static,
 {
-    let make: Arc<MakeDispatch> =
-        Arc::new(move |handle| make(handle).map(|d| Box::new(d) as Box<dyn Dispatch>));
+    let make = Arc::new(make);
     let registry = Arc::new(Registry::default());
+    accept_loop(listener, stop, |stream, peer_addr| {
+        let make = make.clone();
+        let make = move |handle: &ConnectionHandle| {
+            make(handle).map(|d| Box::new(d) as Box<dyn Dispatch + Send>)
+        };
+        let task = accept_one(stream, peer_addr, config.clone(), make, registry.clone());
+        tokio::spawn(task);
+    })
+    .await
+}
+
+/// Accepts connections until `stop`, handing each to `spawn_accepted`.
+async fn accept_loop(
+    listener: TcpListener,
+    stop: impl std::future::Future<Output = ()>,
+    mut spawn_accepted: impl FnMut(TcpStream, SocketAddr),
+) {
     tokio::pin!(stop);
     loop {
         let accepted = tokio::select! {
@@ -527,16 +592,7 @@ async fn serve_until<D, F>(
             _ = &mut stop => return,
         };
         match accepted {
-            Ok((stream, peer_addr)) => {
-                let task = accept_one(
-                    stream,
-                    peer_addr,
-                    config.clone(),
-                    make.clone(),
-                    registry.clone(),
-                );
-                tokio::spawn(task);
-            }
+            Ok((stream, peer_addr)) => spawn_accepted(stream, peer_addr),
             Err(error) => {
                 tracing::warn!(%error, "messenger: accept failed");
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -580,11 +636,11 @@ impl Registry {
     }
 }
 
-async fn accept_one(
+async fn accept_one<D: Dispatch + ?Sized>(
     stream: TcpStream,
     peer_addr: SocketAddr,
     config: SessionConfig,
-    make: Arc<MakeDispatch>,
+    make: impl FnOnce(&ConnectionHandle) -> Option<Box<D>>,
     registry: Arc<Registry>,
 ) {
     let after = config.handshake_timeout;
@@ -683,8 +739,9 @@ enum Role {
     },
 }
 
-/// The per-connection task's state.
-struct Driver {
+/// The per-connection task's state (`D`: `dyn Dispatch + Send` for a task that may
+/// run on any thread, `dyn Dispatch` for one on a `LocalSet`).
+struct Driver<D: Dispatch + ?Sized> {
     id: ConnId,
     peer: EntityName,
     session: Session,
@@ -694,16 +751,16 @@ struct Driver {
     /// Every handle is gone: nothing more will come from `commands`.
     commands_closed: bool,
     shared: Arc<Shared>,
-    dispatch: Box<dyn Dispatch>,
+    dispatch: Box<D>,
 }
 
-impl Driver {
+impl<D: Dispatch + ?Sized> Driver<D> {
     fn new(
         session: Session,
         handle: &ConnectionHandle,
         commands: mpsc::Receiver<Message>,
-        dispatch: Box<dyn Dispatch>,
-    ) -> Driver {
+        dispatch: Box<D>,
+    ) -> Driver<D> {
         Driver {
             id: handle.id,
             peer: handle.peer,

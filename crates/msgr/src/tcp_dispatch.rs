@@ -23,10 +23,23 @@ use tokio::sync::mpsc;
 /// Replies (or any message to the same peer) go to the [`Outbox`]. A dispatcher
 /// serving many connections that share state (an OSD shard's PGs) would hold a
 /// handle to that state; the messenger makes no assumption about it.
-pub trait Dispatch: Send + 'static {
+///
+/// [`super::serve_with`] and [`super::connect_with`] need a `Send` dispatcher (the
+/// connection's task may run on any thread); [`super::serve_local_with`] and
+/// [`super::connect_local_with`] take any dispatcher and run the task on the current
+/// thread's `LocalSet`, so dispatchers of one thread may share state through an `Rc`
+/// (an OSD shard: many connections, one set of PGs, no lock).
+pub trait Dispatch: 'static {
     /// A message from the peer, delivered once and in order (exactly once across
     /// reconnects when lossless).
     fn on_message(&mut self, message: Message, out: &mut Outbox<'_>);
+
+    /// Every message read in this turn has been delivered; what is sent now still
+    /// leaves with the turn's write. A place to finish work batched over the turn's
+    /// messages (an OSD makes the turn's writes durable once, then replies).
+    fn on_turn_end(&mut self, out: &mut Outbox<'_>) {
+        let _ = out;
+    }
 
     /// The connection's task starts, before anything is read: a place to send the
     /// first requests. Called once (not again when a lossless session resumes).
@@ -38,6 +51,26 @@ pub trait Dispatch: Send + 'static {
     /// last.
     fn on_closed(&mut self, reason: &str) {
         let _ = reason;
+    }
+}
+
+/// A boxed dispatcher dispatches: code that picks dispatchers at run time (a factory
+/// of `Box<dyn Dispatch>`) can pass them where a `D: Dispatch` is expected.
+impl<D: Dispatch + ?Sized> Dispatch for Box<D> {
+    fn on_message(&mut self, message: Message, out: &mut Outbox<'_>) {
+        (**self).on_message(message, out)
+    }
+
+    fn on_turn_end(&mut self, out: &mut Outbox<'_>) {
+        (**self).on_turn_end(out)
+    }
+
+    fn on_start(&mut self, out: &mut Outbox<'_>) {
+        (**self).on_start(out)
+    }
+
+    fn on_closed(&mut self, reason: &str) {
+        (**self).on_closed(reason)
     }
 }
 

@@ -2,7 +2,7 @@
 //! session (connector: reconnect with backoff; acceptor: stand by for a resume).
 
 use super::{
-    open_connection, Conn, Driver, Fault, Outbox, Resume, Role, CLOSE_FLUSH_TIMEOUT,
+    open_connection, Conn, Dispatch, Driver, Fault, Outbox, Resume, Role, CLOSE_FLUSH_TIMEOUT,
     COMMANDS_PER_TURN_MAX, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN,
 };
 use crate::error::SessionError;
@@ -87,7 +87,7 @@ impl Registered {
     }
 }
 
-impl Driver {
+impl<D: Dispatch + ?Sized> Driver<D> {
     /// Runs one connection until it fails or is closed.
     ///
     /// Each turn: hand received messages to the dispatcher, move queued frames to the
@@ -290,6 +290,7 @@ impl Driver {
     /// Hands every received message to the dispatcher; what it sends is queued in the
     /// session, to leave with this turn's write.
     fn deliver_events(&mut self, conn: &mut Conn, now: Instant) {
+        let mut delivered = false;
         while let Some(event) = self.session.poll_event() {
             match event {
                 SessionEvent::Message(message) => {
@@ -302,12 +303,24 @@ impl Driver {
                         shared: &self.shared,
                     };
                     self.dispatch.on_message(message, &mut out);
+                    delivered = true;
                 }
                 SessionEvent::PeerReset => {
                     tracing::warn!(conn_id = self.id, peer = %self.peer, "messenger: peer lost our session; restarted it")
                 }
                 other => tracing::debug!(conn_id = self.id, ?other, "messenger: session event"),
             }
+        }
+        if delivered {
+            let mut out = Outbox {
+                conn_id: self.id,
+                peer: self.peer,
+                now,
+                session: &mut self.session,
+                conn,
+                shared: &self.shared,
+            };
+            self.dispatch.on_turn_end(&mut out);
         }
     }
 

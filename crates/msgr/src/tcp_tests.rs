@@ -396,3 +396,98 @@ async fn dispatchers_exchange_in_order() {
         server.abort();
     }
 }
+
+/// The local dispatch API: the dispatchers of every connection a listener accepts share
+/// one `Rc<RefCell<_>>` (no lock, no `Send`), and each turn that delivered messages
+/// ends with `on_turn_end`, whose sends still leave on that connection.
+#[tokio::test]
+async fn local_dispatchers_share_state_and_end_each_turn() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    #[derive(Default)]
+    struct Counts {
+        messages: u64,
+        turns: u64,
+    }
+    struct Server {
+        counts: Rc<RefCell<Counts>>,
+        pending: Vec<Message>,
+    }
+    impl Dispatch for Server {
+        fn on_message(&mut self, message: Message, _out: &mut Outbox<'_>) {
+            self.counts.borrow_mut().messages += 1;
+            self.pending.push(message);
+        }
+        fn on_turn_end(&mut self, out: &mut Outbox<'_>) {
+            self.counts.borrow_mut().turns += 1;
+            // Replies held until the turn ends, as an OSD holds them for its flush.
+            for mut message in self.pending.drain(..) {
+                message.header.msg_type += 1;
+                out.send(message).unwrap();
+            }
+        }
+    }
+    struct Client {
+        next: u64,
+        seen: u64,
+        done: Option<oneshot::Sender<u64>>,
+    }
+    impl Dispatch for Client {
+        fn on_start(&mut self, out: &mut Outbox<'_>) {
+            for _ in 0..4 {
+                out.send(Message::new(10, self.next, 1, Bytes::new()))
+                    .unwrap();
+                self.next += 1;
+            }
+        }
+        fn on_message(&mut self, message: Message, out: &mut Outbox<'_>) {
+            assert_eq!(message.header.msg_type, 11);
+            assert_eq!(message.header.tid, self.seen);
+            self.seen += 1;
+            if self.next < 100 {
+                out.send(Message::new(10, self.next, 1, Bytes::new()))
+                    .unwrap();
+                self.next += 1;
+            } else if self.seen == 100 {
+                let _ = self.done.take().expect("done once").send(self.seen);
+                out.close();
+            }
+        }
+    }
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let counts = Rc::new(RefCell::new(Counts::default()));
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let shared = counts.clone();
+            let make = move |_: &ConnectionHandle| {
+                Some(Server {
+                    counts: shared.clone(),
+                    pending: Vec::new(),
+                })
+            };
+            let server = tokio::task::spawn_local(serve_local_with(listener, osd_config(), make));
+            let mut finished = Vec::new();
+            for policy in [Policy::Lossy, Policy::Lossless] {
+                let (done, waiter) = oneshot::channel();
+                let client = Client {
+                    next: 0,
+                    seen: 0,
+                    done: Some(done),
+                };
+                connect_local_with(addr, client_config(policy), ShardIndex(0), |_| client)
+                    .await
+                    .unwrap();
+                finished.push(waiter);
+            }
+            for waiter in finished {
+                assert_eq!(waiter.await.unwrap(), 100);
+            }
+            let counts = counts.borrow();
+            assert_eq!(counts.messages, 200, "both connections, one shared count");
+            assert!(counts.turns >= 1 && counts.turns <= counts.messages);
+            server.abort();
+        })
+        .await;
+}

@@ -12,6 +12,11 @@ use crate::peering::{
 use bytes::Bytes;
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 
+/// Room reserved for a message's front segment, enough for a client op or a
+/// replicated write without its payload, so encoding does not grow the buffer
+/// step by step (larger messages still grow it).
+const FRONT_BYTES_RESERVED: usize = 512;
+
 /// Every message Carmine sends.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Msg {
@@ -106,42 +111,62 @@ impl Msg {
         }
     }
 
-    /// Encodes the body (the messenger's front segment).
+    /// Encodes the body (the messenger's front segment), every byte inline.
     pub fn encode_front(&self) -> Bytes {
         let mut e = Encoder::new();
-        match self {
-            Msg::MonGetMap(m) => m.encode(&mut e),
-            Msg::OsdMap(m) => m.encode(&mut e),
-            Msg::OsdBoot(m) => m.encode(&mut e),
-            Msg::OsdStats(m) => m.encode(&mut e),
-            Msg::MonCommand(m) => m.encode(&mut e),
-            Msg::MonCommandReply(m) => m.encode(&mut e),
-            Msg::OsdOp(m) => m.encode(&mut e),
-            Msg::OsdOpReply(m) => m.encode(&mut e),
-            Msg::RepOp(m) => m.encode(&mut e),
-            Msg::RepOpReply(m) => m.encode(&mut e),
-            Msg::PgQuery(m) => m.encode(&mut e),
-            Msg::PgNotify(m) => m.encode(&mut e),
-            Msg::PgLogRequest(m) => m.encode(&mut e),
-            Msg::PgLogReply(m) => m.encode(&mut e),
-            Msg::PgActivate(m) => m.encode(&mut e),
-            Msg::PgActivated(m) => m.encode(&mut e),
-            Msg::PgPull(m) => m.encode(&mut e),
-            Msg::PgPush(m) => m.encode(&mut e),
-            Msg::PgPushReply(m) => m.encode(&mut e),
-            Msg::MonRaft(m) => m.encode(&mut e),
-            Msg::MonForward(m) => m.encode(&mut e),
-            Msg::OsdPing(m) => m.encode(&mut e),
-            Msg::OsdFailure(m) => m.encode(&mut e),
-        }
+        self.encode_into(&mut e);
         e.into_bytes()
+    }
+
+    /// Encodes the message as the messenger's front and data segments: one large
+    /// payload (a write's data, a read's result, a replicated write's data) goes to the
+    /// data segment by reference instead of being copied into the front. Decode with
+    /// [`Msg::decode_parts`].
+    pub fn encode_parts(&self) -> (Bytes, Bytes) {
+        let mut e = Encoder::with_data_segment(FRONT_BYTES_RESERVED);
+        self.encode_into(&mut e);
+        e.into_parts()
+    }
+
+    fn encode_into(&self, e: &mut Encoder) {
+        match self {
+            Msg::MonGetMap(m) => m.encode(e),
+            Msg::OsdMap(m) => m.encode(e),
+            Msg::OsdBoot(m) => m.encode(e),
+            Msg::OsdStats(m) => m.encode(e),
+            Msg::MonCommand(m) => m.encode(e),
+            Msg::MonCommandReply(m) => m.encode(e),
+            Msg::OsdOp(m) => m.encode(e),
+            Msg::OsdOpReply(m) => m.encode(e),
+            Msg::RepOp(m) => m.encode(e),
+            Msg::RepOpReply(m) => m.encode(e),
+            Msg::PgQuery(m) => m.encode(e),
+            Msg::PgNotify(m) => m.encode(e),
+            Msg::PgLogRequest(m) => m.encode(e),
+            Msg::PgLogReply(m) => m.encode(e),
+            Msg::PgActivate(m) => m.encode(e),
+            Msg::PgActivated(m) => m.encode(e),
+            Msg::PgPull(m) => m.encode(e),
+            Msg::PgPush(m) => m.encode(e),
+            Msg::PgPushReply(m) => m.encode(e),
+            Msg::MonRaft(m) => m.encode(e),
+            Msg::MonForward(m) => m.encode(e),
+            Msg::OsdPing(m) => m.encode(e),
+            Msg::OsdFailure(m) => m.encode(e),
+        }
     }
 
     /// Decodes a body received with wire type `msg_type`. Byte payloads are slices of
     /// `front`, not copies.
     pub fn decode(msg_type: u16, front: Bytes) -> Result<Msg, MsgError> {
+        Self::decode_parts(msg_type, front, Bytes::new())
+    }
+
+    /// Decodes a message written by [`Msg::encode_parts`]: payloads are slices of
+    /// `front` or of `data`, not copies.
+    pub fn decode_parts(msg_type: u16, front: Bytes, data: Bytes) -> Result<Msg, MsgError> {
         use msg_type::*;
-        let mut d = Decoder::new(front);
+        let mut d = Decoder::with_data_segment(front, data);
         let malformed = |source| MsgError::Malformed { msg_type, source };
         let msg = match msg_type {
             MON_GET_MAP => Msg::MonGetMap(MonGetMap::decode(&mut d).map_err(malformed)?),
@@ -173,5 +198,65 @@ impl Msg {
         };
         d.finish().map_err(malformed)?;
         Ok(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::osd::{LogEntry, LogOp, PgInfo};
+    use carmine_store::{CollectionId, Transaction};
+    use carmine_types::{EVersion, Epoch, ObjectId, PgId, ReqId};
+
+    fn rep_op(data: Bytes) -> Msg {
+        let pgid = PgId::default();
+        let mut tx = Transaction::default();
+        tx.write(CollectionId::Pg(pgid), ObjectId::head("o"), 0, data);
+        Msg::RepOp(RepOp {
+            pgid,
+            map_epoch: Epoch(3),
+            rep_tid: 7,
+            entry: LogEntry {
+                version: EVersion::default(),
+                prior_version: EVersion::default(),
+                reqid: ReqId::default(),
+                oid: "o".into(),
+                op: LogOp::Modify,
+                user_version: 1,
+            },
+            info: PgInfo::default(),
+            tx,
+        })
+    }
+
+    #[test]
+    fn a_replicated_write_carries_its_payload_by_reference() {
+        let payload = Bytes::from(vec![5u8; 4 << 20]);
+        let msg = rep_op(payload.clone());
+        let (front, data) = msg.encode_parts();
+        assert_eq!(data.as_ptr(), payload.as_ptr(), "not copied");
+        assert!(
+            front.len() < FRONT_BYTES_RESERVED,
+            "front {} bytes",
+            front.len()
+        );
+        let decoded = Msg::decode_parts(msg_type::REP_OP, front.clone(), data.clone()).unwrap();
+        assert_eq!(decoded, msg);
+        // The inline encoding decodes to the same message.
+        assert_eq!(
+            Msg::decode(msg_type::REP_OP, msg.encode_front()).unwrap(),
+            msg
+        );
+        // A front that refers to a data segment it did not get is refused clearly.
+        let error = Msg::decode(msg_type::REP_OP, front).unwrap_err();
+        assert!(matches!(error, MsgError::Malformed { .. }), "{error}");
+    }
+
+    #[test]
+    fn small_payloads_stay_inline() {
+        let msg = rep_op(Bytes::from_static(b"small"));
+        let (front, data) = msg.encode_parts();
+        assert!(data.is_empty());
+        assert_eq!(front, msg.encode_front());
     }
 }

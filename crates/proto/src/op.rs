@@ -274,16 +274,16 @@ impl Encode for OpCode {
             }
             OpCode::WriteFull { data } => {
                 e.put_u8(21);
-                e.put_blob(data);
+                e.put_shared_blob(data);
             }
             OpCode::Write { offset, data } => {
                 e.put_u8(22);
                 e.put_u64(*offset);
-                e.put_blob(data);
+                e.put_shared_blob(data);
             }
             OpCode::Append { data } => {
                 e.put_u8(23);
-                e.put_blob(data);
+                e.put_shared_blob(data);
             }
             OpCode::Truncate { size_bytes } => {
                 e.put_u8(24);
@@ -427,7 +427,7 @@ impl Encode for OpOutput {
             OpOutput::None => e.put_u8(0),
             OpOutput::Data(data) => {
                 e.put_u8(1);
-                e.put_blob(data);
+                e.put_shared_blob(data);
             }
             OpOutput::Stat {
                 size_bytes,

@@ -353,7 +353,7 @@ impl Encode for ObjectCopy {
 }
 
 fn put_object_state(e: &mut Encoder, state: &ObjectState) {
-    e.put_blob(&state.data);
+    e.put_shared_blob(&state.data);
     e.put_u64(state.mtime_ns);
     state.xattrs.encode(e);
     e.put_u32(state.omap.len() as u32);

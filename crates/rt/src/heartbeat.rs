@@ -8,30 +8,56 @@
 //! peer's shard loop answers on the same connection (`ShardLoop` echoes the stamp), so
 //! the replies come back here.
 
-use crate::peers::{PeerConnected, Peers};
+use crate::peers::{MakeDispatch, PeerConnected, Peers};
 use crate::{from_message, to_message};
 use carmine_clustermap::OsdMap;
-use carmine_msgr::tcp::{ConnectionHandle, NetEvent};
-use carmine_msgr::{Policy, SessionConfig};
+use carmine_msgr::tcp::{ConnId, ConnectionHandle, Dispatch, Outbox};
+use carmine_msgr::{Message, Policy, SessionConfig};
 use carmine_osd::heartbeat::{HeartbeatAction, HeartbeatConfig, HeartbeatTracker};
 use carmine_proto::Msg;
 use carmine_types::{EntityKind, EntityName, Epoch, OsdId, ShardIndex};
 use std::collections::BTreeSet;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
 /// Something the heartbeat sessions produced.
 pub enum HeartbeatEvent {
-    Net(NetEvent),
+    Reply { peer: EntityName, message: Message },
+    Closed(ConnId),
     Connected(PeerConnected),
+}
+
+/// Forwards what a heartbeat session receives to the heartbeat task (replies are
+/// few, and the tracker lives on that task).
+struct Forward {
+    conn_id: ConnId,
+    peer: EntityName,
+    events: mpsc::UnboundedSender<HeartbeatEvent>,
+}
+
+impl Dispatch for Forward {
+    fn on_message(&mut self, message: Message, out: &mut Outbox<'_>) {
+        let reply = HeartbeatEvent::Reply {
+            peer: self.peer,
+            message,
+        };
+        if self.events.send(reply).is_err() {
+            out.close();
+        }
+    }
+
+    fn on_closed(&mut self, _reason: &str) {
+        let _ = self.events.send(HeartbeatEvent::Closed(self.conn_id));
+    }
 }
 
 pub struct Heartbeats {
     whoami: OsdId,
     tracker: HeartbeatTracker,
     peers: Peers,
-    events_rx: mpsc::UnboundedReceiver<NetEvent>,
+    events_rx: mpsc::UnboundedReceiver<HeartbeatEvent>,
     connected_rx: mpsc::UnboundedReceiver<PeerConnected>,
     map: Option<Arc<OsdMap>>,
     /// Peers reported failed, to log a report once rather than at every repeat.
@@ -43,10 +69,17 @@ impl Heartbeats {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (connected_tx, connected_rx) = mpsc::unbounded_channel();
         let session = SessionConfig::new(EntityName::osd(whoami), Policy::Lossy);
+        let make_dispatch: MakeDispatch = Rc::new(move |handle: &ConnectionHandle| {
+            Box::new(Forward {
+                conn_id: handle.id(),
+                peer: handle.peer(),
+                events: events_tx.clone(),
+            }) as Box<dyn Dispatch>
+        });
         Self {
             whoami,
             tracker: HeartbeatTracker::new(whoami, config, Instant::now()),
-            peers: Peers::new(session, events_tx, connected_tx),
+            peers: Peers::new(session, make_dispatch, connected_tx),
             events_rx,
             connected_rx,
             map: None,
@@ -63,7 +96,7 @@ impl Heartbeats {
     /// it holds both senders through its `Peers`).
     pub async fn next_event(&mut self) -> Option<HeartbeatEvent> {
         tokio::select! {
-            Some(event) = self.events_rx.recv() => Some(HeartbeatEvent::Net(event)),
+            Some(event) = self.events_rx.recv() => Some(event),
             Some(connected) = self.connected_rx.recv() => Some(HeartbeatEvent::Connected(connected)),
             else => None,
         }
@@ -72,10 +105,8 @@ impl Heartbeats {
     pub fn handle_event(&mut self, event: HeartbeatEvent, mon: &ConnectionHandle) {
         match event {
             HeartbeatEvent::Connected(connected) => self.peers.handle_connected(connected),
-            HeartbeatEvent::Net(NetEvent::Closed { conn_id, .. }) => {
-                self.peers.handle_closed(conn_id)
-            }
-            HeartbeatEvent::Net(NetEvent::Message { peer, message, .. }) => {
+            HeartbeatEvent::Closed(conn_id) => self.peers.handle_closed(conn_id),
+            HeartbeatEvent::Reply { peer, message } => {
                 let Some(Msg::OsdPing(reply)) = from_message(message, &peer) else {
                     return;
                 };
@@ -86,7 +117,6 @@ impl Heartbeats {
                 let actions = self.tracker.handle_reply(Instant::now(), from, &reply);
                 self.carry_out(actions, mon);
             }
-            HeartbeatEvent::Net(_) => {}
         }
     }
 

@@ -28,7 +28,7 @@ pub use carmine_client::to_message;
 
 /// Unwraps a received message; a malformed one is logged and dropped.
 pub fn from_message(message: Message, from: &dyn std::fmt::Display) -> Option<Msg> {
-    match Msg::decode(message.header.msg_type, message.front) {
+    match Msg::decode_parts(message.header.msg_type, message.front, message.data) {
         Ok(msg) => Some(msg),
         Err(error) => {
             tracing::warn!("dropping a malformed message from {from}: {error}");

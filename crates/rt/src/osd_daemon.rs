@@ -1,7 +1,8 @@
 //! `carmine osd`: an OSD process of `S` shards.
 //!
 //! Each shard is one OS thread (pinned to a CPU when there are enough) running a
-//! current-thread runtime with its own listener, store and PGs ([`ShardLoop`]). Shard 0
+//! current-thread runtime and `LocalSet` with its own listener, store and PGs
+//! ([`ShardLoop`]). Shard 0
 //! also runs the OSD-global task: the monitor session (boot, map subscription, stats),
 //! the distribution of each map epoch to every shard as an `Arc<OsdMap>`, and the
 //! heartbeats (module `heartbeat`).
@@ -161,21 +162,29 @@ fn run_shard(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
+    // A LocalSet: the shard's connection tasks share its state without locks.
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         if let Some((addrs, map_txs, report_rx)) = global {
             let global = GlobalTask::new(config.clone(), addrs, map_txs, report_rx);
-            tokio::spawn(global.run());
+            tokio::task::spawn_local(global.run());
         }
         match config.store {
             StoreKind::Mem => {
                 let shard = OsdShard::new(config.id, index, config.shard_count, MemStore::new());
-                ShardLoop::new(shard, map_rx, report_tx).run(listener).await;
+                // MemStore commits at once: flush and reply at the end of each turn.
+                ShardLoop::new(shard, map_rx, report_tx, false)
+                    .run(listener)
+                    .await;
             }
             StoreKind::Log { size_bytes } => {
                 let store = open_log_store(config, index, size_bytes)?;
                 let shard = OsdShard::new(config.id, index, config.shard_count, store);
-                ShardLoop::new(shard, map_rx, report_tx).run(listener).await;
+                // A LogStore flush is a sync: one for all ready connections.
+                ShardLoop::new(shard, map_rx, report_tx, true)
+                    .run(listener)
+                    .await;
             }
         }
         Ok(())

@@ -1,12 +1,15 @@
 //! A shard's outgoing sessions to the shards of other OSDs (lossless: the messenger
 //! replays unacknowledged messages across reconnects). One session per (OSD, shard);
-//! messages sent while it is being established wait in a bounded queue.
+//! messages sent while it is being established wait in a bounded queue. Each session's
+//! messages go to a dispatcher on its own task (on the shard's `LocalSet`), which
+//! handles them in place, as an inbound connection's do.
 
-use carmine_msgr::tcp::{connect, ConnId, ConnectionHandle, NetEvent};
+use carmine_msgr::tcp::{connect_local_with, ConnId, ConnectionHandle, Dispatch};
 use carmine_msgr::{Message, SessionConfig};
 use carmine_types::{OsdId, ShardIndex};
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use tokio::sync::mpsc;
 
 /// Messages queued for one peer while its session is being established.
@@ -32,32 +35,30 @@ enum PeerConn {
     },
 }
 
+/// Makes the dispatcher of a new outgoing session.
+pub type MakeDispatch = Rc<dyn Fn(&ConnectionHandle) -> Box<dyn Dispatch>>;
+
 pub struct Peers {
     session: SessionConfig,
     conns: HashMap<PeerKey, PeerConn>,
     keys_by_conn: HashMap<ConnId, PeerKey>,
-    events_tx: mpsc::UnboundedSender<NetEvent>,
+    make_dispatch: MakeDispatch,
     connected_tx: mpsc::UnboundedSender<PeerConnected>,
 }
 
 impl Peers {
     pub fn new(
         session: SessionConfig,
-        events_tx: mpsc::UnboundedSender<NetEvent>,
+        make_dispatch: MakeDispatch,
         connected_tx: mpsc::UnboundedSender<PeerConnected>,
     ) -> Self {
         Self {
             session,
             conns: HashMap::new(),
             keys_by_conn: HashMap::new(),
-            events_tx,
+            make_dispatch,
             connected_tx,
         }
-    }
-
-    /// Whether connection `conn_id` is one of ours (outgoing).
-    pub fn owns(&self, conn_id: ConnId) -> bool {
-        self.keys_by_conn.contains_key(&conn_id)
     }
 
     pub fn send(&mut self, key: PeerKey, addr: SocketAddr, message: Message) {
@@ -97,10 +98,11 @@ impl Peers {
             },
         );
         let session = self.session.clone();
-        let events = self.events_tx.clone();
+        let make_dispatch = self.make_dispatch.clone();
         let connected = self.connected_tx.clone();
-        tokio::spawn(async move {
-            let result = connect(addr, session, key.1, events).await;
+        tokio::task::spawn_local(async move {
+            let result =
+                connect_local_with(addr, session, key.1, |handle| make_dispatch(handle)).await;
             let result = result.map_err(|e| e.to_string());
             let _ = connected.send(PeerConnected { key, addr, result });
         });

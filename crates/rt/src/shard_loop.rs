@@ -1,24 +1,37 @@
 //! One OSD shard's event loop: its listener, its sessions, its [`OsdShard`]. Runs on
-//! the shard's own thread and current-thread runtime; shares nothing mutable with other
-//! shards (maps arrive as immutable snapshots, stats leave through a bounded queue).
+//! the shard's own thread, current-thread runtime and `LocalSet`; shares nothing
+//! mutable with other shards (maps arrive as immutable snapshots, stats leave through
+//! a bounded queue).
+//!
+//! Run to completion: every connection's task (inbound clients and peers, and this
+//! shard's own sessions to its peers) hands each message straight to the shard
+//! ([`OsdDispatch`]); at the end of the task's turn the shard flushes its store and
+//! sends what the turn's messages produced. Replies to the connection being served
+//! leave in the same write as the turn's other frames; the rest go through the other
+//! connections' handles. The tasks share the shard through an `Rc<RefCell<_>>`: one
+//! thread, so never a lock, and a borrow never spans an `.await`.
+//!
+//! A store whose flush costs a sync (LogStore) asks for group commit instead: a turn
+//! only marks the flush wanted and wakes the shard's own task, which runs after the
+//! connection tasks already woken, so one sync covers every connection that had
+//! messages at that moment.
 
-use crate::peers::{PeerConnected, Peers};
+use crate::peers::{MakeDispatch, PeerConnected, Peers};
 use crate::{from_message, to_message};
 use carmine_clustermap::settings::{SettingsReader, OSD_SCRUB_INTERVAL};
 use carmine_clustermap::OsdMap;
-use carmine_msgr::tcp::{serve, ConnId, ConnectionHandle, NetEvent};
-use carmine_msgr::{Policy, SessionConfig};
+use carmine_msgr::tcp::{serve_local_with, ConnId, ConnectionHandle, Dispatch, Outbox};
+use carmine_msgr::{Message, Policy, SessionConfig};
 use carmine_osd::{OsdShard, Output, ShardCounters};
 use carmine_proto::{Msg, OsdPing, PgStat};
 use carmine_store::{ObjectStore, StoreUsage};
 use carmine_types::{EntityKind, EntityName, OsdId, ShardIndex};
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
-
-/// Most queued events handled before the shard flushes its store and sends replies.
-pub const EVENTS_PER_TURN_MAX: usize = 256;
 
 /// How often a shard reports its stats to shard 0.
 pub const SHARD_REPORT_INTERVAL: Duration = Duration::from_secs(1);
@@ -43,45 +56,127 @@ pub struct ShardReport {
     pub urgent: bool,
 }
 
-pub struct ShardLoop<S: ObjectStore> {
+/// What the shard's connection tasks and its housekeeping task share.
+struct ShardState<S: ObjectStore> {
     shard: OsdShard<S>,
     inbound: HashMap<ConnId, (ConnectionHandle, EntityName)>,
     peers: Peers,
-    events_rx: mpsc::UnboundedReceiver<NetEvent>,
-    events_tx: mpsc::UnboundedSender<NetEvent>,
-    connected_rx: mpsc::UnboundedReceiver<PeerConnected>,
-    map_rx: mpsc::Receiver<Arc<OsdMap>>,
-    report_tx: mpsc::Sender<ShardReport>,
     outputs: Vec<Output>,
+    report_tx: mpsc::Sender<ShardReport>,
     settings: SettingsReader,
     last_scrub: Instant,
+    /// Flush from the shard's own task, once for all ready connections (see the
+    /// module docs), rather than at the end of every connection's turn.
+    group_commit: bool,
+    /// Group commit: a connection's turn handled messages since the last flush.
+    flush_wanted: bool,
+    flush_requested: Rc<tokio::sync::Notify>,
 }
 
-impl<S: ObjectStore> ShardLoop<S> {
+type SharedState<S> = Rc<RefCell<ShardState<S>>>;
+
+pub struct ShardLoop<S: ObjectStore + 'static> {
+    state: SharedState<S>,
+    connected_rx: mpsc::UnboundedReceiver<PeerConnected>,
+    map_rx: mpsc::Receiver<Arc<OsdMap>>,
+    flush_requested: Rc<tokio::sync::Notify>,
+}
+
+impl<S: ObjectStore + 'static> ShardLoop<S> {
+    /// `group_commit`: the store's flush is costly (a sync), so flush once for all the
+    /// connections with messages rather than once per connection turn.
     pub fn new(
         shard: OsdShard<S>,
         map_rx: mpsc::Receiver<Arc<OsdMap>>,
         report_tx: mpsc::Sender<ShardReport>,
+        group_commit: bool,
     ) -> Self {
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let flush_requested = Rc::new(tokio::sync::Notify::new());
+        let flush_notify = flush_requested.clone();
         let (connected_tx, connected_rx) = mpsc::unbounded_channel();
         let name = EntityName::osd(shard.whoami());
         let peer_session = SessionConfig::new(name, Policy::Lossless);
+        let state = Rc::new_cyclic(|weak: &Weak<RefCell<ShardState<S>>>| {
+            let weak = weak.clone();
+            // The shard's sessions to its peers dispatch into the shard too. A weak
+            // reference: the state owns `Peers`, which owns this factory.
+            let make_dispatch: MakeDispatch = Rc::new(move |handle: &ConnectionHandle| {
+                Box::new(OsdDispatch {
+                    state: weak.clone(),
+                    conn_id: handle.id(),
+                    peer: handle.peer(),
+                    outgoing: true,
+                }) as Box<dyn Dispatch>
+            });
+            RefCell::new(ShardState {
+                shard,
+                inbound: HashMap::new(),
+                peers: Peers::new(peer_session, make_dispatch, connected_tx),
+                outputs: Vec::new(),
+                report_tx,
+                settings: SettingsReader::default(),
+                last_scrub: Instant::now(),
+                group_commit,
+                flush_wanted: false,
+                flush_requested: flush_notify,
+            })
+        });
         Self {
-            shard,
-            inbound: HashMap::new(),
-            peers: Peers::new(peer_session, events_tx.clone(), connected_tx),
-            events_rx,
-            events_tx,
+            state,
             connected_rx,
             map_rx,
-            report_tx,
-            outputs: Vec::new(),
-            settings: SettingsReader::default(),
-            last_scrub: Instant::now(),
+            flush_requested,
         }
     }
 
+    /// Serves `listener` until the map channel closes (the OSD is stopping). Must run
+    /// inside a `LocalSet`.
+    pub async fn run(mut self, listener: tokio::net::TcpListener) {
+        let name = EntityName::osd(self.state.borrow().shard.whoami());
+        let session = SessionConfig::new(name, Policy::Lossy);
+        let weak = Rc::downgrade(&self.state);
+        let accept = move |handle: &ConnectionHandle| {
+            let state = weak.upgrade()?;
+            let peer = handle.peer();
+            state
+                .borrow_mut()
+                .inbound
+                .insert(handle.id(), (handle.clone(), peer));
+            Some(OsdDispatch {
+                state: weak.clone(),
+                conn_id: handle.id(),
+                peer,
+                outgoing: false,
+            })
+        };
+        let server = tokio::task::spawn_local(serve_local_with(listener, session, accept));
+        let mut report = tokio::time::interval(SHARD_REPORT_INTERVAL);
+        let mut scrub = tokio::time::interval(SCRUB_TICK);
+        self.state.borrow_mut().shard.set_deferred_flush(true);
+        let flush_requested = self.flush_requested.clone();
+        loop {
+            tokio::select! {
+                _ = flush_requested.notified() => self.state.borrow_mut().flush_wanted = false,
+                Some(connected) = self.connected_rx.recv() => {
+                    self.state.borrow_mut().peers.handle_connected(connected)
+                }
+                map = self.map_rx.recv() => match map {
+                    Some(map) => {
+                        let state = &mut *self.state.borrow_mut();
+                        state.shard.handle_map(map, &mut state.outputs);
+                    }
+                    None => break,
+                },
+                _ = report.tick() => self.state.borrow_mut().report(false),
+                _ = scrub.tick() => self.state.borrow_mut().maybe_scrub(),
+            }
+            self.state.borrow_mut().finish_turn(None);
+        }
+        server.abort();
+    }
+}
+
+impl<S: ObjectStore> ShardState<S> {
     /// A deep-scrub step when one is due (`osd_scrub_interval`, 0: never).
     fn maybe_scrub(&mut self) {
         let Some(map) = self.shard.map().cloned() else {
@@ -101,43 +196,6 @@ impl<S: ObjectStore> ShardLoop<S> {
             .scrub_step(SCRUB_OBJECTS_PER_STEP, &mut self.outputs);
     }
 
-    /// Serves `listener` until the map channel closes (the OSD is stopping).
-    pub async fn run(mut self, listener: tokio::net::TcpListener) {
-        let name = EntityName::osd(self.shard.whoami());
-        let session = SessionConfig::new(name, Policy::Lossy);
-        tokio::spawn(serve(listener, session, self.events_tx.clone()));
-        let mut report = tokio::time::interval(SHARD_REPORT_INTERVAL);
-        let mut scrub = tokio::time::interval(SCRUB_TICK);
-        self.shard.set_deferred_flush(true);
-        loop {
-            tokio::select! {
-                Some(event) = self.events_rx.recv() => {
-                    self.handle_event(event);
-                    // Run to completion: handle everything already queued, then make
-                    // it durable with one flush (group commit) before replying.
-                    for _ in 0..EVENTS_PER_TURN_MAX {
-                        match self.events_rx.try_recv() {
-                            Ok(event) => self.handle_event(event),
-                            Err(_) => break,
-                        }
-                    }
-                }
-                Some(connected) = self.connected_rx.recv() => self.peers.handle_connected(connected),
-                map = self.map_rx.recv() => match map {
-                    Some(map) => self.shard.handle_map(map, &mut self.outputs),
-                    None => return,
-                },
-                _ = report.tick() => self.report(false),
-                _ = scrub.tick() => self.maybe_scrub(),
-            }
-            self.shard.flush(&mut self.outputs);
-            self.carry_out();
-            if self.shard.take_report_urgent() {
-                self.report(true);
-            }
-        }
-    }
-
     fn report(&mut self, urgent: bool) {
         let report = ShardReport {
             shard: self.shard.index(),
@@ -150,37 +208,22 @@ impl<S: ObjectStore> ShardLoop<S> {
         let _ = self.report_tx.try_send(report);
     }
 
-    fn handle_event(&mut self, event: NetEvent) {
-        match event {
-            NetEvent::Established { conn, peer, .. } => {
-                self.inbound.insert(conn.id(), (conn, peer));
-            }
-            NetEvent::Message {
-                conn_id,
-                peer,
-                message,
-            } => {
-                let Some(msg) = from_message(message, &peer) else {
-                    return;
-                };
-                self.handle_msg(conn_id, peer, msg);
-            }
-            NetEvent::Closed { conn_id, .. } => {
-                if self.peers.owns(conn_id) {
-                    self.peers.handle_closed(conn_id);
-                } else {
-                    self.inbound.remove(&conn_id);
-                }
-            }
-            _ => {}
+    /// Makes the turn's writes durable with one flush, then sends what they produced
+    /// (through `out` when it goes to the connection being served).
+    fn finish_turn(&mut self, out: Option<&mut Outbox<'_>>) {
+        self.shard.flush(&mut self.outputs);
+        self.carry_out(out);
+        if self.shard.take_report_urgent() {
+            self.report(true);
         }
     }
 
-    fn handle_msg(&mut self, conn_id: ConnId, peer: EntityName, msg: Msg) {
+    fn handle_msg(&mut self, peer: EntityName, msg: Msg, out: &mut Outbox<'_>) {
         match (peer.kind, msg) {
-            (EntityKind::Osd, Msg::OsdPing(ping)) => self.answer_ping(conn_id, &ping),
+            (EntityKind::Osd, Msg::OsdPing(ping)) => self.answer_ping(&ping, out),
             (EntityKind::Client, Msg::OsdOp(op)) => {
-                self.shard.handle_client_op(conn_id, op, &mut self.outputs)
+                self.shard
+                    .handle_client_op(out.conn_id(), op, &mut self.outputs)
             }
             (EntityKind::Osd, msg) => {
                 let from = OsdId(peer.id as u32);
@@ -194,19 +237,17 @@ impl<S: ObjectStore> ShardLoop<S> {
     }
 
     /// Echoes a heartbeat on the connection it came on (the pinger's own session).
-    fn answer_ping(&mut self, conn_id: ConnId, ping: &OsdPing) {
+    fn answer_ping(&mut self, ping: &OsdPing, out: &mut Outbox<'_>) {
         let epoch = self.shard.epoch();
         let Some(reply) = carmine_osd::heartbeat::reply_to(ping, epoch) else {
             return;
         };
-        if let Some((conn, peer)) = self.inbound.get(&conn_id) {
-            if let Err(error) = conn.send(to_message(&Msg::OsdPing(reply), epoch)) {
-                tracing::debug!("heartbeat reply to {peer} not sent: {error}");
-            }
+        if let Err(error) = out.send(to_message(&Msg::OsdPing(reply), epoch)) {
+            tracing::debug!("heartbeat reply to {} not sent: {error}", out.peer());
         }
     }
 
-    fn carry_out(&mut self) {
+    fn carry_out(&mut self, mut out: Option<&mut Outbox<'_>>) {
         if self.outputs.is_empty() {
             return;
         }
@@ -215,10 +256,14 @@ impl<S: ObjectStore> ShardLoop<S> {
         for output in std::mem::take(&mut self.outputs) {
             match output {
                 Output::Client(conn_id, msg) => {
-                    if let Some((conn, peer)) = self.inbound.get(&conn_id) {
-                        if let Err(error) = conn.send(to_message(&msg, epoch)) {
-                            tracing::debug!("reply to {peer} not sent: {error}");
+                    let message = to_message(&msg, epoch);
+                    match out.as_deref_mut() {
+                        Some(out) if out.conn_id() == conn_id => {
+                            if let Err(error) = out.send(message) {
+                                tracing::debug!("reply to {} not sent: {error}", out.peer());
+                            }
                         }
+                        _ => self.send_inbound(conn_id, message),
                     }
                 }
                 Output::Peer(osd, shard, msg) => {
@@ -232,6 +277,64 @@ impl<S: ObjectStore> ShardLoop<S> {
                     }
                 }
             }
+        }
+    }
+
+    fn send_inbound(&mut self, conn_id: ConnId, message: Message) {
+        if let Some((conn, peer)) = self.inbound.get(&conn_id) {
+            if let Err(error) = conn.send(message) {
+                tracing::debug!("reply to {peer} not sent: {error}");
+            }
+        }
+    }
+
+    fn closed(&mut self, conn_id: ConnId, outgoing: bool) {
+        if outgoing {
+            self.peers.handle_closed(conn_id);
+        } else {
+            self.inbound.remove(&conn_id);
+        }
+    }
+}
+
+/// Runs one connection's messages through the shard, on the connection's own task.
+struct OsdDispatch<S: ObjectStore> {
+    /// Weak: the shard stops when its loop ends, even while connections linger.
+    state: Weak<RefCell<ShardState<S>>>,
+    conn_id: ConnId,
+    peer: EntityName,
+    /// One of this shard's sessions to a peer (else accepted from a client or peer).
+    outgoing: bool,
+}
+
+impl<S: ObjectStore + 'static> Dispatch for OsdDispatch<S> {
+    fn on_message(&mut self, message: Message, out: &mut Outbox<'_>) {
+        let Some(state) = self.state.upgrade() else {
+            out.close();
+            return;
+        };
+        let Some(msg) = from_message(message, &self.peer) else {
+            return;
+        };
+        state.borrow_mut().handle_msg(self.peer, msg, out);
+    }
+
+    fn on_turn_end(&mut self, out: &mut Outbox<'_>) {
+        let Some(state) = self.state.upgrade() else {
+            return;
+        };
+        let mut state = state.borrow_mut();
+        if !state.group_commit {
+            state.finish_turn(Some(out));
+        } else if !state.flush_wanted {
+            state.flush_wanted = true;
+            state.flush_requested.notify_one();
+        }
+    }
+
+    fn on_closed(&mut self, _reason: &str) {
+        if let Some(state) = self.state.upgrade() {
+            state.borrow_mut().closed(self.conn_id, self.outgoing);
         }
     }
 }

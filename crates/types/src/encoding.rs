@@ -45,21 +45,56 @@ pub enum DecodeError {
     TrailingBytes { count: usize },
 }
 
+/// Set in a blob's u32 length when its bytes sit in the message's data segment rather
+/// than inline. Free because no blob may reach 2 GiB ([`MESSAGE_BYTES_MAX`] is far less).
+pub const BLOB_OUT_OF_LINE_BIT: u32 = 1 << 31;
+/// Shared blobs at least this long go to the data segment when an encoder has one
+/// ([`Encoder::with_data_segment`]); shorter ones are cheaper to copy than to reference.
+pub const BLOB_OUT_OF_LINE_BYTES_MIN: usize = 1024;
+const _: () = assert!(MESSAGE_BYTES_MAX < BLOB_OUT_OF_LINE_BIT as usize);
+
 /// Appends encoded values to a growable buffer.
+///
+/// An encoder made with [`Encoder::with_data_segment`] writes one large shared blob
+/// ([`Encoder::put_shared_blob`]) by reference: the blob's bytes become the data
+/// segment of the message and the buffer holds only `u32 (length | BLOB_OUT_OF_LINE_BIT)
+/// | u32 offset`. A write payload then travels from the receive buffer to every replica
+/// without a copy. Only messages use this; what goes to disk is always inline.
 #[derive(Debug, Default)]
 pub struct Encoder {
     buf: Vec<u8>,
+    /// `Some` when a data segment may be used; holds the blob once one is placed there.
+    data: Option<Option<Bytes>>,
 }
 
 impl Encoder {
     pub fn new() -> Self {
-        Self { buf: Vec::new() }
+        Self {
+            buf: Vec::new(),
+            data: None,
+        }
     }
 
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
             buf: Vec::with_capacity(capacity),
+            data: None,
         }
+    }
+
+    /// An encoder that may move one large shared blob to a data segment; see
+    /// [`Encoder::into_parts`].
+    pub fn with_data_segment(capacity: usize) -> Self {
+        Self {
+            buf: Vec::with_capacity(capacity),
+            data: Some(None),
+        }
+    }
+
+    /// The encoded buffer and the data segment (empty when no blob went there).
+    pub fn into_parts(self) -> (Bytes, Bytes) {
+        let data = self.data.flatten().unwrap_or_default();
+        (Bytes::from(self.buf), data)
     }
 
     pub fn len(&self) -> usize {
@@ -107,6 +142,21 @@ impl Encoder {
         self.put_raw(bytes);
     }
 
+    /// Writes a length-prefixed byte string that the caller shares: by reference into
+    /// the data segment when this encoder has one still free and the blob is at least
+    /// [`BLOB_OUT_OF_LINE_BYTES_MIN`] long, else inline exactly as [`Encoder::put_blob`].
+    pub fn put_shared_blob(&mut self, bytes: &Bytes) {
+        let slot_free = matches!(self.data, Some(None));
+        if !slot_free || bytes.len() < BLOB_OUT_OF_LINE_BYTES_MIN {
+            return self.put_blob(bytes);
+        }
+        let length = u32::try_from(bytes.len()).expect("blob over 4 GiB");
+        assert!(length < BLOB_OUT_OF_LINE_BIT, "blob of 2 GiB or more");
+        self.put_u32(length | BLOB_OUT_OF_LINE_BIT);
+        self.put_u32(0); // offset in the data segment: one blob, so at its start
+        self.data = Some(Some(bytes.clone()));
+    }
+
     /// Writes `body` inside a version envelope (see the module docs).
     pub fn versioned(&mut self, version: u8, compat: u8, body: impl FnOnce(&mut Encoder)) {
         assert!(compat <= version, "compat {compat} above version {version}");
@@ -123,20 +173,31 @@ impl Encoder {
 
 /// Reads encoded values from a shared buffer; byte strings come back as zero-copy
 /// slices of it.
+///
+/// A decoder made with [`Decoder::with_data_segment`] also resolves blobs written out
+/// of line ([`Encoder::put_shared_blob`]) to slices of the message's data segment.
 #[derive(Debug, Clone)]
 pub struct Decoder {
     buf: Bytes,
     position: usize,
     end: usize,
+    /// The message's data segment (empty when it has none).
+    data: Bytes,
 }
 
 impl Decoder {
     pub fn new(buf: Bytes) -> Self {
+        Self::with_data_segment(buf, Bytes::new())
+    }
+
+    /// A decoder of `buf` whose out-of-line blobs are slices of `data`.
+    pub fn with_data_segment(buf: Bytes, data: Bytes) -> Self {
         let end = buf.len();
         Self {
             buf,
             position: 0,
             end,
+            data,
         }
     }
 
@@ -213,7 +274,8 @@ impl Decoder {
 
     /// Reads a length-prefixed byte string of at most `limit` bytes.
     pub fn get_blob(&mut self, what: &'static str, limit: usize) -> Result<Bytes, DecodeError> {
-        let length = self.get_u32()? as usize;
+        let raw_length = self.get_u32()?;
+        let length = (raw_length & !BLOB_OUT_OF_LINE_BIT) as usize;
         if length > limit {
             return Err(DecodeError::TooLong {
                 what,
@@ -221,7 +283,17 @@ impl Decoder {
                 limit,
             });
         }
-        self.get_raw(length)
+        if raw_length & BLOB_OUT_OF_LINE_BIT == 0 {
+            return self.get_raw(length);
+        }
+        let offset = self.get_u32()? as usize;
+        match offset.checked_add(length) {
+            Some(end) if end <= self.data.len() => Ok(self.data.slice(offset..end)),
+            _ => Err(DecodeError::Truncated {
+                needed: offset.saturating_add(length),
+                remaining: self.data.len(),
+            }),
+        }
     }
 
     /// Reads a length-prefixed UTF-8 string of at most `limit` bytes.
@@ -290,6 +362,7 @@ impl Decoder {
             buf: self.buf.clone(),
             position: self.position,
             end: self.position + length,
+            data: self.data.clone(),
         };
         let value = body(&mut inner, version)?;
         self.position += length;
@@ -400,7 +473,7 @@ impl Decode for String {
 
 impl Encode for Bytes {
     fn encode(&self, e: &mut Encoder) {
-        e.put_blob(self);
+        e.put_shared_blob(self);
     }
 }
 
@@ -527,6 +600,55 @@ impl Decode for SocketAddr {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn one_large_shared_blob_goes_to_the_data_segment_by_reference() {
+        let big = Bytes::from(vec![7u8; 4096]);
+        let small = Bytes::from_static(b"tiny");
+        let mut e = Encoder::with_data_segment(64);
+        small.encode(&mut e);
+        big.encode(&mut e);
+        big.encode(&mut e); // the segment is taken: this one is inline
+        let (front, data) = e.into_parts();
+        assert_eq!(data.as_ptr(), big.as_ptr(), "by reference, not copied");
+        assert_eq!(front.len(), (4 + 4) + (4 + 4) + (4 + 4096));
+        let mut d = Decoder::with_data_segment(front.clone(), data.clone());
+        assert_eq!(Bytes::decode(&mut d).unwrap(), small);
+        let out_of_line = Bytes::decode(&mut d).unwrap();
+        assert_eq!(out_of_line, big);
+        assert_eq!(out_of_line.as_ptr(), data.as_ptr(), "a slice, not a copy");
+        assert_eq!(Bytes::decode(&mut d).unwrap(), big);
+        d.finish().unwrap();
+        // Without its data segment the reference is an error, not a panic.
+        let mut d = Decoder::new(front);
+        Bytes::decode(&mut d).unwrap();
+        assert!(matches!(
+            Bytes::decode(&mut d),
+            Err(DecodeError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn plain_encoders_write_shared_blobs_inline() {
+        let big = Bytes::from(vec![1u8; 4096]);
+        let mut plain = Encoder::new();
+        big.encode(&mut plain);
+        let mut reference = Encoder::new();
+        reference.put_blob(&big);
+        assert_eq!(plain.into_vec(), reference.into_vec());
+    }
+
+    #[test]
+    fn out_of_line_references_past_the_data_segment_are_refused() {
+        for (length, offset) in [(10u32, 0u32), (4, 7), (u32::MAX >> 1, u32::MAX)] {
+            let mut e = Encoder::new();
+            e.put_u32(length | BLOB_OUT_OF_LINE_BIT);
+            e.put_u32(offset);
+            let data = Bytes::from_static(b"12345678");
+            let mut d = Decoder::with_data_segment(e.into_bytes(), data);
+            assert!(d.get_blob("blob", MESSAGE_BYTES_MAX).is_err());
+        }
+    }
 
     #[derive(Debug, PartialEq)]
     struct V1 {

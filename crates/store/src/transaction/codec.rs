@@ -118,7 +118,9 @@ impl Encode for TxOp {
             } => {
                 put_head(e, tag::WRITE, coll, Some(oid));
                 e.put_u64(*offset);
-                e.put_blob(data);
+                // By reference into a message's data segment when encoding a RepOp;
+                // inline (as before) everywhere else.
+                e.put_shared_blob(data);
             }
             TxOp::Zero {
                 coll,
