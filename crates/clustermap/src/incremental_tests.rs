@@ -85,7 +85,7 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (0u8..4, proptest::option::of(0u8..3))
             .prop_map(|(key, value)| Change::Config { key, value }),
         1 => (0u8..4, any::<bool>()).prop_map(|(flag, set)| Change::Flag { flag, set }),
-        1 => (1u64..4, 0u32..8, proptest::collection::vec(osd, 0..4))
+        3 => (1u64..3, 0u32..8, proptest::collection::vec(0u32..4, 0..4))
             .prop_map(|(pool, seed, osds)| Change::PgTemp { pool, seed, osds }),
         1 => Just(Change::CleanPgTemps),
         2 => Just(Change::Epoch),
@@ -169,6 +169,14 @@ fn pair(history: &[Change], step: &[Change]) -> (OsdMap, OsdMap) {
         0x1234_5678_9abc_def0_1122_3344_5566_7788,
         CrushMap::simple(4),
     );
+    // Every history starts from four booted OSDs and one pool, so that most random
+    // changes (pg_temp above all) find what they need.
+    for osd in 0..4 {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 6800 + osd as u16));
+        map.boot_osd(OsdId(osd), vec![addr], format!("host{osd}"))
+            .unwrap();
+    }
+    map.create_pool(PoolSpec::replicated("rbd", 3, 8)).unwrap();
     let mut tracker = HistoryTracker::new(&map);
     let mut draft = map.clone();
     for change in history {
