@@ -13,7 +13,7 @@
 //! let mut e2 = (*e1).clone();
 //! e2.epoch = Epoch(2);
 //! e2.set_config("k", Some("v")).unwrap();
-//! let inc = OsdMapIncremental::between(&e1, &e2);
+//! let inc = Arc::new(OsdMapIncremental::between(&e1, &e2));
 //! let step = advance(Some(&e1), None, &[inc]);
 //! assert_eq!(step.maps.len(), 1);
 //! assert_eq!(*step.maps[0], e2);
@@ -58,7 +58,7 @@ pub enum AdvanceError {
 pub fn advance(
     held: Option<&Arc<OsdMap>>,
     full: Option<&Arc<OsdMap>>,
-    incrementals: &[OsdMapIncremental],
+    incrementals: &[Arc<OsdMapIncremental>],
 ) -> MapAdvance {
     let mut step = MapAdvance {
         maps: Vec::new(),
@@ -118,7 +118,7 @@ mod tests {
     use carmine_types::OsdId;
 
     /// Epochs 1..=count, each setting one config key.
-    fn chain(count: u32) -> (Vec<Arc<OsdMap>>, Vec<OsdMapIncremental>) {
+    fn chain(count: u32) -> (Vec<Arc<OsdMap>>, Vec<Arc<OsdMapIncremental>>) {
         let mut maps = vec![Arc::new(OsdMap::new_dev(3))];
         let mut incs = Vec::new();
         for index in 1..count {
@@ -126,7 +126,7 @@ mod tests {
             let mut next = (*prev).clone();
             next.epoch = prev.epoch.next();
             next.set_config(&format!("k{index}"), Some("v")).unwrap();
-            incs.push(OsdMapIncremental::between(&prev, &next));
+            incs.push(Arc::new(OsdMapIncremental::between(&prev, &next)));
             maps.push(Arc::new(next));
         }
         (maps, incs)
