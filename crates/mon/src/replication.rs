@@ -7,7 +7,7 @@ use crate::storage::{decode_raft_message, encode_raft_message, LOG_ENTRIES_MAX};
 use crate::{
     raft_id, ConnId, MonOutput, Monitor, Op, PendingBoot, Waiter, UNROUTED_MAX, WAITERS_MAX,
 };
-use carmine_clustermap::OsdMap;
+use carmine_clustermap::{OsdMap, OsdMapIncremental};
 use carmine_proto::{
     CommandOutput, MonCommand, MonCommandReply, MonForward, MonRaft, Msg, OsdMapMsg,
 };
@@ -109,7 +109,6 @@ impl Monitor {
             return;
         }
         self.history = carmine_clustermap::HistoryTracker::new(&map);
-        self.recent_maps.clear();
         self.install_map(now, Arc::new(map), out);
     }
 
@@ -188,15 +187,28 @@ impl Monitor {
             !map.osd(osd)
                 .is_some_and(|info| info.up && info.shard_addrs == boot.shard_addrs)
         });
+        // A snapshot may jump epochs: the changes kept no longer lead to this map.
+        let incremental = if map.epoch.0 == self.map.epoch.0 + 1 {
+            let incremental = Arc::new(OsdMapIncremental::between(&self.map, &map));
+            let bytes = incremental.encoded_bytes();
+            self.recent_incrementals
+                .push_back((incremental.clone(), bytes));
+            while self.recent_incrementals.len() > crate::RECENT_INCREMENTALS_MAX {
+                self.recent_incrementals.pop_front();
+            }
+            Some(incremental)
+        } else {
+            self.recent_incrementals.clear();
+            None
+        };
         self.map = map.clone();
         self.failures.prune(&map);
         self.read_settings();
-        self.recent_maps.push_back(map.clone());
-        while self.recent_maps.len() > crate::RECENT_MAPS_MAX {
-            self.recent_maps.pop_front();
-        }
         out.push(MonOutput::PersistMap(map.clone()));
-        let msg = Msg::OsdMap(OsdMapMsg { map });
+        let msg = Msg::OsdMap(match incremental {
+            Some(incremental) => OsdMapMsg::incrementals(vec![incremental]),
+            None => OsdMapMsg::full(map),
+        });
         for &conn in &self.subscribers {
             out.push(MonOutput::Send(conn, msg.clone()));
         }

@@ -46,9 +46,10 @@ impl Monitor {
         }
     }
 
-    /// Serves a map request from the applied state: to a holder of an older map, every
-    /// epoch after it while they are kept (a PG must see each interval change); to a
-    /// newcomer (`have` 0) or one too far behind, the newest map alone.
+    /// Serves a map request from the applied state: to a holder of an older map, the
+    /// incrementals to every epoch after it while they are all kept (a PG must see each
+    /// interval change), split into messages of bounded size; to a newcomer (`have` 0)
+    /// or one too far behind, the newest full map.
     fn handle_get_map(&mut self, conn: ConnId, request: MonGetMap, out: &mut Vec<MonOutput>) {
         if request.subscribe {
             self.subscribers.insert(conn);
@@ -56,19 +57,36 @@ impl Monitor {
         if request.have >= self.map.epoch {
             return;
         }
-        let oldest_kept = self.recent_maps.front().map(|m| m.epoch);
+        let oldest_kept = self.recent_incrementals.front().map(|(inc, _)| inc.epoch);
         let newcomer = request.have.0 == 0;
-        if !newcomer && oldest_kept.is_some_and(|oldest| oldest.0 <= request.have.0 + 1) {
-            for map in self.recent_maps.iter().filter(|m| m.epoch > request.have) {
-                let msg = Msg::OsdMap(OsdMapMsg { map: map.clone() });
-                out.push(MonOutput::Send(conn, msg));
-            }
-        } else {
-            let msg = Msg::OsdMap(OsdMapMsg {
-                map: self.map.clone(),
-            });
+        if newcomer || oldest_kept.is_none_or(|oldest| oldest.0 > request.have.0 + 1) {
+            let msg = Msg::OsdMap(OsdMapMsg::full(self.map.clone()));
             out.push(MonOutput::Send(conn, msg));
+            return;
         }
+        let mut batch = Vec::new();
+        let mut batch_bytes = 0;
+        for (inc, bytes) in &self.recent_incrementals {
+            if inc.epoch <= request.have {
+                continue;
+            }
+            if !batch.is_empty() && batch_bytes + bytes > crate::INCREMENTAL_BYTES_PER_MESSAGE_MAX {
+                let msg = Msg::OsdMap(OsdMapMsg::incrementals(std::mem::take(&mut batch)));
+                out.push(MonOutput::Send(conn, msg));
+                batch_bytes = 0;
+            }
+            batch.push(inc.clone());
+            batch_bytes += bytes;
+        }
+        assert_eq!(
+            batch.last().map(|inc| inc.epoch),
+            Some(self.map.epoch),
+            "the kept incrementals lead to the applied map"
+        );
+        out.push(MonOutput::Send(
+            conn,
+            Msg::OsdMap(OsdMapMsg::incrementals(batch)),
+        ));
     }
 
     fn handle_boot(

@@ -50,7 +50,14 @@ fn boot_publishes_a_new_epoch_persisted_before_it_is_sent() {
     let mut mon = Monitor::new(OsdMap::new_dev(3), MonConfig::default(), now);
     let out = boot(&mut mon, now, 1, 0);
     assert!(matches!(&out[0], MonOutput::PersistMap(map) if map.epoch == Epoch(2)));
-    assert!(matches!(&out[1], MonOutput::Send(1, Msg::OsdMap(m)) if m.map.epoch == Epoch(2)));
+    // Published as the change alone, which turns epoch 1 into the applied map.
+    let MonOutput::Send(1, Msg::OsdMap(published)) = &out[1] else {
+        panic!("{:?}", out[1]);
+    };
+    assert!(published.full.is_none());
+    assert_eq!(published.newest_epoch(), Epoch(2));
+    let step = published.advance(Some(&Arc::new(OsdMap::new_dev(3))));
+    assert_eq!(step.maps, vec![mon.map().clone()]);
     assert!(mon.map().is_up(OsdId(0)));
 }
 
