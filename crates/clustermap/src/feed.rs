@@ -43,11 +43,11 @@ pub struct MapAdvance {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AdvanceError {
-    #[error("incremental to e{incremental} does not follow e{held}: epochs are missing")]
+    #[error("incremental to {incremental} does not follow {held}: epochs are missing")]
     Gap { held: Epoch, incremental: Epoch },
-    #[error("incremental to e{incremental} arrived before any full map")]
+    #[error("incremental to {incremental} arrived before any full map")]
     NoBase { incremental: Epoch },
-    #[error("incremental to e{epoch} did not apply: {source}")]
+    #[error("incremental to {epoch} did not apply: {source}")]
     Apply { epoch: Epoch, source: ApplyError },
 }
 

@@ -138,7 +138,7 @@ pub struct OsdMapIncremental {
 pub enum ApplyError {
     #[error("the incremental belongs to another cluster")]
     OtherCluster,
-    #[error("the incremental to e{incremental} does not follow the map held, e{held}")]
+    #[error("the incremental to {incremental} does not follow the map held, {held}")]
     NotNext { held: Epoch, incremental: Epoch },
     #[error("the map held lacks {0} the incremental removes: it diverged from the monitor's")]
     Diverged(&'static str),

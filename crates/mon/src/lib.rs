@@ -13,7 +13,7 @@
 //! - Any monitor serves map subscriptions (`MonGetMap`) from the map it has applied:
 //!   the incrementals after the subscriber's epoch while it keeps them all
 //!   ([`RECENT_INCREMENTALS_MAX`]), else the newest full map; each new epoch goes to
-//!   the subscribers as one incremental.
+//!   the subscribers as one incremental (a full map to one that holds none yet).
 //! - A command, an OSD boot or a stats report received by a follower is forwarded to
 //!   the leader (`MonForward`); one received while no leader is known waits (commands
 //!   fail after [`MonConfig::command_timeout`]).
@@ -56,7 +56,7 @@ pub use storage::{MonStore, StoreError};
 use carmine_clustermap::settings::SettingsReader;
 use carmine_clustermap::{HistoryTracker, OsdMap, OsdMapIncremental};
 use carmine_proto::{MonForward, Msg, OsdStats};
-use carmine_types::{EntityName, OsdId};
+use carmine_types::{EntityName, Epoch, OsdId};
 use entry::Origin;
 use raft::RawNode;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -216,7 +216,9 @@ pub struct Monitor {
     applied_index: u64,
     history: HistoryTracker,
     // Sessions with clients and OSDs at this monitor.
-    subscribers: BTreeSet<ConnId>,
+    /// Subscribed connections, each with the newest epoch it holds or has been sent
+    /// (0: none yet, so its next map is a full one).
+    subscribers: BTreeMap<ConnId, Epoch>,
     conn_osd: BTreeMap<ConnId, OsdId>,
     osds: BTreeMap<OsdId, OsdTracking>,
     // Peer monitors.
@@ -315,7 +317,7 @@ impl Monitor {
             raft,
             store_dirty: false,
             applied_index,
-            subscribers: BTreeSet::new(),
+            subscribers: BTreeMap::new(),
             conn_osd: BTreeMap::new(),
             osds,
             peer_conns: BTreeMap::new(),

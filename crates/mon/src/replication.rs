@@ -8,11 +8,9 @@ use crate::{
     raft_id, ConnId, MonOutput, Monitor, Op, PendingBoot, Waiter, UNROUTED_MAX, WAITERS_MAX,
 };
 use carmine_clustermap::{OsdMap, OsdMapIncremental};
-use carmine_proto::{
-    CommandOutput, MonCommand, MonCommandReply, MonForward, MonRaft, Msg, OsdMapMsg,
-};
+use carmine_proto::{CommandOutput, MonCommand, MonCommandReply, MonForward, MonRaft, Msg};
 use carmine_types::encoding::{Decode, Encode};
-use carmine_types::EntityName;
+use carmine_types::{EntityName, Epoch};
 use raft::prelude::{Entry, EntryType, Message, Snapshot};
 use raft::StateRole;
 use std::sync::Arc;
@@ -188,29 +186,29 @@ impl Monitor {
                 .is_some_and(|info| info.up && info.shard_addrs == boot.shard_addrs)
         });
         // A snapshot may jump epochs: the changes kept no longer lead to this map.
-        let incremental = if map.epoch.0 == self.map.epoch.0 + 1 {
+        if map.epoch.0 == self.map.epoch.0 + 1 {
             let incremental = Arc::new(OsdMapIncremental::between(&self.map, &map));
             let bytes = incremental.encoded_bytes();
-            self.recent_incrementals
-                .push_back((incremental.clone(), bytes));
+            self.recent_incrementals.push_back((incremental, bytes));
             while self.recent_incrementals.len() > crate::RECENT_INCREMENTALS_MAX {
                 self.recent_incrementals.pop_front();
             }
-            Some(incremental)
         } else {
             self.recent_incrementals.clear();
-            None
-        };
+        }
         self.map = map.clone();
         self.failures.prune(&map);
         self.read_settings();
         out.push(MonOutput::PersistMap(map.clone()));
-        let msg = Msg::OsdMap(match incremental {
-            Some(incremental) => OsdMapMsg::incrementals(vec![incremental]),
-            None => OsdMapMsg::full(map),
-        });
-        for &conn in &self.subscribers {
-            out.push(MonOutput::Send(conn, msg.clone()));
+        let subscribers: Vec<(ConnId, Epoch)> =
+            self.subscribers.iter().map(|(&c, &e)| (c, e)).collect();
+        for (conn, sent) in subscribers {
+            // One that already holds this epoch (it told us, or was sent it) is skipped;
+            // one with no map yet gets a full map, as an incremental needs a base.
+            for msg in self.map_messages_after(sent) {
+                out.push(MonOutput::Send(conn, Msg::OsdMap(msg)));
+            }
+            self.subscribers.insert(conn, sent.max(map.epoch));
         }
     }
 

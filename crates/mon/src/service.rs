@@ -8,7 +8,7 @@ use carmine_proto::{
     Command, CommandOutput, MonCommand, MonForward, MonGetMap, Msg, OsdBoot, OsdMapMsg, OsdStats,
     PgState,
 };
-use carmine_types::{EntityKind, EntityName};
+use carmine_types::{EntityKind, EntityName, Epoch};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -46,33 +46,42 @@ impl Monitor {
         }
     }
 
-    /// Serves a map request from the applied state: to a holder of an older map, the
-    /// incrementals to every epoch after it while they are all kept (a PG must see each
-    /// interval change), split into messages of bounded size; to a newcomer (`have` 0)
-    /// or one too far behind, the newest full map.
+    /// Serves a map request from the applied state (see [`Monitor::map_messages_after`])
+    /// and, with `subscribe`, records the subscriber as holding the newest epoch.
     fn handle_get_map(&mut self, conn: ConnId, request: MonGetMap, out: &mut Vec<MonOutput>) {
-        if request.subscribe {
-            self.subscribers.insert(conn);
+        for msg in self.map_messages_after(request.have) {
+            out.push(MonOutput::Send(conn, Msg::OsdMap(msg)));
         }
-        if request.have >= self.map.epoch {
-            return;
+        let holds = request.have.max(self.map.epoch);
+        if let Some(sent) = self.subscribers.get_mut(&conn) {
+            *sent = (*sent).max(holds);
+        } else if request.subscribe {
+            self.subscribers.insert(conn, holds);
+        }
+    }
+
+    /// What brings a holder of epoch `have` to the applied map: nothing if it is not
+    /// behind; the incrementals to every epoch after it while they are all kept (a PG
+    /// must see each interval change), in messages of bounded size; else, to a
+    /// newcomer (`have` 0) or one too far behind, the newest full map.
+    pub(crate) fn map_messages_after(&self, have: Epoch) -> Vec<OsdMapMsg> {
+        if have >= self.map.epoch {
+            return Vec::new();
         }
         let oldest_kept = self.recent_incrementals.front().map(|(inc, _)| inc.epoch);
-        let newcomer = request.have.0 == 0;
-        if newcomer || oldest_kept.is_none_or(|oldest| oldest.0 > request.have.0 + 1) {
-            let msg = Msg::OsdMap(OsdMapMsg::full(self.map.clone()));
-            out.push(MonOutput::Send(conn, msg));
-            return;
+        let newcomer = have.0 == 0;
+        if newcomer || oldest_kept.is_none_or(|oldest| oldest.0 > have.0 + 1) {
+            return vec![OsdMapMsg::full(self.map.clone())];
         }
+        let mut messages = Vec::new();
         let mut batch = Vec::new();
         let mut batch_bytes = 0;
         for (inc, bytes) in &self.recent_incrementals {
-            if inc.epoch <= request.have {
+            if inc.epoch <= have {
                 continue;
             }
             if !batch.is_empty() && batch_bytes + bytes > crate::INCREMENTAL_BYTES_PER_MESSAGE_MAX {
-                let msg = Msg::OsdMap(OsdMapMsg::incrementals(std::mem::take(&mut batch)));
-                out.push(MonOutput::Send(conn, msg));
+                messages.push(OsdMapMsg::incrementals(std::mem::take(&mut batch)));
                 batch_bytes = 0;
             }
             batch.push(inc.clone());
@@ -83,10 +92,8 @@ impl Monitor {
             Some(self.map.epoch),
             "the kept incrementals lead to the applied map"
         );
-        out.push(MonOutput::Send(
-            conn,
-            Msg::OsdMap(OsdMapMsg::incrementals(batch)),
-        ));
+        messages.push(OsdMapMsg::incrementals(batch));
+        messages
     }
 
     fn handle_boot(
@@ -113,8 +120,9 @@ impl Monitor {
             );
             return;
         }
-        // Subscribe first, so the new instance sees every epoch published from here on.
-        self.subscribers.insert(conn);
+        // Subscribe first, so the new instance sees every epoch published from here on
+        // (the first as a full map: what it holds is unknown until its MonGetMap).
+        self.subscribers.entry(conn).or_insert(Epoch(0));
         let tracking = self.osds.entry(boot.osd).or_default();
         tracking.sessions.insert(conn);
         tracking.last_heard = Some(now);
