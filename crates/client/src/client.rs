@@ -391,9 +391,21 @@ impl Driver {
     fn handle_msg(&mut self, conn_id: ConnId, msg: Msg, out: &mut Vec<ObjecterOutput>) {
         match msg {
             Msg::OsdMap(update) => {
-                self.objecter.handle_map(update.map.clone(), out);
-                let newest = self.objecter.map().cloned();
-                self.map_tx.send_replace(newest);
+                // The objecter acts on the newest map only; the epochs between need
+                // applying (incrementals build on each other) but not acting on.
+                let step = update.advance(self.objecter.map());
+                if let Some(newest) = step.maps.last() {
+                    self.objecter.handle_map(newest.clone(), out);
+                    self.map_tx.send_replace(Some(newest.clone()));
+                }
+                if let Some(have) = step.request {
+                    tracing::debug!(
+                        "client: asking the monitor for maps after e{}: {}",
+                        have.0,
+                        step.error.map_or_else(String::new, |e| e.to_string())
+                    );
+                    self.request_maps(have);
+                }
             }
             Msg::OsdOpReply(reply) => self.objecter.handle_reply(reply, out),
             Msg::MonCommandReply(reply) => {
@@ -418,16 +430,21 @@ impl Driver {
                     }
                 }
                 ObjecterOutput::NeedMap(_) => {
-                    if let Some(mon) = &self.mon {
-                        let have = self.objecter.map().map(|m| m.epoch).unwrap_or(Epoch(0));
-                        let msg = Msg::MonGetMap(MonGetMap {
-                            have,
-                            subscribe: true,
-                        });
-                        let _ = mon.send(to_message(&msg, have));
-                    }
+                    let have = self.objecter.map().map(|m| m.epoch).unwrap_or(Epoch(0));
+                    self.request_maps(have);
                 }
             }
+        }
+    }
+
+    /// Asks the monitor for the maps after `have` (`Epoch(0)`: a full map).
+    fn request_maps(&self, have: Epoch) {
+        if let Some(mon) = &self.mon {
+            let msg = Msg::MonGetMap(MonGetMap {
+                have,
+                subscribe: true,
+            });
+            let _ = mon.send(to_message(&msg, have));
         }
     }
 

@@ -1,6 +1,8 @@
 //! The cluster map: the epoch-numbered `OsdMap` that monitors publish and every daemon
 //! and client acts on — OSDs (addresses per shard, up/in, weight), pools, the CRUSH map
-//! and flags — plus the pure placement functions object → PG → OSDs → shard.
+//! and flags — its incrementals (epoch e → e+1, checked by a CRC of the new map), how a
+//! subscriber advances through them, and the pure placement functions object → PG →
+//! OSDs → shard.
 //!
 //! Placement follows Ceph exactly: `ceph_str_hash_rjenkins` of the object name,
 //! `ceph_stable_mod` by `pg_num`, the pool-mixed placement seed
@@ -16,16 +18,20 @@
 //! assert_eq!(pg.pool, pool);
 //! ```
 
+mod feed;
 mod history;
+mod incremental;
 mod osdmap;
 mod placement;
 mod pool;
 pub mod settings;
 
+pub use feed::{advance, AdvanceError, MapAdvance};
 pub use history::{HistoryTracker, PastInterval, PAST_INTERVALS_MAX};
+pub use incremental::{map_crc, ApplyError, MapDelta, OsdMapIncremental};
 pub use osdmap::{
     OsdFlags, OsdInfo, OsdMap, OsdMapError, CONFIG_KEYS_MAX, CONFIG_KEY_BYTES_MAX,
-    CONFIG_VALUE_BYTES_MAX, WEIGHT_IN,
+    CONFIG_VALUE_BYTES_MAX, OSD_MAP_VERSION, WEIGHT_IN,
 };
 pub use placement::{pg_shard, PgMapping};
 pub use pool::{PoolInfo, PoolSpec};

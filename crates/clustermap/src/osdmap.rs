@@ -587,10 +587,13 @@ impl Decode for OsdInfo {
     }
 }
 
+/// The map's encoding version: v2 appends the PG histories, v3 the config keys, v4 the
+/// pg_temp entries. (The map message relies on it staying below 16.)
+pub const OSD_MAP_VERSION: u8 = 4;
+
 impl Encode for OsdMap {
     fn encode(&self, e: &mut Encoder) {
-        // v2 appends the PG histories, v3 the config keys, v4 the pg_temp entries.
-        e.versioned(4, 1, |e| {
+        e.versioned(OSD_MAP_VERSION, 1, |e| {
             e.put_u64(self.fsid as u64);
             e.put_u64((self.fsid >> 64) as u64);
             self.epoch.encode(e);
@@ -618,7 +621,7 @@ impl Encode for OsdMap {
 
 impl Decode for OsdMap {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("OsdMap", 4, |d, version| {
+        d.versioned("OsdMap", OSD_MAP_VERSION, |d, version| {
             let fsid_low = u128::from(d.get_u64()?);
             let fsid = fsid_low | (u128::from(d.get_u64()?) << 64);
             let epoch = Epoch::decode(d)?;

@@ -322,7 +322,9 @@ fn an_osd_booting_at_a_follower_comes_up_everywhere_and_followers_serve_maps() {
     assert!(group.live().all(|mon| mon.map().is_up(OsdId(1))));
     // The OSD's session at the follower got the new epoch pushed.
     let pushed = group.to_clients.iter().any(|(rank, conn, msg)| {
-        *rank == follower && *conn == 500 && matches!(msg, Msg::OsdMap(m) if m.map.is_up(OsdId(1)))
+        *rank == follower
+            && *conn == 500
+            && matches!(msg, Msg::OsdMap(m) if m.full.as_ref().is_some_and(|map| map.is_up(OsdId(1))))
     });
     assert!(pushed, "the follower pushed the map to its subscriber");
     // It stays up while its stats reach the leader through the follower...

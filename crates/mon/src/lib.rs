@@ -10,7 +10,10 @@
 //!
 //! How a change flows:
 //!
-//! - Any monitor serves map subscriptions (`MonGetMap`) from the map it has applied.
+//! - Any monitor serves map subscriptions (`MonGetMap`) from the map it has applied:
+//!   the incrementals after the subscriber's epoch while it keeps them all
+//!   ([`RECENT_INCREMENTALS_MAX`]), else the newest full map; each new epoch goes to
+//!   the subscribers as one incremental (a full map to one that holds none yet).
 //! - A command, an OSD boot or a stats report received by a follower is forwarded to
 //!   the leader (`MonForward`); one received while no leader is known waits (commands
 //!   fail after [`MonConfig::command_timeout`]).
@@ -51,9 +54,9 @@ pub mod storage;
 pub use storage::{MonStore, StoreError};
 
 use carmine_clustermap::settings::SettingsReader;
-use carmine_clustermap::{HistoryTracker, OsdMap};
+use carmine_clustermap::{HistoryTracker, OsdMap, OsdMapIncremental};
 use carmine_proto::{MonForward, Msg, OsdStats};
-use carmine_types::{EntityName, OsdId};
+use carmine_types::{EntityName, Epoch, OsdId};
 use entry::Origin;
 use raft::RawNode;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -63,8 +66,14 @@ use std::time::{Duration, Instant};
 /// A connection, as the driver numbers them.
 pub type ConnId = u64;
 
-/// Maps kept to send subscribers every epoch they missed.
-pub const RECENT_MAPS_MAX: usize = 64;
+/// Incrementals kept to send subscribers every epoch they missed; one further behind
+/// gets the newest full map.
+pub const RECENT_INCREMENTALS_MAX: usize = 64;
+/// Bytes of incrementals one map message carries at most; a longer run is split.
+pub const INCREMENTAL_BYTES_PER_MESSAGE_MAX: usize = 8 << 20;
+const _: () = assert!(RECENT_INCREMENTALS_MAX <= carmine_proto::MAP_INCREMENTALS_PER_MESSAGE_MAX);
+const _: () =
+    assert!(INCREMENTAL_BYTES_PER_MESSAGE_MAX < carmine_types::limits::MESSAGE_BYTES_MAX / 2);
 /// Requests held while no leader is known.
 pub const UNROUTED_MAX: usize = 1024;
 /// Commands waiting for an answer at one monitor.
@@ -200,11 +209,16 @@ pub struct Monitor {
     store_dirty: bool,
     // The applied state: identical on every monitor at the same applied index.
     map: Arc<OsdMap>,
-    recent_maps: VecDeque<Arc<OsdMap>>,
+    /// The changes to each recent epoch, oldest first, the last to `map`'s epoch, each
+    /// with its encoded size. Rebuilt from the replayed log after a restart (empty
+    /// until an epoch follows the loaded snapshot: subscribers then get full maps).
+    recent_incrementals: VecDeque<(Arc<OsdMapIncremental>, usize)>,
     applied_index: u64,
     history: HistoryTracker,
     // Sessions with clients and OSDs at this monitor.
-    subscribers: BTreeSet<ConnId>,
+    /// Subscribed connections, each with the newest epoch it holds or has been sent
+    /// (0: none yet, so its next map is a full one).
+    subscribers: BTreeMap<ConnId, Epoch>,
     conn_osd: BTreeMap<ConnId, OsdId>,
     osds: BTreeMap<OsdId, OsdTracking>,
     // Peer monitors.
@@ -295,7 +309,7 @@ impl Monitor {
         let map = Arc::new(map);
         let mut monitor = Self {
             history: HistoryTracker::new(&map),
-            recent_maps: VecDeque::from([map.clone()]),
+            recent_incrementals: VecDeque::new(),
             map,
             config,
             rank,
@@ -303,7 +317,7 @@ impl Monitor {
             raft,
             store_dirty: false,
             applied_index,
-            subscribers: BTreeSet::new(),
+            subscribers: BTreeMap::new(),
             conn_osd: BTreeMap::new(),
             osds,
             peer_conns: BTreeMap::new(),
@@ -453,5 +467,7 @@ fn raft_id(rank: u64) -> u64 {
 
 #[cfg(test)]
 mod group_tests;
+#[cfg(test)]
+mod map_service_tests;
 #[cfg(test)]
 mod tests;

@@ -7,12 +7,10 @@ use crate::storage::{decode_raft_message, encode_raft_message, LOG_ENTRIES_MAX};
 use crate::{
     raft_id, ConnId, MonOutput, Monitor, Op, PendingBoot, Waiter, UNROUTED_MAX, WAITERS_MAX,
 };
-use carmine_clustermap::OsdMap;
-use carmine_proto::{
-    CommandOutput, MonCommand, MonCommandReply, MonForward, MonRaft, Msg, OsdMapMsg,
-};
+use carmine_clustermap::{OsdMap, OsdMapIncremental};
+use carmine_proto::{CommandOutput, MonCommand, MonCommandReply, MonForward, MonRaft, Msg};
 use carmine_types::encoding::{Decode, Encode};
-use carmine_types::EntityName;
+use carmine_types::{EntityName, Epoch};
 use raft::prelude::{Entry, EntryType, Message, Snapshot};
 use raft::StateRole;
 use std::sync::Arc;
@@ -109,7 +107,6 @@ impl Monitor {
             return;
         }
         self.history = carmine_clustermap::HistoryTracker::new(&map);
-        self.recent_maps.clear();
         self.install_map(now, Arc::new(map), out);
     }
 
@@ -188,17 +185,30 @@ impl Monitor {
             !map.osd(osd)
                 .is_some_and(|info| info.up && info.shard_addrs == boot.shard_addrs)
         });
+        // A snapshot may jump epochs: the changes kept no longer lead to this map.
+        if map.epoch.0 == self.map.epoch.0 + 1 {
+            let incremental = Arc::new(OsdMapIncremental::between(&self.map, &map));
+            let bytes = incremental.encoded_bytes();
+            self.recent_incrementals.push_back((incremental, bytes));
+            while self.recent_incrementals.len() > crate::RECENT_INCREMENTALS_MAX {
+                self.recent_incrementals.pop_front();
+            }
+        } else {
+            self.recent_incrementals.clear();
+        }
         self.map = map.clone();
         self.failures.prune(&map);
         self.read_settings();
-        self.recent_maps.push_back(map.clone());
-        while self.recent_maps.len() > crate::RECENT_MAPS_MAX {
-            self.recent_maps.pop_front();
-        }
         out.push(MonOutput::PersistMap(map.clone()));
-        let msg = Msg::OsdMap(OsdMapMsg { map });
-        for &conn in &self.subscribers {
-            out.push(MonOutput::Send(conn, msg.clone()));
+        let subscribers: Vec<(ConnId, Epoch)> =
+            self.subscribers.iter().map(|(&c, &e)| (c, e)).collect();
+        for (conn, sent) in subscribers {
+            // One that already holds this epoch (it told us, or was sent it) is skipped;
+            // one with no map yet gets a full map, as an incremental needs a base.
+            for msg in self.map_messages_after(sent) {
+                out.push(MonOutput::Send(conn, Msg::OsdMap(msg)));
+            }
+            self.subscribers.insert(conn, sent.max(map.epoch));
         }
     }
 

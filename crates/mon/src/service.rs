@@ -8,7 +8,7 @@ use carmine_proto::{
     Command, CommandOutput, MonCommand, MonForward, MonGetMap, Msg, OsdBoot, OsdMapMsg, OsdStats,
     PgState,
 };
-use carmine_types::{EntityKind, EntityName};
+use carmine_types::{EntityKind, EntityName, Epoch};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -46,29 +46,54 @@ impl Monitor {
         }
     }
 
-    /// Serves a map request from the applied state: to a holder of an older map, every
-    /// epoch after it while they are kept (a PG must see each interval change); to a
-    /// newcomer (`have` 0) or one too far behind, the newest map alone.
+    /// Serves a map request from the applied state (see [`Monitor::map_messages_after`])
+    /// and, with `subscribe`, records the subscriber as holding the newest epoch.
     fn handle_get_map(&mut self, conn: ConnId, request: MonGetMap, out: &mut Vec<MonOutput>) {
-        if request.subscribe {
-            self.subscribers.insert(conn);
+        for msg in self.map_messages_after(request.have) {
+            out.push(MonOutput::Send(conn, Msg::OsdMap(msg)));
         }
-        if request.have >= self.map.epoch {
-            return;
+        let holds = request.have.max(self.map.epoch);
+        if let Some(sent) = self.subscribers.get_mut(&conn) {
+            *sent = (*sent).max(holds);
+        } else if request.subscribe {
+            self.subscribers.insert(conn, holds);
         }
-        let oldest_kept = self.recent_maps.front().map(|m| m.epoch);
-        let newcomer = request.have.0 == 0;
-        if !newcomer && oldest_kept.is_some_and(|oldest| oldest.0 <= request.have.0 + 1) {
-            for map in self.recent_maps.iter().filter(|m| m.epoch > request.have) {
-                let msg = Msg::OsdMap(OsdMapMsg { map: map.clone() });
-                out.push(MonOutput::Send(conn, msg));
+    }
+
+    /// What brings a holder of epoch `have` to the applied map: nothing if it is not
+    /// behind; the incrementals to every epoch after it while they are all kept (a PG
+    /// must see each interval change), in messages of bounded size; else, to a
+    /// newcomer (`have` 0) or one too far behind, the newest full map.
+    pub(crate) fn map_messages_after(&self, have: Epoch) -> Vec<OsdMapMsg> {
+        if have >= self.map.epoch {
+            return Vec::new();
+        }
+        let oldest_kept = self.recent_incrementals.front().map(|(inc, _)| inc.epoch);
+        let newcomer = have.0 == 0;
+        if newcomer || oldest_kept.is_none_or(|oldest| oldest.0 > have.0 + 1) {
+            return vec![OsdMapMsg::full(self.map.clone())];
+        }
+        let mut messages = Vec::new();
+        let mut batch = Vec::new();
+        let mut batch_bytes = 0;
+        for (inc, bytes) in &self.recent_incrementals {
+            if inc.epoch <= have {
+                continue;
             }
-        } else {
-            let msg = Msg::OsdMap(OsdMapMsg {
-                map: self.map.clone(),
-            });
-            out.push(MonOutput::Send(conn, msg));
+            if !batch.is_empty() && batch_bytes + bytes > crate::INCREMENTAL_BYTES_PER_MESSAGE_MAX {
+                messages.push(OsdMapMsg::incrementals(std::mem::take(&mut batch)));
+                batch_bytes = 0;
+            }
+            batch.push(inc.clone());
+            batch_bytes += bytes;
         }
+        assert_eq!(
+            batch.last().map(|inc| inc.epoch),
+            Some(self.map.epoch),
+            "the kept incrementals lead to the applied map"
+        );
+        messages.push(OsdMapMsg::incrementals(batch));
+        messages
     }
 
     fn handle_boot(
@@ -95,8 +120,9 @@ impl Monitor {
             );
             return;
         }
-        // Subscribe first, so the new instance sees every epoch published from here on.
-        self.subscribers.insert(conn);
+        // Subscribe first, so the new instance sees every epoch published from here on
+        // (the first as a full map: what it holds is unknown until its MonGetMap).
+        self.subscribers.entry(conn).or_insert(Epoch(0));
         let tracking = self.osds.entry(boot.osd).or_default();
         tracking.sessions.insert(conn);
         tracking.last_heard = Some(now);

@@ -50,8 +50,26 @@ fn boot_publishes_a_new_epoch_persisted_before_it_is_sent() {
     let mut mon = Monitor::new(OsdMap::new_dev(3), MonConfig::default(), now);
     let out = boot(&mut mon, now, 1, 0);
     assert!(matches!(&out[0], MonOutput::PersistMap(map) if map.epoch == Epoch(2)));
-    assert!(matches!(&out[1], MonOutput::Send(1, Msg::OsdMap(m)) if m.map.epoch == Epoch(2)));
+    // The booting OSD holds no map yet: a full one.
+    let MonOutput::Send(1, Msg::OsdMap(published)) = &out[1] else {
+        panic!("{:?}", out[1]);
+    };
+    assert_eq!(published.full.as_ref(), Some(mon.map()));
     assert!(mon.map().is_up(OsdId(0)));
+    // The next epoch reaches it as the change alone.
+    let before = mon.map().clone();
+    let out = boot(&mut mon, now, 2, 1);
+    let published = out
+        .iter()
+        .find_map(|o| match o {
+            MonOutput::Send(1, Msg::OsdMap(m)) => Some(m),
+            _ => None,
+        })
+        .expect("osd.0 is sent epoch 3");
+    assert!(published.full.is_none());
+    assert_eq!(published.newest_epoch(), Epoch(3));
+    let step = published.advance(Some(&before));
+    assert_eq!(step.maps, vec![mon.map().clone()]);
 }
 
 #[test]

@@ -2,7 +2,10 @@
 //! operator's commands.
 
 use bytes::Bytes;
-use carmine_clustermap::{OsdMap, PoolSpec, CONFIG_KEY_BYTES_MAX, CONFIG_VALUE_BYTES_MAX};
+use carmine_clustermap::{
+    MapAdvance, OsdMap, OsdMapIncremental, PoolSpec, CONFIG_KEY_BYTES_MAX, CONFIG_VALUE_BYTES_MAX,
+    OSD_MAP_VERSION,
+};
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 use carmine_types::limits::POOL_NAME_BYTES_MAX;
 use carmine_types::{EVersion, EntityName, Epoch, OsdId, PgId};
@@ -18,10 +21,48 @@ pub struct MonGetMap {
     pub subscribe: bool,
 }
 
-/// A full map. (Incrementals come with the monitor work; full maps are small here.)
+/// Map updates from the monitor, as Ceph's `MOSDMap`: a full map (to a newcomer or a
+/// subscriber too far behind), a run of consecutive incrementals (to one that holds an
+/// epoch the monitor still has the changes after), or a full map and the incrementals
+/// that follow it. Subscribers apply it with [`OsdMapMsg::advance`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct OsdMapMsg {
-    pub map: Arc<OsdMap>,
+    pub full: Option<Arc<OsdMap>>,
+    /// Oldest first, each the epoch after the one before (and after `full`, if any).
+    pub incrementals: Vec<Arc<OsdMapIncremental>>,
+}
+
+/// Most incrementals one map message carries; the monitor splits longer runs.
+pub const MAP_INCREMENTALS_PER_MESSAGE_MAX: usize = 256;
+
+impl OsdMapMsg {
+    pub fn full(map: Arc<OsdMap>) -> Self {
+        Self {
+            full: Some(map),
+            incrementals: Vec::new(),
+        }
+    }
+
+    pub fn incrementals(incrementals: Vec<Arc<OsdMapIncremental>>) -> Self {
+        assert!(!incrementals.is_empty(), "a map message carries a map");
+        Self {
+            full: None,
+            incrementals,
+        }
+    }
+
+    /// The newest epoch the message brings.
+    pub fn newest_epoch(&self) -> Epoch {
+        let from_full = self.full.as_ref().map(|m| m.epoch);
+        let from_incrementals = self.incrementals.last().map(|i| i.epoch);
+        from_incrementals.or(from_full).unwrap_or(Epoch(0))
+    }
+
+    /// What the message does for a subscriber holding `held` (see
+    /// [`carmine_clustermap::advance`]).
+    pub fn advance(&self, held: Option<&Arc<OsdMap>>) -> MapAdvance {
+        carmine_clustermap::advance(held, self.full.as_ref(), &self.incrementals)
+    }
 }
 
 /// An OSD announcing itself: its id, one address per shard, and its host.
@@ -335,16 +376,66 @@ impl Decode for MonGetMap {
     }
 }
 
+/// The map message's envelope version. Before incrementals the message was a bare
+/// `OsdMap`, whose envelope starts with the map's own version byte; numbering the
+/// message from 16 keeps the two apart, so a bare map still decodes (as a full map).
+const OSD_MAP_MSG_VERSION: u8 = 16;
+const _: () = assert!(OSD_MAP_VERSION < OSD_MAP_MSG_VERSION);
+
 impl Encode for OsdMapMsg {
     fn encode(&self, e: &mut Encoder) {
-        self.map.encode(e);
+        assert!(self.incrementals.len() <= MAP_INCREMENTALS_PER_MESSAGE_MAX);
+        e.versioned(OSD_MAP_MSG_VERSION, OSD_MAP_MSG_VERSION, |e| {
+            match &self.full {
+                None => e.put_u8(0),
+                Some(map) => {
+                    e.put_u8(1);
+                    map.encode(e);
+                }
+            }
+            e.put_u32(self.incrementals.len() as u32);
+            for inc in &self.incrementals {
+                inc.encode(e);
+            }
+        });
     }
 }
 
 impl Decode for OsdMapMsg {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        Ok(OsdMapMsg {
-            map: Arc::new(OsdMap::decode(d)?),
+        if d.clone().get_u8()? < OSD_MAP_MSG_VERSION {
+            return Ok(OsdMapMsg::full(Arc::new(OsdMap::decode(d)?)));
+        }
+        d.versioned("OsdMapMsg", OSD_MAP_MSG_VERSION, |d, _| {
+            let full = Option::<OsdMap>::decode(d)?.map(Arc::new);
+            let count = d.get_count("map incrementals", 6)?;
+            if count > MAP_INCREMENTALS_PER_MESSAGE_MAX {
+                return Err(DecodeError::TooLong {
+                    what: "map incrementals",
+                    length: count,
+                    limit: MAP_INCREMENTALS_PER_MESSAGE_MAX,
+                });
+            }
+            let mut incrementals: Vec<Arc<OsdMapIncremental>> = Vec::with_capacity(count);
+            let mut previous = full.as_ref().map(|m| m.epoch);
+            for _ in 0..count {
+                let inc = OsdMapIncremental::decode(d)?;
+                if previous.is_some_and(|p| inc.epoch.0 != p.0 + 1) {
+                    return Err(DecodeError::Invalid {
+                        what: "map incremental out of sequence",
+                        value: u64::from(inc.epoch.0),
+                    });
+                }
+                previous = Some(inc.epoch);
+                incrementals.push(Arc::new(inc));
+            }
+            if full.is_none() && incrementals.is_empty() {
+                return Err(DecodeError::Invalid {
+                    what: "map message with no map",
+                    value: 0,
+                });
+            }
+            Ok(OsdMapMsg { full, incrementals })
         })
     }
 }
@@ -952,6 +1043,82 @@ mod tests {
                 Msg::decode(msg.msg_type(), msg.encode_front()).unwrap(),
                 msg
             );
+        }
+    }
+
+    /// Epochs 1..=count of a small cluster, and the incrementals between them.
+    fn map_chain(count: u32) -> (Vec<Arc<OsdMap>>, Vec<Arc<OsdMapIncremental>>) {
+        let mut maps = vec![Arc::new(OsdMap::new_dev(3))];
+        let mut incs = Vec::new();
+        for osd in 0..count - 1 {
+            let prev = maps.last().unwrap().clone();
+            let mut next = (*prev).clone();
+            next.epoch = prev.epoch.next();
+            let addr = format!("127.0.0.1:{}", 6800 + osd).parse().unwrap();
+            next.boot_osd(OsdId(osd), vec![addr], format!("h{osd}"))
+                .unwrap();
+            incs.push(Arc::new(OsdMapIncremental::between(&prev, &next)));
+            maps.push(Arc::new(next));
+        }
+        (maps, incs)
+    }
+
+    #[test]
+    fn map_messages_round_trip_full_incremental_and_both() {
+        let (maps, incs) = map_chain(4);
+        let messages = [
+            OsdMapMsg::full(maps[3].clone()),
+            OsdMapMsg::incrementals(incs.clone()),
+            OsdMapMsg {
+                full: Some(maps[1].clone()),
+                incrementals: incs[1..].to_vec(),
+            },
+        ];
+        for map_msg in messages {
+            assert_eq!(map_msg.newest_epoch(), maps[3].epoch);
+            let msg = Msg::OsdMap(map_msg);
+            let decoded = Msg::decode(msg.msg_type(), msg.encode_front()).unwrap();
+            assert_eq!(decoded, msg);
+            let Msg::OsdMap(decoded) = decoded else {
+                unreachable!()
+            };
+            let step = decoded.advance(Some(&maps[0]));
+            assert_eq!(step.maps.last(), Some(&maps[3]));
+            assert_eq!(step.request, None);
+        }
+    }
+
+    #[test]
+    fn a_bare_map_from_before_incrementals_decodes_as_a_full_map() {
+        let (maps, _) = map_chain(2);
+        let bare = maps[1].to_bytes();
+        let msg = Msg::decode(crate::msg_type::OSD_MAP, bare).unwrap();
+        assert_eq!(msg, Msg::OsdMap(OsdMapMsg::full(maps[1].clone())));
+    }
+
+    #[test]
+    fn malformed_map_messages_are_errors() {
+        let (maps, incs) = map_chain(4);
+        let encode = |msg: &OsdMapMsg| Msg::OsdMap(msg.clone()).encode_front();
+        let decode = |bytes: Bytes| Msg::decode(crate::msg_type::OSD_MAP, bytes);
+        let out_of_order = OsdMapMsg {
+            full: None,
+            incrementals: vec![incs[0].clone(), incs[2].clone()],
+        };
+        assert!(decode(encode(&out_of_order)).is_err());
+        let not_after_full = OsdMapMsg {
+            full: Some(maps[2].clone()),
+            incrementals: vec![incs[0].clone()],
+        };
+        assert!(decode(encode(&not_after_full)).is_err());
+        let empty = OsdMapMsg {
+            full: None,
+            incrementals: Vec::new(),
+        };
+        assert!(decode(encode(&empty)).is_err());
+        let good = encode(&OsdMapMsg::incrementals(incs.clone()));
+        for cut in [0, 1, 6, 10, good.len() / 2, good.len() - 1] {
+            assert!(decode(good.slice(..cut)).is_err(), "cut at {cut}");
         }
     }
 }

@@ -15,7 +15,7 @@ use carmine_msgr::tcp::{connect, ConnectionHandle, NetEvent};
 use carmine_msgr::{Policy, SessionConfig};
 use carmine_osd::heartbeat::HeartbeatConfig;
 use carmine_osd::OsdShard;
-use carmine_proto::{MonGetMap, Msg, OsdBoot, OsdStats};
+use carmine_proto::{MonGetMap, Msg, OsdBoot, OsdMapMsg, OsdStats};
 use carmine_store::logstore::shard_device_path;
 use carmine_store::{FileDevice, LogStore, LogStoreConfig, MemStore};
 use carmine_types::{EntityName, Epoch, OsdId, ShardIndex};
@@ -321,7 +321,7 @@ impl GlobalTask {
                 event = events.recv() => match event {
                     Some(NetEvent::Message { message, peer, .. }) => {
                         if let Some(Msg::OsdMap(update)) = from_message(message, &peer) {
-                            self.handle_map(&mon, update.map);
+                            self.handle_map_update(&mon, update);
                         }
                     }
                     Some(NetEvent::Closed { reason, .. }) => {
@@ -344,6 +344,29 @@ impl GlobalTask {
                 }
                 _ = tokio::time::sleep_until(heartbeat_due) => self.heartbeats.tick(&mon),
             }
+        }
+    }
+
+    /// Applies a map message in epoch order and acts on every new epoch (a PG must see
+    /// each interval change); asks the monitor for what a gap or a checksum mismatch
+    /// left out.
+    fn handle_map_update(&mut self, mon: &ConnectionHandle, update: OsdMapMsg) {
+        let step = update.advance(self.newest.as_ref());
+        for map in step.maps {
+            self.handle_map(mon, map);
+        }
+        if let Some(have) = step.request {
+            tracing::warn!(
+                "{}: asking the monitor for maps after e{}: {}",
+                self.config.id,
+                have.0,
+                step.error.map_or_else(String::new, |e| e.to_string())
+            );
+            let request = Msg::MonGetMap(MonGetMap {
+                have,
+                subscribe: true,
+            });
+            let _ = mon.send(to_message(&request, self.epoch()));
         }
     }
 

@@ -121,7 +121,20 @@ impl Sim {
         let mut out = Vec::new();
         let client = self.client(index);
         match wire.msg {
-            Msg::OsdMap(update) => client.objecter.handle_map(update.map, &mut out),
+            Msg::OsdMap(update) => {
+                // As the async client: apply every epoch, act on the newest.
+                let step = update.advance(client.objecter.map());
+                if let Some(newest) = step.maps.last() {
+                    client.objecter.handle_map(newest.clone(), &mut out);
+                }
+                if let Some(have) = step.request {
+                    let error = step.error.map_or_else(String::new, |e| e.to_string());
+                    self.trace.note(self.now(), || {
+                        format!("client{index} asks for maps after e{}: {error}", have.0)
+                    });
+                    self.client_request_maps(index, have);
+                }
+            }
             Msg::OsdOpReply(reply) => client.objecter.handle_reply(reply, &mut out),
             other => panic!("{} sent client{index} a {}", wire.from, other.msg_type()),
         }
@@ -160,17 +173,21 @@ impl Sim {
                     }
                 }
                 ObjecterOutput::NeedMap(_) => {
-                    let client = self.client(index);
-                    if let Some(session) = client.mon_session {
-                        let have = client.epoch();
-                        let msg = Msg::MonGetMap(MonGetMap {
-                            have,
-                            subscribe: true,
-                        });
-                        self.send_session(session, Endpoint::Client(index), msg);
-                    }
+                    let have = self.client(index).epoch();
+                    self.client_request_maps(index, have);
                 }
             }
+        }
+    }
+
+    /// Asks the client's monitor for the maps after `have` (`Epoch(0)`: a full map).
+    fn client_request_maps(&mut self, index: u32, have: Epoch) {
+        if let Some(session) = self.client(index).mon_session {
+            let msg = Msg::MonGetMap(MonGetMap {
+                have,
+                subscribe: true,
+            });
+            self.send_session(session, Endpoint::Client(index), msg);
         }
     }
 

@@ -15,7 +15,7 @@ use crate::sim::Sim;
 use crate::time::{Nanos, MILLISECOND, SECOND};
 use carmine_clustermap::{pg_shard, OsdMap};
 use carmine_osd::{OsdShard, OsdTuning, Output};
-use carmine_proto::{MonGetMap, Msg, OsdBoot, OsdStats, PgState};
+use carmine_proto::{MonGetMap, Msg, OsdBoot, OsdMapMsg, OsdStats, PgState};
 use carmine_types::{Epoch, OsdId, PgId, ShardIndex};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -185,7 +185,7 @@ impl Sim {
         }
         let mut out = Vec::new();
         match (wire.from, wire.msg) {
-            (Endpoint::Mon(_), Msg::OsdMap(update)) => return self.osd_handle_map(osd, update.map),
+            (Endpoint::Mon(_), Msg::OsdMap(update)) => return self.osd_handle_update(osd, update),
             (Endpoint::Client(_), Msg::OsdOp(op)) => {
                 let crate::network::Via::Session(conn) = wire.via else {
                     panic!("clients talk over sessions");
@@ -250,6 +250,29 @@ impl Sim {
     }
 
     /// The global task's map handling, then the watch channel to every shard.
+    /// As the daemon's `handle_map_update`: every new epoch in order, and a request
+    /// for what a gap or a checksum mismatch left out.
+    fn osd_handle_update(&mut self, osd: OsdId, update: OsdMapMsg) {
+        let node = &self.osds[&osd];
+        let step = update.advance(node.map.as_ref());
+        for map in step.maps {
+            self.osd_handle_map(osd, map);
+        }
+        if let Some(have) = step.request {
+            let error = step.error.map_or_else(String::new, |e| e.to_string());
+            self.trace.note(self.now(), || {
+                format!("{osd} asks for maps after e{}: {error}", have.0)
+            });
+            if let Some(session) = self.osds[&osd].mon_session {
+                let request = Msg::MonGetMap(MonGetMap {
+                    have,
+                    subscribe: true,
+                });
+                self.send_session(session, Endpoint::Osd(osd, ShardIndex(0)), request);
+            }
+        }
+    }
+
     fn osd_handle_map(&mut self, osd: OsdId, map: Arc<OsdMap>) {
         let node = self.osds.get_mut(&osd).expect("exists");
         if map.epoch <= node.epoch() {

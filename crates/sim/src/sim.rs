@@ -515,7 +515,7 @@ fn describe(wire: &Wire) -> String {
             "RepOpReply {} v{} tid {}",
             reply.pgid, reply.version, reply.rep_tid
         ),
-        Msg::OsdMap(map) => format!("OsdMap e{}", map.map.epoch.0),
+        Msg::OsdMap(map) => format!("OsdMap e{}", map.newest_epoch().0),
         Msg::OsdBoot(boot) => format!("OsdBoot {}", boot.osd),
         other => {
             let mut text = format!("{other:?}");
