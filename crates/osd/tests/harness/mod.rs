@@ -611,6 +611,26 @@ impl Cluster {
         true
     }
 
+    /// Queues `msg` from `from` to `to` as if just sent (a test replays a message it
+    /// took out of the network earlier: a late delivery).
+    pub fn inject(&mut self, from: Addr, to: Addr, msg: Msg) {
+        self.enqueue(from, to, msg);
+    }
+
+    /// Takes every queued message matching `wanted` out of the network, in send order.
+    pub fn take_where(&mut self, mut wanted: impl FnMut(&Envelope) -> bool) -> Vec<Envelope> {
+        let mut taken = Vec::new();
+        for queue in self.links.values_mut() {
+            let (matching, rest): (VecDeque<Envelope>, VecDeque<Envelope>) =
+                queue.drain(..).partition(|envelope| wanted(envelope));
+            taken.extend(matching);
+            *queue = rest;
+        }
+        self.links.retain(|_, queue| !queue.is_empty());
+        taken.sort_by_key(|envelope| envelope.seq);
+        taken
+    }
+
     /// Loses every queued message matching `lost`; returns how many.
     pub fn drop_where(&mut self, mut lost: impl FnMut(&Envelope) -> bool) -> usize {
         let mut count = 0;
