@@ -8,11 +8,14 @@
 //!    acknowledged only once every member of the interval has it, that copy's log holds
 //!    every write acknowledged in it. An interval whose members all answered without
 //!    having been activated in it never accepted writes. Any other interval leaves the
-//!    PG **down**: it waits for those OSDs rather than serve stale data.
+//!    PG **down**: it waits for those OSDs rather than serve stale data. If every
+//!    interval is accounted for but the newest copy lacks objects that no reachable
+//!    copy with its history holds, the PG is **incomplete** and waits likewise.
 //! 2. **GetLog.** The authoritative copy is the one with the highest
 //!    `(last_epoch_started, last_update)`. If it is not the primary, the primary fetches
 //!    its log, works out which objects it lacks (newer entries, and its own divergent
-//!    entries, which were never acknowledged), adopts the log and **pulls** them.
+//!    entries, which were never acknowledged), adopts the log with its dups (the
+//!    requests of trimmed entries) and **pulls** them.
 //! 3. **Activate.** Each replica gets the log suffix it lacks (or, when the log no
 //!    longer covers its copy or its copy diverged, a full backfill) and the list of
 //!    objects it must receive. Once all have acknowledged, the PG is active; missing
@@ -243,7 +246,8 @@ impl Pg {
     /// The copy with the newest history may lack objects (an unfinished backfill or
     /// recovery target: its log is the newest, its objects are not all there). A
     /// copy with the same history that holds them then stands in for it (a primary
-    /// that is the target itself pulls them from such a copy, `source_for_missing`).
+    /// that is the target itself pulls them from such a copy, `source_for_missing`,
+    /// or repairs them from any answering copy whose version of them is current).
     /// Without one the PG is incomplete: every reachable older copy lacks
     /// acknowledged writes, and the target lacks objects (Ceph's `incomplete`).
     fn complete_auth(&self) -> Result<OsdId, String> {
@@ -261,11 +265,52 @@ impl Pg {
             .filter(|(_, n)| !n.missing.iter().any(|name| best.missing.contains(name)))
             .min_by_key(|(osd, n)| (n.missing.len(), **osd != self.whoami))
             .map(|(osd, _)| *osd);
+        let wiped = best.missing.iter().any(|name| name == MISSING_ALL);
         match stand_in {
             Some(_) if auth == self.whoami => Ok(auth),
             Some(osd) => Ok(osd),
-            None => Err(self.incomplete_reason(auth)),
+            None if wiped => Err(self.incomplete_reason(auth)),
+            // Its log is not known before GetLog: as before, objects it lacks that
+            // nobody supplies end up unfound rather than the PG incomplete.
+            None if auth != self.whoami => Ok(auth),
+            None if self.unobtainable_missing() > 0 => Err(self.incomplete_reason(auth)),
+            None => Ok(auth),
         }
+    }
+
+    /// Primary holding the newest log: how many objects it lacks that no answering
+    /// copy holds at their current version (the copy does not list them missing,
+    /// and our log shows no write to them after the copy's last update).
+    fn unobtainable_missing(&self) -> usize {
+        let holders: Vec<(&PgNotify, BTreeSet<&str>)> = self
+            .notifies
+            .iter()
+            .filter(|(osd, n)| **osd != self.whoami && n.exists)
+            .filter(|(_, n)| !n.missing.iter().any(|name| name == MISSING_ALL))
+            .filter(|(_, n)| {
+                let theirs = n.info.last_update;
+                theirs == self.info.last_update
+                    || theirs == self.info.log_tail
+                    || self.log.contains(theirs)
+            })
+            .map(|(_, n)| {
+                let written_since: BTreeSet<&str> = self
+                    .log
+                    .entries()
+                    .filter(|e| e.version > n.info.last_update)
+                    .map(|e| e.oid.as_str())
+                    .collect();
+                (n, written_since)
+            })
+            .collect();
+        self.missing
+            .iter()
+            .filter(|name| {
+                !holders.iter().any(|(n, written_since)| {
+                    !written_since.contains(name.as_str()) && !n.missing.contains(*name)
+                })
+            })
+            .count()
     }
 
     fn incomplete_reason(&self, auth: OsdId) -> String {
