@@ -78,8 +78,13 @@ pub(crate) enum Phase {
         waiting: BTreeSet<OsdId>,
     },
     Active,
-    /// Primary: cannot prove it would see every acknowledged write; why.
+    /// Primary: cannot prove it would see every acknowledged write (a past interval
+    /// that may have accepted writes has no member up to ask); why.
     Down(String),
+    /// Primary: every past interval is accounted for, but no reachable copy is
+    /// complete enough to serve (the newest history is held only by copies that were
+    /// never fully backfilled); why. It waits, as when down, for a new map.
+    Incomplete(String),
 }
 
 /// One PG as one OSD shard holds it.
@@ -143,6 +148,10 @@ pub struct Pg {
     /// Primary: removed snapshots whose clones are trimmed, and the pass under way.
     snap_trimmed: BTreeSet<u64>,
     snap_trim_pass: Option<snap_trim::TrimPass>,
+    /// Stray: this copy is being deleted (see `pg/purge.rs`).
+    deleting: bool,
+    /// Primary: the strays of this interval were told to delete their copies.
+    strays_purged: bool,
 }
 
 impl Pg {
@@ -205,6 +214,8 @@ impl Pg {
             repair_counters: RepairCounters::default(),
             snap_trimmed: BTreeSet::new(),
             snap_trim_pass: None,
+            deleting: false,
+            strays_purged: false,
         };
         if store.collection_exists(coll) {
             pg.load(store)?;
@@ -248,6 +259,8 @@ impl Pg {
                     let (reqid, applied) =
                         crate::pglog::decode_dup(&key, value).map_err(|e| corrupt("dup", e))?;
                     self.log.load_dup(reqid, applied);
+                } else if key == purge::DELETING_KEY {
+                    self.deleting = true;
                 } else if let Some(name) = key.strip_prefix(crate::pglog::MISSING_PREFIX) {
                     self.missing
                         .insert(String::from_utf8_lossy(name).into_owned());
@@ -308,6 +321,7 @@ impl Pg {
             Phase::Active if self.is_active() => PgState::ACTIVE,
             Phase::Active => PgState::INACTIVE,
             Phase::Down(_) => PgState::DOWN,
+            Phase::Incomplete(_) => PgState::INCOMPLETE,
             Phase::Replica => PgState::INACTIVE,
             _ => PgState::PEERING,
         };
@@ -640,6 +654,7 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
 }
 
 pub(crate) mod peering;
+pub(crate) mod purge;
 pub(crate) mod recovery;
 mod repair;
 mod replication;

@@ -4,7 +4,7 @@
 //! — tells a returning replica what it missed.
 
 use bytes::Bytes;
-use carmine_proto::{LogEntry, PgInfo};
+use carmine_proto::{LogDup, LogEntry, PgInfo};
 use carmine_store::{CollectionId, Transaction};
 use carmine_types::encoding::Encode;
 use carmine_types::{EVersion, ObjectId, ReqId};
@@ -187,8 +187,8 @@ pub struct Applied {
 }
 
 /// The in-memory log with its request-id index, and the request ids of trimmed
-/// entries ("dups"), persisted as `dup.` keys beside the log (a backfill forgets them;
-/// peering does not send them to other copies).
+/// entries ("dups"), persisted as `dup.` keys beside the log (peering sends them with
+/// the log: see [`PgLog::merge_dups`]).
 #[derive(Debug)]
 pub struct PgLog {
     entries: VecDeque<LogEntry>,
@@ -400,6 +400,52 @@ impl PgLog {
     }
 }
 
+/// Dups exchanged in peering: a copy that adopts another's log (or is backfilled
+/// from it) takes its remembered requests too, so that a resend of a write trimmed
+/// elsewhere is still answered from them after a primary change.
+impl PgLog {
+    /// Every remembered request, oldest first, as peering sends them.
+    pub fn dups_to_send(&self) -> Vec<LogDup> {
+        self.dups
+            .iter()
+            .map(|(reqid, applied)| LogDup {
+                reqid: *reqid,
+                version: applied.version,
+                user_version: applied.user_version,
+            })
+            .collect()
+    }
+
+    /// Adds the requests of `incoming` that neither the log nor the dups know yet,
+    /// keeping the newest [`DUPS_MAX`] by version. The caller persists
+    /// [`PgLog::dup_omap`] afterwards (adopting a log rewrites the whole metadata).
+    pub fn merge_dups(&mut self, incoming: &[LogDup]) {
+        let fresh: Vec<(ReqId, Applied)> = incoming
+            .iter()
+            .filter(|dup| !self.by_reqid.contains_key(&dup.reqid))
+            .filter(|dup| !self.dup_index.contains_key(&dup.reqid))
+            .map(|dup| {
+                let applied = Applied {
+                    version: dup.version,
+                    user_version: dup.user_version,
+                };
+                (dup.reqid, applied)
+            })
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        let mut all: Vec<(ReqId, Applied)> = self.dups.drain(..).chain(fresh).collect();
+        all.sort_by_key(|(_, applied)| applied.version);
+        let excess = all.len().saturating_sub(DUPS_MAX);
+        self.dup_index.clear();
+        for (reqid, applied) in all.into_iter().skip(excess) {
+            self.dup_index.insert(reqid, applied);
+            self.dups.push_back((reqid, applied));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -562,5 +608,33 @@ mod tests {
     fn log_keys_sort_by_version() {
         assert!(log_key(EVersion::new(1, 9)) < log_key(EVersion::new(1, 10)));
         assert!(log_key(EVersion::new(1, 99)) < log_key(EVersion::new(2, 1)));
+    }
+
+    #[test]
+    fn merged_dups_answer_resends_and_stay_bounded() {
+        let mut log = PgLog::with_entries_max(2);
+        log.push(entry(10, 10));
+        let dup = |v: u64| LogDup {
+            reqid: ReqId { client: 1, tid: v },
+            version: EVersion::new(1, v),
+            user_version: v,
+        };
+        // tid 10 is in the log: its entry answers, not a dup.
+        let incoming: Vec<LogDup> = (1..=DUPS_MAX as u64 + 10).map(dup).collect();
+        log.merge_dups(&incoming);
+        assert_eq!(log.dups_to_send().len(), DUPS_MAX);
+        // The oldest were dropped, the newest kept.
+        assert!(log.find_reqid(ReqId { client: 1, tid: 1 }).is_none());
+        let last = DUPS_MAX as u64 + 10;
+        let found = log
+            .find_reqid(ReqId {
+                client: 1,
+                tid: last,
+            })
+            .unwrap();
+        assert_eq!(found.version, EVersion::new(1, last));
+        assert!(!log.dups_to_send().iter().any(|d| d.reqid.tid == 10));
+        let versions: Vec<EVersion> = log.dups_to_send().iter().map(|d| d.version).collect();
+        assert!(versions.windows(2).all(|w| w[0] < w[1]), "oldest first");
     }
 }

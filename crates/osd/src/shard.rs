@@ -3,6 +3,7 @@
 //! A shard owns its state outright (DESIGN.md §2): the runtime gives each shard thread
 //! its own `OsdShard`, and nothing in it is shared or locked.
 
+use crate::pg::purge::{marked_deleting, PurgeProgress, PURGE_OBJECTS_PER_TURN};
 use crate::pg::Pg;
 use crate::recovery_budget::RecoveryBudget;
 use crate::{ClientRef, OsdTuning, Output};
@@ -62,6 +63,8 @@ pub struct OsdShard<S: ObjectStore> {
     recovery: RecoveryBudget,
     /// Where the next scrub step starts: a PG and the last object verified in it.
     scrub_cursor: Option<(PgId, Option<String>)>,
+    /// Stray copies being deleted, a few objects per turn (see `pg/purge.rs`).
+    deleting: BTreeSet<PgId>,
 }
 
 /// Messages (peer messages included) a shard holds for a newer map before it drops
@@ -86,6 +89,7 @@ impl<S: ObjectStore> OsdShard<S> {
             tuning: OsdTuning::default(),
             recovery: RecoveryBudget::default(),
             scrub_cursor: None,
+            deleting: BTreeSet::new(),
         }
     }
 
@@ -152,6 +156,7 @@ impl<S: ObjectStore> OsdShard<S> {
     pub fn flush(&mut self, out: &mut Vec<Output>) {
         let start = out.len();
         self.snap_trim_turn(out);
+        self.purge_turn();
         self.route_peer_messages(out, start);
         if self.pending.is_empty() {
             return;
@@ -180,6 +185,39 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.pending.insert(pgid);
             }
         }
+    }
+
+    /// One bounded step of deleting stray copies: at most `PURGE_OBJECTS_PER_TURN`
+    /// objects over all deleting PGs; a PG whose collection is gone is dropped.
+    fn purge_turn(&mut self) {
+        let mut left = PURGE_OBJECTS_PER_TURN;
+        let deleting: Vec<PgId> = self.deleting.iter().copied().collect();
+        for pgid in deleting {
+            if left == 0 {
+                break;
+            }
+            let Some(pg) = self.pgs.get_mut(&pgid) else {
+                self.deleting.remove(&pgid);
+                continue;
+            };
+            match pg.purge_step(&mut self.store, left) {
+                PurgeProgress::More { removed } => left = left.saturating_sub(removed.max(1)),
+                PurgeProgress::Done { removed } => {
+                    left = left.saturating_sub(removed.max(1));
+                    tracing::info!("osd.{}: stray copy of {pgid} deleted", self.whoami.0);
+                    self.deleting.remove(&pgid);
+                    if let Some(pg) = self.pgs.remove(&pgid) {
+                        self.recovery.forget(&pg);
+                    }
+                    self.pending.remove(&pgid);
+                }
+            }
+        }
+    }
+
+    /// Stray copies being deleted on this shard.
+    pub fn deleting_count(&self) -> usize {
+        self.deleting.len()
     }
 
     /// Ends this shard, keeping its store (a process restart rebuilds a shard on it).
@@ -235,7 +273,11 @@ impl<S: ObjectStore> OsdShard<S> {
             }
             let pg = self.pgs.get_mut(&pgid).expect("chosen above");
             let budget = left.min(SCRUB_OBJECTS_PER_STEP);
-            let (listed, last) = pg.scrub(&self.store, after.as_deref(), budget, out);
+            let (listed, last) = if pg.is_deleting() {
+                (0, None)
+            } else {
+                pg.scrub(&self.store, after.as_deref(), budget, out)
+            };
             match last {
                 Some(last) => self.scrub_cursor = Some((pgid, Some(last))),
                 None => {
@@ -287,8 +329,12 @@ impl<S: ObjectStore> OsdShard<S> {
         if self.map.as_ref().is_some_and(|m| m.epoch >= map.epoch) {
             return;
         }
+        let first_map = self.map.is_none();
         self.map = Some(map.clone());
         self.remove_deleted_pools(&map);
+        if first_map {
+            self.resume_deletions(&map);
+        }
         let serving: Vec<PgId> = map
             .all_pgs()
             .filter(|&pgid| self.owns(pgid))
@@ -298,8 +344,22 @@ impl<S: ObjectStore> OsdShard<S> {
             })
             .collect();
         for pgid in serving {
+            if self.pgs.get(&pgid).is_some_and(Pg::is_deleting) {
+                self.abandon_deletion(pgid);
+            }
             if !self.pgs.contains_key(&pgid) {
                 match Pg::open(pgid, self.whoami, &map, &mut self.store, self.tuning) {
+                    // A copy whose deletion a restart interrupted: start afresh.
+                    Ok(pg) if pg.is_deleting() => {
+                        self.pgs.insert(pgid, pg);
+                        self.abandon_deletion(pgid);
+                        match Pg::open(pgid, self.whoami, &map, &mut self.store, self.tuning) {
+                            Ok(pg) => {
+                                self.pgs.insert(pgid, pg);
+                            }
+                            Err(error) => tracing::error!("cannot open {pgid}: {error}"),
+                        }
+                    }
                     Ok(pg) => {
                         self.pgs.insert(pgid, pg);
                     }
@@ -313,6 +373,7 @@ impl<S: ObjectStore> OsdShard<S> {
             let pg = self.pgs.get_mut(&pgid).expect("listed above");
             let before = self.recovery.grant(limit, pg);
             pg.handle_map(&map, &mut self.store, out);
+            pg.purge_strays(out);
             if pg.has_pending_commits() {
                 self.pending.insert(pgid);
             }
@@ -323,6 +384,52 @@ impl<S: ObjectStore> OsdShard<S> {
         }
         self.release_waiting(out);
         self.after_io(out);
+    }
+
+    /// After a restart: the stray copies whose deletion was under way go on being
+    /// deleted (their marker is persisted before the first object goes).
+    fn resume_deletions(&mut self, map: &OsdMap) {
+        for coll in self.store.list_collections() {
+            let CollectionId::Pg(pgid) = coll else {
+                continue;
+            };
+            if self.pgs.contains_key(&pgid)
+                || !self.owns(pgid)
+                || !map.pools.contains_key(&pgid.pool)
+                || !marked_deleting(&self.store, coll)
+            {
+                continue;
+            }
+            match Pg::open(pgid, self.whoami, map, &mut self.store, self.tuning) {
+                Ok(pg) => {
+                    assert!(pg.is_deleting(), "{pgid}: marker read above");
+                    tracing::info!("osd.{}: resuming deletion of {pgid}", self.whoami.0);
+                    self.pgs.insert(pgid, pg);
+                    self.deleting.insert(pgid);
+                }
+                Err(error) => tracing::error!("cannot open deleting {pgid}: {error}"),
+            }
+        }
+    }
+
+    /// A copy being deleted is needed again (this OSD is a member of the PG once
+    /// more): what is left of it goes at once, and the PG starts empty (a backfill
+    /// refills it). Half a copy is never kept.
+    fn abandon_deletion(&mut self, pgid: PgId) {
+        tracing::info!(
+            "osd.{}: {pgid} is needed again; dropping the rest of its stray copy",
+            self.whoami.0
+        );
+        self.deleting.remove(&pgid);
+        if let Some(pg) = self.pgs.remove(&pgid) {
+            self.recovery.forget(&pg);
+        }
+        self.pending.remove(&pgid);
+        let mut tx = Transaction::new();
+        tx.remove_collection(CollectionId::Pg(pgid));
+        if let Err(error) = self.store.submit(tx) {
+            tracing::error!("removing the rest of {pgid} failed: {error}");
+        }
     }
 
     fn remove_deleted_pools(&mut self, map: &OsdMap) {
@@ -341,6 +448,7 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.recovery.forget(&pg);
             }
             self.pending.remove(&pgid);
+            self.deleting.remove(&pgid);
             tx.remove_collection(CollectionId::Pg(pgid));
         }
         if let Err(error) = self.store.submit(tx) {
@@ -480,7 +588,16 @@ impl<S: ObjectStore> OsdShard<S> {
             self.hold(sender_epoch, Held::Peer(from, msg), out);
             return;
         }
+        if let Msg::PgRemove(remove) = &msg {
+            self.handle_remove(from, remove, out);
+            return;
+        }
         if !self.pgs.contains_key(&pgid) && !self.open_stray(pgid, from, &msg, out) {
+            return;
+        }
+        if self.pgs.get(&pgid).is_some_and(Pg::is_deleting) {
+            // Half a copy must not take part in peering: it holds nothing.
+            self.answer_absent(pgid, from, &msg, out);
             return;
         }
         let pg = self.pgs.get_mut(&pgid).expect("opened above");
@@ -500,6 +617,7 @@ impl<S: ObjectStore> OsdShard<S> {
             Msg::PgPushReply(reply) => pg.handle_push_reply(store, from, reply, out),
             _ => unreachable!("filtered by peer_message_pg"),
         }
+        pg.purge_strays(out);
         if pg.has_pending_commits() {
             self.pending.insert(pgid);
         }
@@ -521,12 +639,48 @@ impl<S: ObjectStore> OsdShard<S> {
             match Pg::open(pgid, self.whoami, &map, &mut self.store, self.tuning) {
                 Ok(mut pg) => {
                     pg.handle_map(&map, &mut self.store, out);
+                    if pg.is_deleting() {
+                        self.deleting.insert(pgid);
+                    }
                     self.pgs.insert(pgid, pg);
                     return true;
                 }
                 Err(error) => tracing::error!("cannot open stray {pgid}: {error}"),
             }
         }
+        self.answer_absent(pgid, from, msg, out);
+        false
+    }
+
+    /// Stray: a primary asks this copy to delete itself (see `pg/purge.rs`).
+    fn handle_remove(
+        &mut self,
+        from: OsdId,
+        remove: &carmine_proto::PgRemove,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(map) = self.map.clone() else {
+            return;
+        };
+        let pgid = remove.pgid;
+        if !self.pgs.contains_key(&pgid) {
+            let msg = Msg::PgRemove(remove.clone());
+            if !self.open_stray(pgid, from, &msg, out) {
+                return;
+            }
+        }
+        let pg = self.pgs.get_mut(&pgid).expect("opened above");
+        if pg.handle_remove(&mut self.store, &map, from, remove) {
+            self.deleting.insert(pgid);
+        }
+        self.after_io(out);
+    }
+
+    /// Answers a query for a PG this shard holds no usable copy of: "nothing here".
+    fn answer_absent(&self, pgid: PgId, from: OsdId, msg: &Msg, out: &mut Vec<Output>) {
+        let Some(map) = &self.map else {
+            return;
+        };
         if let Msg::PgQuery(query) = msg {
             let shard = map
                 .osd(from)
@@ -547,7 +701,6 @@ impl<S: ObjectStore> OsdShard<S> {
         } else {
             tracing::debug!("message for {pgid}, which this shard does not hold, from {from}");
         }
-        false
     }
 
     /// Points every peer message in `out[start..]` at the shard of its target OSD that
@@ -580,6 +733,10 @@ impl<S: ObjectStore> OsdShard<S> {
         if self.recovery.has_starved() {
             self.resume_starved(out);
         }
+        // Without a per-turn flush from the runtime, each call is a turn.
+        if !self.deferred_flush && !self.deleting.is_empty() {
+            self.purge_turn();
+        }
         if self.pending.is_empty() {
             return;
         }
@@ -597,6 +754,7 @@ impl<S: ObjectStore> OsdShard<S> {
             };
             let before = self.recovery.grant(limit, pg);
             pg.handle_committed(&mut self.store, committed, out);
+            pg.purge_strays(out);
             if pg.has_pending_commits() {
                 self.pending.insert(pgid);
             }
@@ -619,6 +777,7 @@ fn peer_message_pg(msg: &Msg) -> Option<(PgId, Epoch)> {
         Msg::PgPull(m) => (m.pgid, m.map_epoch),
         Msg::PgPush(m) => (m.pgid, m.map_epoch),
         Msg::PgPushReply(m) => (m.pgid, m.map_epoch),
+        Msg::PgRemove(m) => (m.pgid, m.map_epoch),
         _ => return None,
     })
 }

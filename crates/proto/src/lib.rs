@@ -19,6 +19,7 @@ mod msg;
 mod op;
 mod osd;
 mod peering;
+mod purge;
 mod snap;
 
 pub use heartbeat::*;
@@ -27,4 +28,5 @@ pub use msg::*;
 pub use op::*;
 pub use osd::*;
 pub use peering::*;
+pub use purge::*;
 pub use snap::*;

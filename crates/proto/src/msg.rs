@@ -9,6 +9,7 @@ use crate::peering::{
     PgActivate, PgActivated, PgLogReply, PgLogRequest, PgNotify, PgPull, PgPush, PgPushReply,
     PgQuery,
 };
+use crate::purge::PgRemove;
 use bytes::Bytes;
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 
@@ -39,6 +40,7 @@ pub enum Msg {
     PgPull(PgPull),
     PgPush(PgPush),
     PgPushReply(PgPushReply),
+    PgRemove(PgRemove),
     MonRaft(MonRaft),
     MonForward(MonForward),
     OsdPing(OsdPing),
@@ -66,6 +68,7 @@ pub mod msg_type {
     pub const PG_PULL: u16 = 46;
     pub const PG_PUSH: u16 = 47;
     pub const PG_PUSH_REPLY: u16 = 48;
+    pub const PG_REMOVE: u16 = 51;
     pub const MON_RAFT: u16 = 60;
     pub const MON_FORWARD: u16 = 61;
     pub const OSD_PING: u16 = 70;
@@ -104,6 +107,7 @@ impl Msg {
             Msg::PgPull(_) => PG_PULL,
             Msg::PgPush(_) => PG_PUSH,
             Msg::PgPushReply(_) => PG_PUSH_REPLY,
+            Msg::PgRemove(_) => PG_REMOVE,
             Msg::MonRaft(_) => MON_RAFT,
             Msg::MonForward(_) => MON_FORWARD,
             Msg::OsdPing(_) => OSD_PING,
@@ -149,6 +153,7 @@ impl Msg {
             Msg::PgPull(m) => m.encode(e),
             Msg::PgPush(m) => m.encode(e),
             Msg::PgPushReply(m) => m.encode(e),
+            Msg::PgRemove(m) => m.encode(e),
             Msg::MonRaft(m) => m.encode(e),
             Msg::MonForward(m) => m.encode(e),
             Msg::OsdPing(m) => m.encode(e),
@@ -190,6 +195,7 @@ impl Msg {
             PG_PULL => Msg::PgPull(PgPull::decode(&mut d).map_err(malformed)?),
             PG_PUSH => Msg::PgPush(PgPush::decode(&mut d).map_err(malformed)?),
             PG_PUSH_REPLY => Msg::PgPushReply(PgPushReply::decode(&mut d).map_err(malformed)?),
+            PG_REMOVE => Msg::PgRemove(PgRemove::decode(&mut d).map_err(malformed)?),
             MON_RAFT => Msg::MonRaft(MonRaft::decode(&mut d).map_err(malformed)?),
             MON_FORWARD => Msg::MonForward(MonForward::decode(&mut d).map_err(malformed)?),
             OSD_PING => Msg::OsdPing(OsdPing::decode(&mut d).map_err(malformed)?),

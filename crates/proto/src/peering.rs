@@ -14,7 +14,7 @@ use crate::osd::{LogEntry, PgInfo};
 use bytes::Bytes;
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 use carmine_types::limits::{OBJECT_NAME_BYTES_MAX, OMAP_KEY_BYTES_MAX, XATTR_NAME_BYTES_MAX};
-use carmine_types::{EVersion, Epoch, PgId};
+use carmine_types::{EVersion, Epoch, PgId, ReqId};
 use std::collections::BTreeMap;
 
 /// Primary → peer: send me your info for `pgid`.
@@ -55,6 +55,19 @@ pub struct PgLogReply {
     pub map_epoch: Epoch,
     pub info: PgInfo,
     pub entries: Vec<LogEntry>,
+    /// The requests of the sender's trimmed entries (version 2; none from older
+    /// senders), so a copy adopting this log still answers their resends.
+    pub dups: Vec<LogDup>,
+}
+
+/// A request whose log entry was trimmed, remembered so that a resend is answered with
+/// its original result instead of being applied again (Ceph's `pg_log_dup_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogDup {
+    pub reqid: ReqId,
+    /// The version of the trimmed entry.
+    pub version: EVersion,
+    pub user_version: u64,
 }
 
 /// Primary → replica: adopt this history. Entries after `common` in the replica's log
@@ -72,6 +85,9 @@ pub struct PgActivate {
     pub backfill: bool,
     /// Objects the replica must receive before it is complete.
     pub missing: Vec<String>,
+    /// The primary's remembered requests of trimmed entries (version 2; none from
+    /// older senders): the replica merges them, a backfilled one starts from them.
+    pub dups: Vec<LogDup>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,19 +253,59 @@ impl Decode for PgLogRequest {
     }
 }
 
+impl Encode for LogDup {
+    fn encode(&self, e: &mut Encoder) {
+        self.reqid.encode(e);
+        self.version.encode(e);
+        e.put_u64(self.user_version);
+    }
+}
+
+impl Decode for LogDup {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        Ok(LogDup {
+            reqid: ReqId::decode(d)?,
+            version: EVersion::decode(d)?,
+            user_version: d.get_u64()?,
+        })
+    }
+}
+
+fn put_dups(e: &mut Encoder, dups: &[LogDup]) {
+    e.put_u32(dups.len() as u32);
+    for dup in dups {
+        dup.encode(e);
+    }
+}
+
+/// Dups of a body of `version`: present from `since` on.
+fn get_dups(d: &mut Decoder, version: u8, since: u8) -> Result<Vec<LogDup>, DecodeError> {
+    if version < since {
+        return Ok(Vec::new());
+    }
+    // A dup is at least 16 (reqid) + 12 (version) + 8 bytes.
+    let count = d.get_count("log dups", 36)?;
+    let mut dups = Vec::with_capacity(count);
+    for _ in 0..count {
+        dups.push(LogDup::decode(d)?);
+    }
+    Ok(dups)
+}
+
 impl Encode for PgLogReply {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.info.encode(e);
             self.entries.encode(e);
+            put_dups(e, &self.dups);
         });
     }
 }
 
 impl Decode for PgLogReply {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgLogReply", 1, |d, _| {
+        d.versioned("PgLogReply", 2, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
             Ok(PgLogReply {
                 pgid,
@@ -257,6 +313,7 @@ impl Decode for PgLogReply {
                 map_epoch,
                 info: PgInfo::decode(d)?,
                 entries: Vec::decode(d)?,
+                dups: get_dups(d, version, 2)?,
             })
         })
     }
@@ -264,20 +321,21 @@ impl Decode for PgLogReply {
 
 impl Encode for PgActivate {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.info.encode(e);
             self.common.encode(e);
             self.entries.encode(e);
             self.backfill.encode(e);
             put_names(e, &self.missing);
+            put_dups(e, &self.dups);
         });
     }
 }
 
 impl Decode for PgActivate {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgActivate", 1, |d, _| {
+        d.versioned("PgActivate", 2, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
             Ok(PgActivate {
                 pgid,
@@ -288,6 +346,7 @@ impl Decode for PgActivate {
                 entries: Vec::decode(d)?,
                 backfill: bool::decode(d)?,
                 missing: get_names(d)?,
+                dups: get_dups(d, version, 2)?,
             })
         })
     }
@@ -555,5 +614,62 @@ mod tests {
         let old = PgPushReply::from_shared(e.into_bytes()).unwrap();
         assert_eq!(old.oids, reply.oids);
         assert!(old.corrupt.is_empty());
+    }
+
+    /// Version 2 of the log reply and the activation carries dups; version-1 bodies
+    /// (no such field) still decode, with none.
+    #[test]
+    fn log_exchange_messages_carry_dups_and_read_version_one() {
+        let dup = LogDup {
+            reqid: ReqId { client: 9, tid: 4 },
+            version: EVersion::new(2, 17),
+            user_version: 17,
+        };
+        let reply = PgLogReply {
+            pgid: PgId::new(1, 2),
+            interval: Epoch(3),
+            map_epoch: Epoch(4),
+            info: PgInfo::default(),
+            entries: Vec::new(),
+            dups: vec![dup],
+        };
+        assert_eq!(PgLogReply::from_shared(reply.to_bytes()).unwrap(), reply);
+        let activate = PgActivate {
+            pgid: PgId::new(1, 2),
+            interval: Epoch(3),
+            map_epoch: Epoch(4),
+            info: PgInfo::default(),
+            common: EVersion::ZERO,
+            entries: Vec::new(),
+            backfill: true,
+            missing: vec!["a".into()],
+            dups: vec![dup, dup],
+        };
+        assert_eq!(
+            PgActivate::from_shared(activate.to_bytes()).unwrap(),
+            activate
+        );
+
+        let mut e = Encoder::new();
+        e.versioned(1, 1, |e| {
+            header(e, reply.pgid, reply.interval, reply.map_epoch);
+            reply.info.encode(e);
+            reply.entries.encode(e);
+        });
+        let old = PgLogReply::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(old.info, reply.info);
+        assert!(old.dups.is_empty());
+        let mut e = Encoder::new();
+        e.versioned(1, 1, |e| {
+            header(e, activate.pgid, activate.interval, activate.map_epoch);
+            activate.info.encode(e);
+            activate.common.encode(e);
+            activate.entries.encode(e);
+            activate.backfill.encode(e);
+            put_names(e, &activate.missing);
+        });
+        let old = PgActivate::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(old.missing, activate.missing);
+        assert!(old.dups.is_empty());
     }
 }

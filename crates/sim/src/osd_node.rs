@@ -451,6 +451,7 @@ fn peer_message_pgid(msg: &Msg) -> Option<PgId> {
         Msg::PgPull(m) => m.pgid,
         Msg::PgPush(m) => m.pgid,
         Msg::PgPushReply(m) => m.pgid,
+        Msg::PgRemove(m) => m.pgid,
         _ => return None,
     })
 }

@@ -8,11 +8,14 @@
 //!    acknowledged only once every member of the interval has it, that copy's log holds
 //!    every write acknowledged in it. An interval whose members all answered without
 //!    having been activated in it never accepted writes. Any other interval leaves the
-//!    PG **down**: it waits for those OSDs rather than serve stale data.
+//!    PG **down**: it waits for those OSDs rather than serve stale data. If every
+//!    interval is accounted for but the newest copy lacks objects that no reachable
+//!    copy with its history holds, the PG is **incomplete** and waits likewise.
 //! 2. **GetLog.** The authoritative copy is the one with the highest
 //!    `(last_epoch_started, last_update)`. If it is not the primary, the primary fetches
 //!    its log, works out which objects it lacks (newer entries, and its own divergent
-//!    entries, which were never acknowledged), adopts the log and **pulls** them.
+//!    entries, which were never acknowledged), adopts the log with its dups (the
+//!    requests of trimmed entries) and **pulls** them.
 //! 3. **Activate.** Each replica gets the log suffix it lacks (or, when the log no
 //!    longer covers its copy or its copy diverged, a full backfill) and the list of
 //!    objects it must receive. Once all have acknowledged, the PG is active; missing
@@ -24,7 +27,8 @@ use crate::Output;
 use bytes::Bytes;
 use carmine_clustermap::OsdMap;
 use carmine_proto::{
-    LogEntry, Msg, PgActivate, PgActivated, PgInfo, PgLogReply, PgLogRequest, PgNotify, PgQuery,
+    LogDup, LogEntry, Msg, PgActivate, PgActivated, PgInfo, PgLogReply, PgLogRequest, PgNotify,
+    PgQuery,
 };
 use carmine_store::{ObjectStore, Transaction};
 use carmine_types::encoding::Encode;
@@ -69,6 +73,7 @@ impl Pg {
         out: &mut Vec<Output>,
     ) {
         self.notifies.clear();
+        self.strays_purged = false;
         self.want_acting.clear();
         self.peer_missing.clear();
         self.waiting_for_budget = false;
@@ -140,7 +145,14 @@ impl Pg {
             self.phase = Phase::Down(reason);
             return;
         }
-        let auth = self.choose_auth();
+        let auth = match self.complete_auth() {
+            Ok(auth) => auth,
+            Err(reason) => {
+                tracing::warn!("{} is incomplete: {reason}", self.pgid);
+                self.phase = Phase::Incomplete(reason);
+                return;
+            }
+        };
         if auth == self.whoami {
             // Authoritative, but this copy may still lack objects (a pull cut short by a
             // new peering round, or a restart): fetch them before serving anything.
@@ -230,6 +242,103 @@ impl Pg {
         source.map(|(osd, _)| *osd)
     }
 
+    /// The authoritative copy, if a copy that can serve its history is reachable.
+    /// The copy with the newest history may lack objects (an unfinished backfill or
+    /// recovery target: its log is the newest, its objects are not all there). A
+    /// copy with the same history that holds them then stands in for it (a primary
+    /// that is the target itself pulls them from such a copy, `source_for_missing`,
+    /// or repairs them from any answering copy whose version of them is current).
+    /// Without one the PG is incomplete: every reachable older copy lacks
+    /// acknowledged writes, and the target lacks objects (Ceph's `incomplete`).
+    fn complete_auth(&self) -> Result<OsdId, String> {
+        let auth = self.choose_auth();
+        let Some(best) = self.notifies.get(&auth).filter(|n| n.exists) else {
+            return Ok(auth);
+        };
+        if best.missing.is_empty() {
+            return Ok(auth);
+        }
+        let stand_in = self
+            .notifies
+            .iter()
+            .filter(|(_, n)| n.exists && n.info.last_update == best.info.last_update)
+            .filter(|(_, n)| !n.missing.iter().any(|name| best.missing.contains(name)))
+            .min_by_key(|(osd, n)| (n.missing.len(), **osd != self.whoami))
+            .map(|(osd, _)| *osd);
+        let wiped = best.missing.iter().any(|name| name == MISSING_ALL);
+        match stand_in {
+            Some(_) if auth == self.whoami => Ok(auth),
+            Some(osd) => Ok(osd),
+            None if wiped => Err(self.incomplete_reason(auth)),
+            // Its log is not known before GetLog: as before, objects it lacks that
+            // nobody supplies end up unfound rather than the PG incomplete.
+            None if auth != self.whoami => Ok(auth),
+            None if self.unobtainable_missing() > 0 => Err(self.incomplete_reason(auth)),
+            None => Ok(auth),
+        }
+    }
+
+    /// Primary holding the newest log: how many objects it lacks that no answering
+    /// copy holds at their current version (the copy does not list them missing,
+    /// and our log shows no write to them after the copy's last update).
+    fn unobtainable_missing(&self) -> usize {
+        let holders: Vec<(&PgNotify, BTreeSet<&str>)> = self
+            .notifies
+            .iter()
+            .filter(|(osd, n)| **osd != self.whoami && n.exists)
+            .filter(|(_, n)| !n.missing.iter().any(|name| name == MISSING_ALL))
+            .filter(|(_, n)| {
+                let theirs = n.info.last_update;
+                theirs == self.info.last_update
+                    || theirs == self.info.log_tail
+                    || self.log.contains(theirs)
+            })
+            .map(|(_, n)| {
+                let written_since: BTreeSet<&str> = self
+                    .log
+                    .entries()
+                    .filter(|e| e.version > n.info.last_update)
+                    .map(|e| e.oid.as_str())
+                    .collect();
+                (n, written_since)
+            })
+            .collect();
+        self.missing
+            .iter()
+            .filter(|name| {
+                !holders.iter().any(|(n, written_since)| {
+                    !written_since.contains(name.as_str()) && !n.missing.contains(*name)
+                })
+            })
+            .count()
+    }
+
+    fn incomplete_reason(&self, auth: OsdId) -> String {
+        let best = &self.notifies[&auth];
+        let lacking = if best.missing.iter().any(|name| name == MISSING_ALL) {
+            "is an unfinished backfill target".to_string()
+        } else {
+            format!("lacks {} objects", best.missing.len())
+        };
+        let mut silent: BTreeSet<OsdId> = self
+            .past_intervals
+            .iter()
+            .flat_map(|interval| interval.acting.iter().copied())
+            .collect();
+        silent.retain(|osd| !self.notifies.contains_key(osd));
+        let silent: Vec<String> = silent.iter().map(|osd| osd.to_string()).collect();
+        format!(
+            "the newest copy ({auth}, at {}) {lacking} and no reachable copy with its \
+             history holds them; not answering: {}",
+            best.info.last_update,
+            if silent.is_empty() {
+                "none".to_string()
+            } else {
+                silent.join(", ")
+            }
+        )
+    }
+
     fn choose_auth(&self) -> OsdId {
         let key = |osd: &OsdId, n: &PgNotify| {
             (
@@ -267,6 +376,7 @@ impl Pg {
             map_epoch: self.map_epoch,
             info: self.info.clone(),
             entries,
+            dups: self.log.dups_to_send(),
         });
         out.push(peer_output(from, reply));
     }
@@ -328,13 +438,13 @@ impl Pg {
         }
         let mut info = reply.info.clone();
         info.pgid = self.pgid;
-        self.adopt_log(
-            store,
+        let adopted = Adopted {
             info,
-            reply.entries,
-            &lacking,
-            plan == CatchUp::Backfill,
-        );
+            entries: reply.entries,
+            dups: &reply.dups,
+            wipe: plan == CatchUp::Backfill,
+        };
+        self.adopt_log(store, adopted, &lacking);
         let all = plan == CatchUp::Backfill || lacking.contains(MISSING_ALL);
         lacking.remove(MISSING_ALL);
         self.start_pull(store, from, lacking, all, out);
@@ -354,16 +464,21 @@ impl Pg {
             .collect()
     }
 
-    /// Replaces our log, info and missing set with the authoritative ones, durably.
+    /// Replaces our log, info and missing set with the authoritative ones, durably,
+    /// and merges the authoritative copy's dups: the entries it trimmed may be ones
+    /// this copy never logged, or ones the adopted log no longer holds.
     fn adopt_log(
         &mut self,
         store: &mut dyn ObjectStore,
-        info: PgInfo,
-        entries: Vec<LogEntry>,
+        adopted: Adopted<'_>,
         missing: &BTreeSet<String>,
-        wipe: bool,
     ) {
-        let mut info = info;
+        let Adopted {
+            mut info,
+            entries,
+            dups,
+            wipe,
+        } = adopted;
         info.created = if wipe {
             self.interval_start
         } else {
@@ -373,6 +488,7 @@ impl Pg {
         if let Some(tail) = self.log.replace(entries, !wipe) {
             info.log_tail = info.log_tail.max(tail);
         }
+        self.log.merge_dups(dups);
         let mut tx = Transaction::new();
         if wipe {
             tx.remove_collection(self.coll);
@@ -481,6 +597,7 @@ impl Pg {
             entries,
             backfill,
             missing: missing.into_iter().collect(),
+            dups: self.log.dups_to_send(),
         }
     }
 
@@ -542,7 +659,13 @@ impl Pg {
         entries.extend(activate.entries);
         let mut info = activate.info;
         info.last_epoch_started = activate.interval;
-        self.adopt_log(store, info, entries, &missing, activate.backfill);
+        let adopted = Adopted {
+            info,
+            entries,
+            dups: &activate.dups,
+            wipe: activate.backfill,
+        };
+        self.adopt_log(store, adopted, &missing);
         self.replica_acks.push_back(super::ReplicaAck {
             seq: self.last_submitted,
             primary: from,
@@ -647,6 +770,15 @@ impl Pg {
             }
         }
     }
+}
+
+/// The history a copy adopts: the authoritative info, log and dups; `wipe`: its own
+/// copy is emptied for a backfill.
+struct Adopted<'a> {
+    info: PgInfo,
+    entries: Vec<LogEntry>,
+    dups: &'a [LogDup],
+    wipe: bool,
 }
 
 /// The newest object names touched by `entries` after `after`.

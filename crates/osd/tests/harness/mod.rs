@@ -17,7 +17,7 @@
 
 use bytes::Bytes;
 use carmine_clustermap::{pg_shard, HistoryTracker, OsdMap, PoolSpec};
-use carmine_osd::{ClientRef, OsdShard, Output};
+use carmine_osd::{ClientRef, OsdShard, OsdTuning, Output};
 use carmine_proto::{Msg, OpCode, OsdOp, OsdOpReply, PgStat};
 use carmine_store::{CollectionId, MemStore, ObjectStore};
 use carmine_types::{Epoch, ObjectId, OsdId, PgId, PoolId, ReqId, ShardIndex};
@@ -68,6 +68,8 @@ pub struct Config {
     pub pg_num: u32,
     /// Store capacity of the OSDs named here (others are unbounded).
     pub capacity_bytes_of: BTreeMap<OsdId, u64>,
+    /// The limits every shard runs with (restarted ones too).
+    pub tuning: OsdTuning,
 }
 
 impl Default for Config {
@@ -80,6 +82,7 @@ impl Default for Config {
             min_size: None,
             pg_num: 8,
             capacity_bytes_of: BTreeMap::new(),
+            tuning: OsdTuning::default(),
         }
     }
 }
@@ -109,6 +112,7 @@ pub struct Cluster {
     pub delivered_total: u64,
     pub dropped_total: u64,
     history: HistoryTracker,
+    tuning: OsdTuning,
 }
 
 impl Cluster {
@@ -142,7 +146,8 @@ impl Cluster {
                     Some(&capacity) => MemStore::with_capacity_bytes(capacity),
                     None => MemStore::new(),
                 };
-                let shard = OsdShard::new(osd, ShardIndex(index), count, store);
+                let mut shard = OsdShard::new(osd, ShardIndex(index), count, store);
+                shard.set_tuning(config.tuning);
                 shards.insert((osd, ShardIndex(index)), shard);
             }
         }
@@ -164,6 +169,7 @@ impl Cluster {
             delivered_total: 0,
             dropped_total: 0,
             history: HistoryTracker::default(),
+            tuning: config.tuning,
         };
         cluster.history = HistoryTracker::new(&cluster.map);
         let all: Vec<OsdId> = cluster.osds();
@@ -280,8 +286,9 @@ impl Cluster {
             } else {
                 old.into_store()
             };
-            self.shards
-                .insert(key, OsdShard::new(osd, key.1, count, store));
+            let mut shard = OsdShard::new(osd, key.1, count, store);
+            shard.set_tuning(self.tuning);
+            self.shards.insert(key, shard);
         }
         self.revive(osd)
     }
@@ -602,6 +609,26 @@ impl Cluster {
         }
         self.deliver(envelope);
         true
+    }
+
+    /// Queues `msg` from `from` to `to` as if just sent (a test replays a message it
+    /// took out of the network earlier: a late delivery).
+    pub fn inject(&mut self, from: Addr, to: Addr, msg: Msg) {
+        self.enqueue(from, to, msg);
+    }
+
+    /// Takes every queued message matching `wanted` out of the network, in send order.
+    pub fn take_where(&mut self, mut wanted: impl FnMut(&Envelope) -> bool) -> Vec<Envelope> {
+        let mut taken = Vec::new();
+        for queue in self.links.values_mut() {
+            let (matching, rest): (VecDeque<Envelope>, VecDeque<Envelope>) =
+                queue.drain(..).partition(|envelope| wanted(envelope));
+            taken.extend(matching);
+            *queue = rest;
+        }
+        self.links.retain(|_, queue| !queue.is_empty());
+        taken.sort_by_key(|envelope| envelope.seq);
+        taken
     }
 
     /// Loses every queued message matching `lost`; returns how many.
