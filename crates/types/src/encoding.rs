@@ -381,6 +381,8 @@ pub trait Encode {
     fn to_bytes(&self) -> Bytes {
         let mut encoder = Encoder {
             buf: SCRATCH.with(std::cell::Cell::take),
+            // Every byte inline: `to_bytes` has no data segment to put a blob in.
+            data: None,
         };
         encoder.buf.clear();
         self.encode(&mut encoder);
