@@ -145,3 +145,26 @@ fn a_restarted_monitor_serves_incrementals_after_its_snapshot_and_full_maps_befo
     assert_eq!(pushed.incrementals.len(), 1);
     assert!(pushed.full.is_none());
 }
+
+#[test]
+fn a_subscriber_is_not_pushed_epochs_it_already_holds() {
+    let now = Instant::now();
+    let mut mon = Monitor::new(OsdMap::new_dev(3), MonConfig::default(), now);
+    // It holds two epochs more than this monitor has applied (from a monitor ahead).
+    let ahead = Epoch(mon.map().epoch.0 + 2);
+    assert!(get_map(&mut mon, now, ahead).is_empty());
+    let pushed_count = |mon: &mut Monitor| {
+        let command = Command::ConfigSet {
+            key: "k".into(),
+            value: Some(mon.map().epoch.0.to_string()),
+        };
+        let request = Msg::MonCommand(MonCommand { tid: 1, command });
+        mon.handle_message(now, 99, EntityName::client(1), request)
+            .iter()
+            .filter(|o| matches!(o, MonOutput::Send(SUBSCRIBER, Msg::OsdMap(_))))
+            .count()
+    };
+    assert_eq!(pushed_count(&mut mon), 0, "it holds this epoch");
+    assert_eq!(pushed_count(&mut mon), 0, "and this one");
+    assert_eq!(pushed_count(&mut mon), 1, "the first epoch it lacks");
+}
