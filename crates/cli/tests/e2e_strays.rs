@@ -24,7 +24,10 @@ fn json(cluster: &DevCluster, args: &[&str]) -> Value {
 fn used_bytes(cluster: &DevCluster) -> Vec<u64> {
     let df = json(cluster, &["osd", "df"]);
     let nodes = df["nodes"].as_array().expect("nodes");
-    nodes.iter().map(|n| n["data_bytes"].as_u64().unwrap()).collect()
+    nodes
+        .iter()
+        .map(|n| n["data_bytes"].as_u64().unwrap())
+        .collect()
 }
 
 fn all_clean(cluster: &DevCluster) -> bool {

@@ -27,12 +27,13 @@ fn the_checkers_catch_an_acknowledgement_before_a_replica_commits() {
 /// The disk canary: LogStore reports transactions durable before their sync, so a
 /// crash loses writes that were acknowledged. On these seeds (crash faults only) the
 /// crashes hit such writes on every copy, and the checkers must report them lost;
-/// without the canary the same seeds pass.
+/// without the canary the same seeds pass. (Seed 31 stopped catching it when stray
+/// purge changed the traces: its crashes no longer hit an unsynced write on every copy.)
 #[test]
 fn the_checkers_catch_an_acknowledgement_before_the_disk_sync() {
     use carmine_sim::FaultClasses;
     let crashes = FaultClasses::parse("crashes").unwrap();
-    for seed in [5, 23, 31] {
+    for seed in [5, 23, 47] {
         let honest = SimConfig::from_seed(seed)
             .with_faults(crashes)
             .with_disk(carmine_sim::disk::DiskKind::Log);
