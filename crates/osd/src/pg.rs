@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 pub const WAITING_OPS_MAX: usize = 4096;
 /// Writes a primary keeps in flight before it answers `Busy`.
 pub const IN_FLIGHT_WRITES_MAX: usize = 4096;
+pub use lease::{LEASE_DURATION, LEASE_DURATION_MIN};
 
 #[derive(Debug)]
 struct InFlightWrite {
@@ -143,6 +144,9 @@ pub struct Pg {
     /// Primary: removed snapshots whose clones are trimmed, and the pass under way.
     snap_trimmed: BTreeSet<u64>,
     snap_trim_pass: Option<snap_trim::TrimPass>,
+    /// Read leases: this copy's promises, and as primary its own lease and the wait
+    /// for earlier promises (see `pg/lease.rs`).
+    lease: lease::Lease,
 }
 
 impl Pg {
@@ -205,6 +209,7 @@ impl Pg {
             repair_counters: RepairCounters::default(),
             snap_trimmed: BTreeSet::new(),
             snap_trim_pass: None,
+            lease: lease::Lease::default(),
         };
         if store.collection_exists(coll) {
             pg.load(store)?;
@@ -331,6 +336,7 @@ impl Pg {
         if self.acting != self.up {
             bits |= PgState::REMAPPED;
         }
+        bits |= self.lease_state_bits();
         PgState(bits)
     }
 
@@ -403,6 +409,7 @@ impl Pg {
             self.acting = mapping.acting;
             self.primary = mapping.primary;
             self.interval_start = map.epoch;
+            self.lease.new_interval();
             self.reset_snap_trim();
             if was_primary && !self.is_primary() {
                 self.drop_primary_work();
@@ -479,7 +486,9 @@ impl Pg {
             out.push(self.reply(client, &op, Err(OpError::WrongPrimary)));
             return;
         }
-        if !self.is_active() {
+        // Inactive, or active but waiting out earlier leases or without its own:
+        // hold the op (a read now could miss writes a newer interval acknowledged).
+        if !self.is_active() || !self.lease_allows_io() {
             if self.waiting_for_active.len() < self.tuning.waiting_ops_max {
                 self.waiting_for_active.push_back((client, op));
             } else {
@@ -632,6 +641,7 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
     Ok(())
 }
 
+mod lease;
 pub(crate) mod peering;
 pub(crate) mod recovery;
 mod repair;

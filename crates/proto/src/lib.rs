@@ -14,6 +14,7 @@
 //! ```
 
 mod heartbeat;
+mod lease;
 mod mon;
 mod msg;
 mod op;
@@ -22,6 +23,7 @@ mod peering;
 mod snap;
 
 pub use heartbeat::*;
+pub use lease::*;
 pub use mon::*;
 pub use msg::*;
 pub use op::*;

@@ -1,6 +1,7 @@
 //! [`Msg`]: the one enum of every message, with its wire type number.
 
 use crate::heartbeat::{OsdFailure, OsdPing};
+use crate::lease::{PgLease, PgLeaseAck};
 use crate::mon::{
     MonCommand, MonCommandReply, MonForward, MonGetMap, MonRaft, OsdBoot, OsdMapMsg, OsdStats,
 };
@@ -34,6 +35,8 @@ pub enum Msg {
     PgPull(PgPull),
     PgPush(PgPush),
     PgPushReply(PgPushReply),
+    PgLease(PgLease),
+    PgLeaseAck(PgLeaseAck),
     MonRaft(MonRaft),
     MonForward(MonForward),
     OsdPing(OsdPing),
@@ -61,6 +64,8 @@ pub mod msg_type {
     pub const PG_PULL: u16 = 46;
     pub const PG_PUSH: u16 = 47;
     pub const PG_PUSH_REPLY: u16 = 48;
+    pub const PG_LEASE: u16 = 49;
+    pub const PG_LEASE_ACK: u16 = 50;
     pub const MON_RAFT: u16 = 60;
     pub const MON_FORWARD: u16 = 61;
     pub const OSD_PING: u16 = 70;
@@ -99,6 +104,8 @@ impl Msg {
             Msg::PgPull(_) => PG_PULL,
             Msg::PgPush(_) => PG_PUSH,
             Msg::PgPushReply(_) => PG_PUSH_REPLY,
+            Msg::PgLease(_) => PG_LEASE,
+            Msg::PgLeaseAck(_) => PG_LEASE_ACK,
             Msg::MonRaft(_) => MON_RAFT,
             Msg::MonForward(_) => MON_FORWARD,
             Msg::OsdPing(_) => OSD_PING,
@@ -129,6 +136,8 @@ impl Msg {
             Msg::PgPull(m) => m.encode(&mut e),
             Msg::PgPush(m) => m.encode(&mut e),
             Msg::PgPushReply(m) => m.encode(&mut e),
+            Msg::PgLease(m) => m.encode(&mut e),
+            Msg::PgLeaseAck(m) => m.encode(&mut e),
             Msg::MonRaft(m) => m.encode(&mut e),
             Msg::MonForward(m) => m.encode(&mut e),
             Msg::OsdPing(m) => m.encode(&mut e),
@@ -165,6 +174,8 @@ impl Msg {
             PG_PULL => Msg::PgPull(PgPull::decode(&mut d).map_err(malformed)?),
             PG_PUSH => Msg::PgPush(PgPush::decode(&mut d).map_err(malformed)?),
             PG_PUSH_REPLY => Msg::PgPushReply(PgPushReply::decode(&mut d).map_err(malformed)?),
+            PG_LEASE => Msg::PgLease(PgLease::decode(&mut d).map_err(malformed)?),
+            PG_LEASE_ACK => Msg::PgLeaseAck(PgLeaseAck::decode(&mut d).map_err(malformed)?),
             MON_RAFT => Msg::MonRaft(MonRaft::decode(&mut d).map_err(malformed)?),
             MON_FORWARD => Msg::MonForward(MonForward::decode(&mut d).map_err(malformed)?),
             OSD_PING => Msg::OsdPing(OsdPing::decode(&mut d).map_err(malformed)?),

@@ -108,10 +108,15 @@ impl<S: ObjectStore> ShardLoop<S> {
         tokio::spawn(serve(listener, session, self.events_tx.clone()));
         let mut report = tokio::time::interval(SHARD_REPORT_INTERVAL);
         let mut scrub = tokio::time::interval(SCRUB_TICK);
+        let mut tick = tokio::time::interval(carmine_osd::TICK_INTERVAL);
         self.shard.set_deferred_flush(true);
+        self.shard.set_clock(Instant::now());
         loop {
             tokio::select! {
                 Some(event) = self.events_rx.recv() => {
+                    // The shard judges read leases by this time: a turn handles at
+                    // most EVENTS_PER_TURN_MAX events, far shorter than a lease.
+                    self.shard.set_clock(Instant::now());
                     self.handle_event(event);
                     // Run to completion: handle everything already queued, then make
                     // it durable with one flush (group commit) before replying.
@@ -124,11 +129,18 @@ impl<S: ObjectStore> ShardLoop<S> {
                 }
                 Some(connected) = self.connected_rx.recv() => self.peers.handle_connected(connected),
                 map = self.map_rx.recv() => match map {
-                    Some(map) => self.shard.handle_map(map, &mut self.outputs),
+                    Some(map) => {
+                        self.shard.set_clock(Instant::now());
+                        self.shard.handle_map(map, &mut self.outputs);
+                    }
                     None => return,
                 },
                 _ = report.tick() => self.report(false),
-                _ = scrub.tick() => self.maybe_scrub(),
+                _ = scrub.tick() => {
+                    self.shard.set_clock(Instant::now());
+                    self.maybe_scrub();
+                }
+                _ = tick.tick() => self.shard.tick(Instant::now(), &mut self.outputs),
             }
             self.shard.flush(&mut self.outputs);
             self.carry_out();

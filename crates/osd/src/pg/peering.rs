@@ -58,6 +58,7 @@ impl Pg {
             info: self.info.clone(),
             exists: true,
             missing: self.missing.iter().cloned().collect(),
+            prior_lease_remaining_ns: self.lease.promise_remaining().as_nanos() as u64,
         }
     }
 
@@ -73,6 +74,7 @@ impl Pg {
         self.peer_missing.clear();
         self.waiting_for_budget = false;
         self.notifies.insert(self.whoami, self.my_notify());
+        self.lease.start_prior_wait();
         // Pushes of an earlier interval are never acknowledged (replies from another
         // interval are ignored), and repairs belong to an interval too: the ops waiting
         // on them run again once active, and activation recomputes what to push.
@@ -118,6 +120,11 @@ impl Pg {
         notify: PgNotify,
         out: &mut Vec<Output>,
     ) {
+        if notify.interval == self.interval_start && self.is_primary() {
+            // Whatever round it answers, the promise it reports must be waited out.
+            let remaining = std::time::Duration::from_nanos(notify.prior_lease_remaining_ns);
+            self.lease.note_prior(remaining);
+        }
         let Phase::GetInfo { waiting } = &mut self.phase else {
             return;
         };
@@ -430,6 +437,9 @@ impl Pg {
             self.send(replica, Msg::PgActivate(activate), out);
             waiting.insert(replica);
         }
+        // The first lease renewal follows the activation on each link, so the lease
+        // is usually granted by the time the last replica has activated.
+        self.renew_lease(out);
         self.phase = Phase::Activating { waiting };
         self.after_activated(store, out);
     }
