@@ -486,6 +486,14 @@ impl Pg {
             out.push(self.reply(client, &op, Err(OpError::WrongPrimary)));
             return;
         }
+        if op.map_epoch < self.interval_start {
+            // Sent before this interval began (held for a map, or for peering): the
+            // client may since have resent it elsewhere and had its answer, so running
+            // it now could apply a write after it was answered. Bounce it; the client
+            // retries with a newer map (Ceph discards such ops: `can_discard_op`).
+            out.push(self.reply(client, &op, Err(OpError::NotActive)));
+            return;
+        }
         // Inactive, or active but waiting out earlier leases or without its own:
         // hold the op (a read now could miss writes a newer interval acknowledged).
         if !self.is_active() || !self.lease_allows_io() {

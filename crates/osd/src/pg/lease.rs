@@ -36,7 +36,7 @@ use super::{peer_output, Pg};
 use crate::Output;
 use carmine_proto::{Msg, PgLease, PgLeaseAck};
 use carmine_types::OsdId;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// Default lease length. Well under the default heartbeat grace (3 s), so after a
@@ -47,6 +47,8 @@ pub const LEASE_DURATION: Duration = Duration::from_secs(2);
 pub const LEASE_DURATION_MIN: Duration = Duration::from_millis(100);
 /// Renewals a primary keeps waiting for acknowledgements (the oldest is forgotten).
 pub const LEASE_RENEWALS_IN_FLIGHT_MAX: usize = 8;
+/// Primaries a copy remembers promises to (expired ones are forgotten first).
+pub const PROMISES_MAX: usize = 16;
 /// Renewals per lease length.
 const RENEWALS_PER_LEASE: u32 = 4;
 
@@ -77,8 +79,10 @@ pub(crate) struct Lease {
     readable_until: Option<Instant>,
     /// Primary: no IO before this (promises made to earlier primaries).
     prior_readable_until: Option<Instant>,
-    /// Any role: the latest promise this copy made (or assumes after a restart).
-    promised_until: Option<Instant>,
+    /// Any role: the latest promise this copy made to each primary (`None`: to one
+    /// it does not know, assumed after a restart). A promise only lets the primary
+    /// it was made to serve, so a new primary ignores those made to itself.
+    promises: BTreeMap<Option<OsdId>, Instant>,
 }
 
 #[derive(Debug)]
@@ -106,22 +110,47 @@ impl Lease {
         self.prior_readable_until = None;
     }
 
-    /// After a restart: this copy may have promised until `until`.
+    /// After a restart: this copy may have promised until `until`, to anyone.
     pub(crate) fn assume_promised_until(&mut self, until: Instant) {
-        self.promised_until = self.promised_until.max(Some(until));
+        self.remember_promise(None, until);
     }
 
-    /// What is left of this copy's promise, to report in a notify.
-    pub(crate) fn promise_remaining(&self) -> Duration {
-        match (self.promised_until, self.now) {
+    fn remember_promise(&mut self, to: Option<OsdId>, until: Instant) {
+        if let Some(now) = self.now {
+            self.promises.retain(|_, until| *until > now);
+        }
+        let entry = self.promises.entry(to).or_insert(until);
+        *entry = (*entry).max(until);
+        if self.promises.len() > PROMISES_MAX {
+            // Too many primaries: merge into the unknown one, which binds everyone.
+            let latest = self.promises.values().copied().max().expect("not empty");
+            self.promises.clear();
+            self.promises.insert(None, latest);
+        }
+    }
+
+    /// The latest promise made to anyone but `primary`.
+    fn promised_until_except(&self, primary: OsdId) -> Option<Instant> {
+        self.promises
+            .iter()
+            .filter(|(to, _)| **to != Some(primary))
+            .map(|(_, until)| *until)
+            .max()
+    }
+
+    /// What is left of this copy's promises that bind `primary` (all but those made
+    /// to it), to report in its notify.
+    pub(crate) fn promise_remaining(&self, primary: OsdId) -> Duration {
+        match (self.promised_until_except(primary), self.now) {
             (Some(until), Some(now)) => until.saturating_duration_since(now),
             _ => Duration::ZERO,
         }
     }
 
-    /// Primary: wait out the earlier promises, beginning with our own.
-    pub(crate) fn start_prior_wait(&mut self) {
-        self.prior_readable_until = self.prior_readable_until.max(self.promised_until);
+    /// Primary `whoami`: wait out the earlier promises, beginning with our own.
+    pub(crate) fn start_prior_wait(&mut self, whoami: OsdId) {
+        let own = self.promised_until_except(whoami);
+        self.prior_readable_until = self.prior_readable_until.max(own);
     }
 
     /// Primary: a peer reported `remaining` of a promise it made.
@@ -194,10 +223,10 @@ impl Lease {
         lapsed && !self.laggy(true)
     }
 
-    /// Member: promise `duration` from now; false without a clock.
-    fn promise(&mut self, duration: Duration) -> bool {
+    /// Member: promise `duration` from now to `primary`; false without a clock.
+    fn promise(&mut self, primary: OsdId, duration: Duration) -> bool {
         let Some(now) = self.now else { return false };
-        self.promised_until = self.promised_until.max(Some(now + duration));
+        self.remember_promise(Some(primary), now + duration);
         true
     }
 }
@@ -283,7 +312,10 @@ impl Pg {
         if !ours {
             return; // An earlier primary's renewal: refusing it is the point.
         }
-        if !self.lease.promise(Duration::from_nanos(lease.duration_ns)) {
+        if !self
+            .lease
+            .promise(from, Duration::from_nanos(lease.duration_ns))
+        {
             return;
         }
         let ack = Msg::PgLeaseAck(PgLeaseAck {
@@ -367,24 +399,51 @@ mod tests {
         let base = Instant::now();
         let mut lease = Lease::default();
         lease.set_now(base);
-        assert!(lease.promise(Duration::from_millis(1000)));
+        assert!(lease.promise(OsdId(1), Duration::from_millis(1000)));
         lease.set_now(at(base, 400));
-        assert_eq!(lease.promise_remaining(), Duration::from_millis(600));
+        assert_eq!(
+            lease.promise_remaining(OsdId(2)),
+            Duration::from_millis(600)
+        );
+        assert_eq!(
+            lease.promise_remaining(OsdId(1)),
+            Duration::ZERO,
+            "a promise binds everyone but the primary it was made to"
+        );
         lease.new_interval();
-        lease.start_prior_wait();
+        lease.start_prior_wait(OsdId(2));
         lease.note_prior(Duration::from_millis(800));
         assert!(lease.waiting());
         lease.set_now(at(base, 1399));
         assert!(lease.waiting(), "800 ms reported waits 1000 ms");
         lease.set_now(at(base, 1400));
         assert!(!lease.waiting());
-        assert_eq!(lease.promise_remaining(), Duration::ZERO);
+        assert_eq!(lease.promise_remaining(OsdId(2)), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_restart_assumes_a_promise_to_anyone() {
+        let base = Instant::now();
+        let mut lease = Lease::default();
+        lease.set_now(base);
+        lease.assume_promised_until(at(base, 500));
+        assert_eq!(
+            lease.promise_remaining(OsdId(1)),
+            Duration::from_millis(500)
+        );
+        lease.start_prior_wait(OsdId(0));
+        assert!(
+            lease.waiting(),
+            "the copy's own forgotten promise binds it too"
+        );
+        lease.set_now(at(base, 500));
+        assert!(!lease.waiting());
     }
 
     #[test]
     fn without_a_clock_nothing_is_promised_or_enforced() {
         let mut lease = Lease::default();
-        assert!(!lease.promise(Duration::from_secs(1)));
+        assert!(!lease.promise(OsdId(1), Duration::from_secs(1)));
         assert!(!lease.laggy(true));
         assert!(!lease.waiting());
     }

@@ -58,7 +58,8 @@ impl Pg {
             info: self.info.clone(),
             exists: true,
             missing: self.missing.iter().cloned().collect(),
-            prior_lease_remaining_ns: self.lease.promise_remaining().as_nanos() as u64,
+            // Filled in for the primary that asks (`handle_query`).
+            prior_lease_remaining_ns: 0,
         }
     }
 
@@ -74,7 +75,7 @@ impl Pg {
         self.peer_missing.clear();
         self.waiting_for_budget = false;
         self.notifies.insert(self.whoami, self.my_notify());
-        self.lease.start_prior_wait();
+        self.lease.start_prior_wait(self.whoami);
         // Pushes of an earlier interval are never acknowledged (replies from another
         // interval are ignored), and repairs belong to an interval too: the ops waiting
         // on them run again once active, and activation recomputes what to push.
@@ -110,6 +111,7 @@ impl Pg {
     pub fn handle_query(&mut self, from: OsdId, query: PgQuery, out: &mut Vec<Output>) {
         let mut notify = self.my_notify();
         notify.interval = query.interval;
+        notify.prior_lease_remaining_ns = self.lease.promise_remaining(from).as_nanos() as u64;
         out.push(peer_output(from, Msg::PgNotify(notify)));
     }
 
