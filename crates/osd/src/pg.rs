@@ -435,6 +435,21 @@ impl Pg {
         }
     }
 
+    /// The epoch since which this OSD has led the PG without a break, as far as the
+    /// map's past intervals tell (Ceph's `same_primary_since`); where they are
+    /// trimmed or have a gap, the later epoch (bouncing an op is always safe).
+    fn primary_since(&self) -> Epoch {
+        let mut since = self.interval_start;
+        for interval in self.past_intervals.iter().rev() {
+            let adjoins = interval.last.0.saturating_add(1) >= since.0;
+            if !adjoins || interval.primary != Some(self.whoami) {
+                break;
+            }
+            since = since.min(interval.first);
+        }
+        since
+    }
+
     fn replicas(&self) -> Vec<OsdId> {
         self.acting
             .iter()
@@ -486,11 +501,12 @@ impl Pg {
             out.push(self.reply(client, &op, Err(OpError::WrongPrimary)));
             return;
         }
-        if op.map_epoch < self.interval_start {
-            // Sent before this interval began (held for a map, or for peering): the
-            // client may since have resent it elsewhere and had its answer, so running
-            // it now could apply a write after it was answered. Bounce it; the client
-            // retries with a newer map (Ceph discards such ops: `can_discard_op`).
+        if op.map_epoch < self.primary_since() {
+            // Sent before this OSD last became primary (the shard held it for a map,
+            // or the PG for peering): the client may since have resent it to the
+            // primary in between and had its answer, so running it now could apply a
+            // write after it was answered. Bounce it; the client retries with a newer
+            // map (Ceph discards such ops: `can_discard_op`, `same_primary_since`).
             out.push(self.reply(client, &op, Err(OpError::NotActive)));
             return;
         }
