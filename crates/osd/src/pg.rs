@@ -513,6 +513,16 @@ impl Pg {
         // Inactive, or active but waiting out earlier leases or without its own:
         // hold the op (a read now could miss writes a newer interval acknowledged).
         if !self.is_active() || !self.lease_allows_io() {
+            // A resend of an op already held replaces it (keeping its place): run
+            // twice, a write that failed the first time could succeed the second.
+            if let Some(held) = self
+                .waiting_for_active
+                .iter_mut()
+                .find(|(_, held)| held.reqid == op.reqid)
+            {
+                *held = (client, op);
+                return;
+            }
             if self.waiting_for_active.len() < self.tuning.waiting_ops_max {
                 self.waiting_for_active.push_back((client, op));
             } else {

@@ -36,7 +36,7 @@ fn a_primary_cut_off_from_its_replicas_holds_reads_once_its_lease_lapses() {
     let addr = cluster.addr(primary, pgid);
     let cut = move |e: &harness::Envelope| e.from.0 == primary || e.to.0 == primary;
 
-    // Three seconds pass; every renewal and acknowledgement to or from the primary is
+    // Three seconds (three lease lengths) pass; every renewal and acknowledgement to or from the primary is
     // lost, but clients still reach it.
     for _ in 0..30 {
         cluster.advance(TICK);
@@ -76,8 +76,8 @@ fn a_new_primary_waits_out_the_lease_its_predecessor_may_still_hold() {
     let pgid = cluster.pg_of("obj");
     let old = cluster.primary_of(pgid);
     // The primary is cut off from everyone, the monitor included: it never learns
-    // that it was marked down, and its lease (granted at time 0 for 2 s) may let it
-    // serve reads of v1 for up to 1.5 s of its clock.
+    // that it was marked down, and its lease (granted at time 0 for 1 s) may let it
+    // serve reads of v1 for up to 0.75 s of its clock.
     cluster.partition(old);
     cluster.mark_down(old);
     cluster.run_network();
@@ -94,8 +94,8 @@ fn a_new_primary_waits_out_the_lease_its_predecessor_may_still_hold() {
         !cluster.has_reply(reqid),
         "served before the old lease ran out"
     );
-    // The replica reported 2 s left; the new primary waits that plus a quarter.
-    cluster.advance(Duration::from_millis(2400));
+    // The replica reported 1 s left; the new primary waits that plus a quarter.
+    cluster.advance(Duration::from_millis(1200));
     cluster.run_network();
     assert!(
         !cluster.has_reply(reqid),

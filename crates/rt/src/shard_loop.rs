@@ -142,6 +142,9 @@ impl<S: ObjectStore> ShardLoop<S> {
                 }
                 _ = tick.tick() => self.shard.tick(Instant::now(), &mut self.outputs),
             }
+            // Flushing completes writes and may run the reads behind them: with the
+            // time now, not that of the last event (a lease may have lapsed since).
+            self.shard.set_clock(Instant::now());
             self.shard.flush(&mut self.outputs);
             self.carry_out();
             if self.shard.take_report_urgent() {

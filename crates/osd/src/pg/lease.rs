@@ -39,10 +39,11 @@ use carmine_types::OsdId;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-/// Default lease length. Well under the default heartbeat grace (3 s), so after a
-/// primary crashes its promises have run out before the monitor marks it down, and
-/// failover waits no longer than before.
-pub const LEASE_DURATION: Duration = Duration::from_secs(2);
+/// Default lease length. Well under the default heartbeat grace (3 s): after a
+/// primary crashes, its promises run out (at most 1.25 s, with the margin, after its
+/// last renewal) before heartbeats could report it, so only a crash the monitor learns
+/// of at once (a reset session) makes the new primary wait, and briefly.
+pub const LEASE_DURATION: Duration = Duration::from_secs(1);
 /// The shortest lease a shard accepts (shorter renews every tick and lags anyway).
 pub const LEASE_DURATION_MIN: Duration = Duration::from_millis(100);
 /// Renewals a primary keeps waiting for acknowledgements (the oldest is forgotten).
