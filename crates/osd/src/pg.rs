@@ -530,6 +530,9 @@ impl Pg {
             }
             return;
         }
+        // Ops held while the PG waited or lagged go first: the lease may have come
+        // back (by time alone) since the last tick, and a newer op must not overtake.
+        self.serve_held_ops(store, out);
         if let Err(error) = validate(&op) {
             out.push(self.reply(client, &op, Err(error)));
             return;

@@ -395,9 +395,13 @@ impl Sim {
             }
             let shard = pg_shard(pgid, self.config.shards_per_osd);
             let state = self.osds[&primary].pg_state(shard, pgid);
+            // A PG waiting out an earlier lease, or without its own, serves nothing
+            // yet: not converged (its held ops would run after the read-back began).
             let clean = state.is_some_and(|state| {
                 state.contains(carmine_proto::PgState::ACTIVE)
                     && state.contains(carmine_proto::PgState::CLEAN)
+                    && !state.contains(carmine_proto::PgState::WAIT)
+                    && !state.contains(carmine_proto::PgState::LAGGY)
             });
             if !clean {
                 let state = state.map_or("absent".into(), |state| state.name());

@@ -175,3 +175,17 @@ fn regression_a_held_op_from_before_a_primary_change_is_bounced() {
     config.tuning.log_entries_max = 13;
     check(&[report, run_config(config)], 10, 300);
 }
+
+/// Seeds 2321, 2657 and 3383 once read leases held ops longer (a `laggy` or `wait`
+/// PG): a client's resends of one write piled up in the held queue, the first copy
+/// failed ('no such object') and a later one, run after another client's write had
+/// created the object, applied it. A resend now replaces the held copy, and a resend
+/// of a write whose failure is still queued gets that failure.
+#[test]
+fn regression_resends_of_a_held_write_run_once() {
+    let reports: Vec<SimReport> = [2321, 2657, 3383]
+        .into_iter()
+        .map(|seed| run_with_faults(seed, FaultClasses::ALL))
+        .collect();
+    check(&reports, 20, 300);
+}

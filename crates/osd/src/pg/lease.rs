@@ -345,7 +345,7 @@ impl Pg {
     }
 
     /// Runs the ops held for the lease, once IO is allowed.
-    fn serve_held_ops(
+    pub(super) fn serve_held_ops(
         &mut self,
         store: &mut dyn carmine_store::ObjectStore,
         out: &mut Vec<Output>,
