@@ -217,7 +217,7 @@ impl Lease {
         let renewal = self
             .renewals
             .drain(..=index)
-            .last()
+            .next_back()
             .expect("index is in range");
         let until = renewal.sent_at + trusted(renewal.duration);
         self.readable_until = self.readable_until.max(Some(until));
