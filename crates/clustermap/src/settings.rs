@@ -36,6 +36,11 @@ pub const MON_OSD_DOWN_OUT_INTERVAL: &str = "mon_osd_down_out_interval";
 /// objects against their checksums and repairs corrupt copies); 0 disables scrubbing.
 pub const OSD_SCRUB_INTERVAL: &str = "osd_scrub_interval";
 
+/// Seconds a PG primary's read lease lasts (renewed four times per length): how long
+/// a primary cut off from its peers may still serve reads, and how long a new primary
+/// may wait before serving. Keep it well under `osd_heartbeat_grace`.
+pub const OSD_READ_LEASE_INTERVAL: &str = "osd_read_lease_interval";
+
 /// The longest interval or grace accepted: a day (longer is surely a typo).
 pub const SECONDS_MAX: f64 = 86_400.0;
 /// The most down reporters a monitor can be asked to wait for.
@@ -54,7 +59,9 @@ enum Kind {
 
 fn kind(key: &str) -> Option<Kind> {
     match key {
-        OSD_HEARTBEAT_INTERVAL | OSD_HEARTBEAT_GRACE => Some(Kind::PositiveSeconds),
+        OSD_HEARTBEAT_INTERVAL | OSD_HEARTBEAT_GRACE | OSD_READ_LEASE_INTERVAL => {
+            Some(Kind::PositiveSeconds)
+        }
         MON_OSD_DOWN_OUT_INTERVAL | OSD_SCRUB_INTERVAL => Some(Kind::Seconds),
         MON_OSD_MIN_DOWN_REPORTERS => Some(Kind::Count),
         _ => None,

@@ -32,7 +32,7 @@ mod tuning;
 pub use direct::DirectClient;
 pub use pg::Pg;
 pub use pglog::{PgLog, LOG_ENTRIES_MAX};
-pub use shard::{OsdShard, ShardCounters};
+pub use shard::{OsdShard, ShardCounters, TICK_INTERVAL};
 pub use tuning::OsdTuning;
 
 use carmine_proto::Msg;

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 pub const WAITING_OPS_MAX: usize = 4096;
 /// Writes a primary keeps in flight before it answers `Busy`.
 pub const IN_FLIGHT_WRITES_MAX: usize = 4096;
+pub use lease::{LEASE_DURATION, LEASE_DURATION_MIN};
 
 #[derive(Debug)]
 struct InFlightWrite {
@@ -152,6 +153,9 @@ pub struct Pg {
     deleting: bool,
     /// Primary: the strays of this interval were told to delete their copies.
     strays_purged: bool,
+    /// Read leases: this copy's promises, and as primary its own lease and the wait
+    /// for earlier promises (see `pg/lease.rs`).
+    lease: lease::Lease,
 }
 
 impl Pg {
@@ -216,6 +220,7 @@ impl Pg {
             snap_trim_pass: None,
             deleting: false,
             strays_purged: false,
+            lease: lease::Lease::default(),
         };
         if store.collection_exists(coll) {
             pg.load(store)?;
@@ -345,6 +350,7 @@ impl Pg {
         if self.acting != self.up {
             bits |= PgState::REMAPPED;
         }
+        bits |= self.lease_state_bits();
         PgState(bits)
     }
 
@@ -417,6 +423,7 @@ impl Pg {
             self.acting = mapping.acting;
             self.primary = mapping.primary;
             self.interval_start = map.epoch;
+            self.lease.new_interval();
             self.reset_snap_trim();
             if was_primary && !self.is_primary() {
                 self.drop_primary_work();
@@ -440,6 +447,21 @@ impl Pg {
                 }
             }
         }
+    }
+
+    /// The epoch since which this OSD has led the PG without a break, as far as the
+    /// map's past intervals tell (Ceph's `same_primary_since`); where they are
+    /// trimmed or have a gap, the later epoch (bouncing an op is always safe).
+    fn primary_since(&self) -> Epoch {
+        let mut since = self.interval_start;
+        for interval in self.past_intervals.iter().rev() {
+            let adjoins = interval.last.0.saturating_add(1) >= since.0;
+            if !adjoins || interval.primary != Some(self.whoami) {
+                break;
+            }
+            since = since.min(interval.first);
+        }
+        since
     }
 
     fn replicas(&self) -> Vec<OsdId> {
@@ -493,7 +515,28 @@ impl Pg {
             out.push(self.reply(client, &op, Err(OpError::WrongPrimary)));
             return;
         }
-        if !self.is_active() {
+        if op.map_epoch < self.primary_since() {
+            // Sent before this OSD last became primary (the shard held it for a map,
+            // or the PG for peering): the client may since have resent it to the
+            // primary in between and had its answer, so running it now could apply a
+            // write after it was answered. Bounce it; the client retries with a newer
+            // map (Ceph discards such ops: `can_discard_op`, `same_primary_since`).
+            out.push(self.reply(client, &op, Err(OpError::NotActive)));
+            return;
+        }
+        // Inactive, or active but waiting out earlier leases or without its own:
+        // hold the op (a read now could miss writes a newer interval acknowledged).
+        if !self.is_active() || !self.lease_allows_io() {
+            // A resend of an op already held replaces it (keeping its place): run
+            // twice, a write that failed the first time could succeed the second.
+            if let Some(held) = self
+                .waiting_for_active
+                .iter_mut()
+                .find(|(_, held)| held.reqid == op.reqid)
+            {
+                *held = (client, op);
+                return;
+            }
             if self.waiting_for_active.len() < self.tuning.waiting_ops_max {
                 self.waiting_for_active.push_back((client, op));
             } else {
@@ -501,6 +544,9 @@ impl Pg {
             }
             return;
         }
+        // Ops held while the PG waited or lagged go first: the lease may have come
+        // back (by time alone) since the last tick, and a newer op must not overtake.
+        self.serve_held_ops(store, out);
         if let Err(error) = validate(&op) {
             out.push(self.reply(client, &op, Err(error)));
             return;
@@ -653,6 +699,7 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
     Ok(())
 }
 
+mod lease;
 pub(crate) mod peering;
 pub(crate) mod purge;
 pub(crate) mod recovery;

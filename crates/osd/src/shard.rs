@@ -7,12 +7,18 @@ use crate::pg::purge::{marked_deleting, PurgeProgress, PURGE_OBJECTS_PER_TURN};
 use crate::pg::Pg;
 use crate::recovery_budget::RecoveryBudget;
 use crate::{ClientRef, OsdTuning, Output};
+use carmine_clustermap::settings::{SettingsReader, OSD_READ_LEASE_INTERVAL};
 use carmine_clustermap::{pg_shard, OsdMap};
 use carmine_proto::{Msg, OpError, OsdOp, OsdOpReply, PgStat};
 use carmine_store::{CollectionId, ObjectStore, StoreUsage, Transaction};
 use carmine_types::{EVersion, Epoch, OsdId, PgId, ShardIndex};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often the daemon ticks a shard ([`OsdShard::tick`]): read lease renewals are
+/// due every quarter of the lease length, checked at this pace.
+pub const TICK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Messages held until the shard has the map epoch their sender used.
 pub const WAITING_FOR_MAP_MAX: usize = 8192;
@@ -65,6 +71,14 @@ pub struct OsdShard<S: ObjectStore> {
     scrub_cursor: Option<(PgId, Option<String>)>,
     /// Stray copies being deleted, a few objects per turn (see `pg/purge.rs`).
     deleting: BTreeSet<PgId>,
+    /// The driver's monotonic time ([`OsdShard::set_clock`]); `None` until it gives one.
+    clock: Option<Instant>,
+    /// The first time given: when this process (instance) started, for the promises
+    /// a restart forgot (see `pg/lease.rs`).
+    started: Option<Instant>,
+    /// The read lease length: the tuning's, or the map's `osd_read_lease_interval`.
+    lease_duration: Duration,
+    settings: SettingsReader,
 }
 
 /// Messages (peer messages included) a shard holds for a newer map before it drops
@@ -90,6 +104,59 @@ impl<S: ObjectStore> OsdShard<S> {
             recovery: RecoveryBudget::default(),
             scrub_cursor: None,
             deleting: BTreeSet::new(),
+            clock: None,
+            started: None,
+            lease_duration: OsdTuning::default().lease_duration,
+            settings: SettingsReader::default(),
+        }
+    }
+
+    /// The driver's monotonic clock, given before it hands the shard work (each event
+    /// loop turn; the simulator before every event). PGs judge their read leases by
+    /// it, so it must not lag the real time by more than a small part of the lease
+    /// length. A shard never given a time enforces no leases (test harnesses that do
+    /// not model time).
+    pub fn set_clock(&mut self, now: Instant) {
+        if let Some(before) = self.clock {
+            assert!(now >= before, "shard clock went back");
+        }
+        self.clock = Some(now);
+        self.started.get_or_insert(now);
+        for pg in self.pgs.values_mut() {
+            pg.set_time(now, self.lease_duration);
+        }
+    }
+
+    /// The periodic tick (the daemon's every [`TICK_INTERVAL`]): renews the read
+    /// leases of the PGs this shard leads and serves the ops held while a PG waited.
+    pub fn tick(&mut self, now: Instant, out: &mut Vec<Output>) {
+        let start = out.len();
+        self.set_clock(now);
+        for pg in self.pgs.values_mut() {
+            if pg.is_primary() {
+                pg.lease_tick(&mut self.store, out);
+                if pg.has_pending_commits() {
+                    self.pending.insert(pg.pgid());
+                }
+            }
+        }
+        self.after_io(out);
+        self.route_peer_messages(out, start);
+    }
+
+    /// The read lease length in force.
+    pub fn lease_duration(&self) -> Duration {
+        self.lease_duration
+    }
+
+    /// A PG just opened: give it the time, and after a restart assume it promised a
+    /// lease until one length after the process started (its promises were lost).
+    fn prepare_opened(&self, pg: &mut Pg) {
+        if let Some(now) = self.clock {
+            pg.set_time(now, self.lease_duration);
+        }
+        if let Some(started) = self.started {
+            pg.assume_restart_promise(started + self.lease_duration);
         }
     }
 
@@ -127,6 +194,7 @@ impl<S: ObjectStore> OsdShard<S> {
     /// them, so call it before the first map.
     pub fn set_tuning(&mut self, tuning: OsdTuning) {
         self.tuning = tuning.sanitized();
+        self.lease_duration = self.tuning.lease_duration;
     }
 
     pub fn whoami(&self) -> OsdId {
@@ -331,6 +399,17 @@ impl<S: ObjectStore> OsdShard<S> {
         }
         let first_map = self.map.is_none();
         self.map = Some(map.clone());
+        self.lease_duration = self
+            .settings
+            .seconds(
+                &map.config,
+                OSD_READ_LEASE_INTERVAL,
+                self.tuning.lease_duration,
+            )
+            .max(crate::pg::LEASE_DURATION_MIN);
+        for warning in self.settings.take_warnings() {
+            tracing::warn!("osd.{}: {warning}", self.whoami.0);
+        }
         self.remove_deleted_pools(&map);
         if first_map {
             self.resume_deletions(&map);
@@ -354,13 +433,15 @@ impl<S: ObjectStore> OsdShard<S> {
                         self.pgs.insert(pgid, pg);
                         self.abandon_deletion(pgid);
                         match Pg::open(pgid, self.whoami, &map, &mut self.store, self.tuning) {
-                            Ok(pg) => {
+                            Ok(mut pg) => {
+                                self.prepare_opened(&mut pg);
                                 self.pgs.insert(pgid, pg);
                             }
                             Err(error) => tracing::error!("cannot open {pgid}: {error}"),
                         }
                     }
-                    Ok(pg) => {
+                    Ok(mut pg) => {
+                        self.prepare_opened(&mut pg);
                         self.pgs.insert(pgid, pg);
                     }
                     Err(error) => tracing::error!("cannot open {pgid}: {error}"),
@@ -615,6 +696,8 @@ impl<S: ObjectStore> OsdShard<S> {
             Msg::PgPull(pull) => pg.handle_pull(store, from, pull, out),
             Msg::PgPush(push) => pg.handle_push(store, from, push, out),
             Msg::PgPushReply(reply) => pg.handle_push_reply(store, from, reply, out),
+            Msg::PgLease(lease) => pg.handle_lease(from, lease, out),
+            Msg::PgLeaseAck(ack) => pg.handle_lease_ack(store, from, ack, out),
             _ => unreachable!("filtered by peer_message_pg"),
         }
         pg.purge_strays(out);
@@ -638,6 +721,7 @@ impl<S: ObjectStore> OsdShard<S> {
         if self.store.collection_exists(CollectionId::Pg(pgid)) {
             match Pg::open(pgid, self.whoami, &map, &mut self.store, self.tuning) {
                 Ok(mut pg) => {
+                    self.prepare_opened(&mut pg);
                     pg.handle_map(&map, &mut self.store, out);
                     if pg.is_deleting() {
                         self.deleting.insert(pgid);
@@ -696,6 +780,9 @@ impl<S: ObjectStore> OsdShard<S> {
                 },
                 exists: false,
                 missing: Vec::new(),
+                // No copy here, so no promise: a lease is granted only by a copy
+                // that exists (and stays until it is purged).
+                prior_lease_remaining_ns: 0,
             };
             out.push(Output::Peer(from, shard, Msg::PgNotify(notify)));
         } else {
@@ -778,6 +865,8 @@ fn peer_message_pg(msg: &Msg) -> Option<(PgId, Epoch)> {
         Msg::PgPush(m) => (m.pgid, m.map_epoch),
         Msg::PgPushReply(m) => (m.pgid, m.map_epoch),
         Msg::PgRemove(m) => (m.pgid, m.map_epoch),
+        Msg::PgLease(m) => (m.pgid, m.map_epoch),
+        Msg::PgLeaseAck(m) => (m.pgid, m.map_epoch),
         _ => return None,
     })
 }

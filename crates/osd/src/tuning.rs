@@ -5,6 +5,7 @@
 
 use crate::pg::peering::PULL_BEFORE_ACTIVE_MAX;
 use crate::pg::recovery::{OBJECTS_PER_PUSH_MAX, PUSHES_IN_FLIGHT_MAX};
+use crate::pg::LEASE_DURATION;
 use crate::pg::{IN_FLIGHT_WRITES_MAX, WAITING_OPS_MAX};
 use crate::pglog::LOG_ENTRIES_MAX;
 use crate::shard::WAITING_FOR_MAP_MAX;
@@ -14,6 +15,11 @@ pub const RECOVERY_MAX_ACTIVE: usize = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OsdTuning {
+    /// Read lease length (`osd_read_lease_interval` in the map's config overrides
+    /// it): how long a primary cut off from its peers may go on serving reads, and so
+    /// how long a new primary may have to wait before serving. Keep it well under the
+    /// heartbeat grace, so after a crash the promises have run out before failover.
+    pub lease_duration: std::time::Duration,
     /// Entries a PG log keeps before trimming the oldest.
     pub log_entries_max: usize,
     /// Ops a PG holds while inactive, and reads blocked behind writes.
@@ -38,6 +44,7 @@ pub struct OsdTuning {
 impl Default for OsdTuning {
     fn default() -> Self {
         Self {
+            lease_duration: LEASE_DURATION,
             log_entries_max: LOG_ENTRIES_MAX,
             waiting_ops_max: WAITING_OPS_MAX,
             in_flight_writes_max: IN_FLIGHT_WRITES_MAX,
@@ -54,6 +61,7 @@ impl OsdTuning {
     /// Every limit at least 1 (a zero would stall, not stress).
     pub fn sanitized(self) -> Self {
         Self {
+            lease_duration: self.lease_duration.max(crate::pg::LEASE_DURATION_MIN),
             log_entries_max: self.log_entries_max.max(1),
             waiting_ops_max: self.waiting_ops_max.max(1),
             in_flight_writes_max: self.in_flight_writes_max.max(1),

@@ -14,6 +14,7 @@
 //! ```
 
 mod heartbeat;
+mod lease;
 mod mon;
 mod msg;
 mod op;
@@ -23,6 +24,7 @@ mod purge;
 mod snap;
 
 pub use heartbeat::*;
+pub use lease::*;
 pub use mon::*;
 pub use msg::*;
 pub use op::*;

@@ -99,8 +99,14 @@ impl PgState {
     /// recovery budget (Ceph's `backfill_wait` / `recovery_wait`).
     pub const BACKFILL_WAIT: u32 = 1 << 13;
     pub const RECOVERY_WAIT: u32 = 1 << 14;
+    /// Active, but serving nothing until read leases granted to an earlier primary
+    /// have run out (Ceph's `wait`).
+    pub const WAIT: u32 = 1 << 15;
+    /// Active, but the read lease from the other acting members lapsed: ops wait for
+    /// a renewal or a new interval (Ceph's `laggy`).
+    pub const LAGGY: u32 = 1 << 16;
 
-    const NAMES: [(u32, &'static str); 15] = [
+    const NAMES: [(u32, &'static str); 17] = [
         (Self::CREATING, "creating"),
         (Self::ACTIVE, "active"),
         (Self::CLEAN, "clean"),
@@ -116,6 +122,8 @@ impl PgState {
         (Self::REMAPPED, "remapped"),
         (Self::BACKFILL_WAIT, "backfill_wait"),
         (Self::RECOVERY_WAIT, "recovery_wait"),
+        (Self::WAIT, "wait"),
+        (Self::LAGGY, "laggy"),
     ];
 
     pub fn contains(self, bit: u32) -> bool {

@@ -1,6 +1,7 @@
 //! [`Msg`]: the one enum of every message, with its wire type number.
 
 use crate::heartbeat::{OsdFailure, OsdPing};
+use crate::lease::{PgLease, PgLeaseAck};
 use crate::mon::{
     MonCommand, MonCommandReply, MonForward, MonGetMap, MonRaft, OsdBoot, OsdMapMsg, OsdStats,
 };
@@ -41,6 +42,8 @@ pub enum Msg {
     PgPush(PgPush),
     PgPushReply(PgPushReply),
     PgRemove(PgRemove),
+    PgLease(PgLease),
+    PgLeaseAck(PgLeaseAck),
     MonRaft(MonRaft),
     MonForward(MonForward),
     OsdPing(OsdPing),
@@ -69,6 +72,8 @@ pub mod msg_type {
     pub const PG_PUSH: u16 = 47;
     pub const PG_PUSH_REPLY: u16 = 48;
     pub const PG_REMOVE: u16 = 51;
+    pub const PG_LEASE: u16 = 49;
+    pub const PG_LEASE_ACK: u16 = 50;
     pub const MON_RAFT: u16 = 60;
     pub const MON_FORWARD: u16 = 61;
     pub const OSD_PING: u16 = 70;
@@ -108,6 +113,8 @@ impl Msg {
             Msg::PgPush(_) => PG_PUSH,
             Msg::PgPushReply(_) => PG_PUSH_REPLY,
             Msg::PgRemove(_) => PG_REMOVE,
+            Msg::PgLease(_) => PG_LEASE,
+            Msg::PgLeaseAck(_) => PG_LEASE_ACK,
             Msg::MonRaft(_) => MON_RAFT,
             Msg::MonForward(_) => MON_FORWARD,
             Msg::OsdPing(_) => OSD_PING,
@@ -154,6 +161,8 @@ impl Msg {
             Msg::PgPush(m) => m.encode(e),
             Msg::PgPushReply(m) => m.encode(e),
             Msg::PgRemove(m) => m.encode(e),
+            Msg::PgLease(m) => m.encode(e),
+            Msg::PgLeaseAck(m) => m.encode(e),
             Msg::MonRaft(m) => m.encode(e),
             Msg::MonForward(m) => m.encode(e),
             Msg::OsdPing(m) => m.encode(e),
@@ -196,6 +205,8 @@ impl Msg {
             PG_PUSH => Msg::PgPush(PgPush::decode(&mut d).map_err(malformed)?),
             PG_PUSH_REPLY => Msg::PgPushReply(PgPushReply::decode(&mut d).map_err(malformed)?),
             PG_REMOVE => Msg::PgRemove(PgRemove::decode(&mut d).map_err(malformed)?),
+            PG_LEASE => Msg::PgLease(PgLease::decode(&mut d).map_err(malformed)?),
+            PG_LEASE_ACK => Msg::PgLeaseAck(PgLeaseAck::decode(&mut d).map_err(malformed)?),
             MON_RAFT => Msg::MonRaft(MonRaft::decode(&mut d).map_err(malformed)?),
             MON_FORWARD => Msg::MonForward(MonForward::decode(&mut d).map_err(malformed)?),
             OSD_PING => Msg::OsdPing(OsdPing::decode(&mut d).map_err(malformed)?),

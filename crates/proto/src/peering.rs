@@ -37,6 +37,10 @@ pub struct PgNotify {
     pub exists: bool,
     /// Objects this OSD knows it lacks (it has their log entries, not their data).
     pub missing: Vec<String>,
+    /// How much longer (nanoseconds of the sender's clock, from when it sent this) a
+    /// read lease it granted may still let an earlier primary serve reads: the new
+    /// primary waits that long before serving (v2; 0 from v1 senders).
+    pub prior_lease_remaining_ns: u64,
 }
 
 /// Primary → peer: send me your log entries after `after` (all when `None`).
@@ -205,18 +209,19 @@ impl Decode for PgQuery {
 
 impl Encode for PgNotify {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.info.encode(e);
             self.exists.encode(e);
             put_names(e, &self.missing);
+            self.prior_lease_remaining_ns.encode(e);
         });
     }
 }
 
 impl Decode for PgNotify {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgNotify", 1, |d, _| {
+        d.versioned("PgNotify", 2, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
             Ok(PgNotify {
                 pgid,
@@ -225,6 +230,7 @@ impl Decode for PgNotify {
                 info: PgInfo::decode(d)?,
                 exists: bool::decode(d)?,
                 missing: get_names(d)?,
+                prior_lease_remaining_ns: if version >= 2 { u64::decode(d)? } else { 0 },
             })
         })
     }

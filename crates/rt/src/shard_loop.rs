@@ -71,6 +71,8 @@ struct ShardState<S: ObjectStore> {
     /// Group commit: a connection's turn handled messages since the last flush.
     flush_wanted: bool,
     flush_requested: Rc<tokio::sync::Notify>,
+    /// The shard was given the time during the current connection turn.
+    clock_set: bool,
 }
 
 type SharedState<S> = Rc<RefCell<ShardState<S>>>;
@@ -118,6 +120,7 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
                 last_scrub: Instant::now(),
                 group_commit,
                 flush_wanted: false,
+                clock_set: false,
                 flush_requested: flush_notify,
             })
         });
@@ -152,7 +155,9 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
         let server = tokio::task::spawn_local(serve_local_with(listener, session, accept));
         let mut report = tokio::time::interval(SHARD_REPORT_INTERVAL);
         let mut scrub = tokio::time::interval(SCRUB_TICK);
+        let mut tick = tokio::time::interval(carmine_osd::TICK_INTERVAL);
         self.state.borrow_mut().shard.set_deferred_flush(true);
+        self.state.borrow_mut().shard.set_clock(Instant::now());
         let flush_requested = self.flush_requested.clone();
         loop {
             tokio::select! {
@@ -163,12 +168,21 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
                 map = self.map_rx.recv() => match map {
                     Some(map) => {
                         let state = &mut *self.state.borrow_mut();
+                        state.shard.set_clock(Instant::now());
                         state.shard.handle_map(map, &mut state.outputs);
                     }
                     None => break,
                 },
                 _ = report.tick() => self.state.borrow_mut().report(false),
-                _ = scrub.tick() => self.state.borrow_mut().maybe_scrub(),
+                _ = scrub.tick() => {
+                    let state = &mut *self.state.borrow_mut();
+                    state.shard.set_clock(Instant::now());
+                    state.maybe_scrub();
+                }
+                _ = tick.tick() => {
+                    let state = &mut *self.state.borrow_mut();
+                    state.shard.tick(Instant::now(), &mut state.outputs);
+                }
             }
             self.state.borrow_mut().finish_turn(None);
         }
@@ -211,6 +225,10 @@ impl<S: ObjectStore> ShardState<S> {
     /// Makes the turn's writes durable with one flush, then sends what they produced
     /// (through `out` when it goes to the connection being served).
     fn finish_turn(&mut self, out: Option<&mut Outbox<'_>>) {
+        // Flushing completes writes and may run the reads behind them: with the time
+        // now, not that of the turn's first message (a lease may have lapsed since).
+        self.shard.set_clock(Instant::now());
+        self.clock_set = false;
         self.shard.flush(&mut self.outputs);
         self.carry_out(out);
         if self.shard.take_report_urgent() {
@@ -219,6 +237,12 @@ impl<S: ObjectStore> ShardState<S> {
     }
 
     fn handle_msg(&mut self, peer: EntityName, msg: Msg, out: &mut Outbox<'_>) {
+        // The shard judges read leases by this time; once per turn suffices, a turn
+        // being far shorter than a lease.
+        if !self.clock_set {
+            self.shard.set_clock(Instant::now());
+            self.clock_set = true;
+        }
         match (peer.kind, msg) {
             (EntityKind::Osd, Msg::OsdPing(ping)) => self.answer_ping(&ping, out),
             (EntityKind::Client, Msg::OsdOp(op)) => {
@@ -326,7 +350,10 @@ impl<S: ObjectStore + 'static> Dispatch for OsdDispatch<S> {
         let mut state = state.borrow_mut();
         if !state.group_commit {
             state.finish_turn(Some(out));
-        } else if !state.flush_wanted {
+            return;
+        }
+        state.clock_set = false;
+        if !state.flush_wanted {
             state.flush_wanted = true;
             state.flush_requested.notify_one();
         }

@@ -196,7 +196,9 @@ impl Sim {
         }
         self.schedule(SCRUB_INTERVAL, Event::Scrub);
         let osds: Vec<OsdId> = self.osds.keys().copied().collect();
+        let no_leases = self.no_leases();
         for osd in osds {
+            let now = self.osd_instant(osd);
             let node = self.osds.get_mut(&osd).expect("exists");
             let Process::Up(shards) = &mut node.process else {
                 continue;
@@ -204,6 +206,9 @@ impl Sim {
             let mut outputs = Vec::new();
             for (index, shard) in shards.iter_mut().enumerate() {
                 let mut out = Vec::new();
+                if !no_leases {
+                    shard.set_clock(now);
+                }
                 shard.scrub_step(SCRUB_OBJECTS_PER_STEP, &mut out);
                 outputs.push((ShardIndex(index as u16), out));
             }

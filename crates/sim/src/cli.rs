@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! carmine sim --seed 42 [--format json] [--faults handled|all|resets,crashes,...] [--disk mem|log]
-//!     [--mons 1|3|5] [--canary | --canary-disk | --canary-mon | --canary-no-scrub] [--trace]
+//!     [--mons 1|3|5] [--canary | --canary-disk | --canary-mon | --canary-no-scrub | --canary-no-leases] [--trace]
 //! carmine sim --seeds 0..200 [--faults ...]
 //! ```
 //! Exits 0 when every run passed, 1 when some run failed, 2 on bad arguments.
@@ -70,6 +70,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--canary-disk" => parsed.canary = Some(Canary::AckBeforeSync),
             "--canary-mon" => parsed.canary = Some(Canary::MonLocalEpoch),
             "--canary-no-scrub" => parsed.canary = Some(Canary::NoScrub),
+            "--canary-no-leases" => parsed.canary = Some(Canary::NoLeases),
             "--mons" => {
                 parsed.mons = Some(match value(arg)?.as_str() {
                     "1" => 1,

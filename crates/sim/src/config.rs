@@ -150,6 +150,10 @@ pub enum Canary {
     /// it applied (the map is only recorded, not sent): the monitor checker must see
     /// two maps for one epoch.
     MonLocalEpoch,
+    /// The OSD shards are never given a clock, so no read lease is enforced (the
+    /// OSD before leases): a primary cut off from its peers serves stale reads, and
+    /// the linearizability checker must see them on the seeds that once failed so.
+    NoLeases,
 }
 
 /// One run's settings. [`SimConfig::from_seed`] draws them.
@@ -301,9 +305,14 @@ impl SimConfig {
                 waiting_for_map_max: rng.between(16, 256) as usize,
                 recovery_max_active: rng.between(1, 4) as usize,
                 pull_before_active_max: rng.between(0, 4) as usize,
+                lease_duration: OsdTuning::default().lease_duration,
             };
             // Drawn last, so the limits above are what they were before it.
             self.tuning.log_entries_max = rng.between(8, 64) as usize;
+            // A read lease of 0.3-3 s: short ones lapse under slow links (laggy),
+            // long ones make new primaries wait.
+            let lease_ms = rng.between(300, 3000);
+            self.tuning.lease_duration = std::time::Duration::from_millis(lease_ms);
         }
         self
     }

@@ -35,6 +35,7 @@ pub enum Event {
     ClientIssue(u32),
     /// Periodic: an OSD reports its stats to the monitor.
     OsdStats(OsdId),
+    OsdTick(OsdId),
     /// Periodic, per monitor rank: Raft's clock, the down/out timers; rank 0's also
     /// runs the convergence watch (whether or not that monitor is running).
     MonTick(u64),

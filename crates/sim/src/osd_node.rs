@@ -26,6 +26,12 @@ pub const MON_RECONNECT_DELAY: Nanos = 250 * MILLISECOND;
 pub const CONNECT_TIMEOUT: Nanos = SECOND;
 /// How often an OSD reports stats (the daemon's `SHARD_REPORT_INTERVAL`).
 pub const STATS_INTERVAL: Nanos = SECOND;
+/// How often an OSD's shards tick (the daemon's `carmine_osd::TICK_INTERVAL`).
+pub const TICK_INTERVAL: Nanos = 100 * MILLISECOND;
+/// The most an OSD's clock runs fast or slow, in parts per million of virtual time.
+/// Read leases only ever compare an OSD's clock with itself and carry a margin for
+/// this; a rate skew of 5% tests that margin.
+pub const CLOCK_RATE_SKEW_PPM_MAX: u64 = 50_000;
 
 /// A process is running its shards, or is down with only its disks.
 pub enum Process {
@@ -47,6 +53,11 @@ pub struct OsdNode {
     pub sync_scheduled: Vec<bool>,
     /// Which monitor to try next.
     pub mon_hunt: carmine_client::MonHunt,
+    /// This machine's monotonic clock: its own origin and its own rate (see
+    /// [`OsdNode::local_nanos`]); a restart keeps it, as a process restart keeps
+    /// the machine's `CLOCK_MONOTONIC`.
+    pub clock_origin: Nanos,
+    pub clock_rate_ppm: i64,
 }
 
 impl OsdNode {
@@ -58,6 +69,11 @@ impl OsdNode {
         ack_before_sync: bool,
         tuning: OsdTuning,
     ) -> Self {
+        // The clock from its own stream of the seed, so nothing else drawn changes.
+        let mut clock_rng = crate::rng::Rng::new(seed).fork(0x434c_4f43 ^ u64::from(id.0));
+        let clock_origin = clock_rng.between(0, 1000 * SECOND);
+        let skew = clock_rng.between(0, 2 * CLOCK_RATE_SKEW_PPM_MAX) as i64;
+        let clock_rate_ppm = skew - CLOCK_RATE_SKEW_PPM_MAX as i64;
         let addrs = (0..shard_count)
             .map(|shard| SocketAddr::from(([10, 0, id.0 as u8, 1], 6800 + shard)))
             .collect();
@@ -81,7 +97,17 @@ impl OsdNode {
             starts: 1,
             sync_scheduled: vec![false; usize::from(shard_count)],
             mon_hunt: carmine_client::MonHunt::new(),
+            clock_origin,
+            clock_rate_ppm,
         }
+    }
+
+    /// This machine's monotonic time at virtual time `now`: its origin plus `now` run
+    /// at its rate (never backwards, since the rate stays positive).
+    pub fn local_nanos(&self, now: Nanos) -> Nanos {
+        let skew = i128::from(now) * i128::from(self.clock_rate_ppm) / 1_000_000;
+        let local = i128::from(now) + skew;
+        self.clock_origin + u64::try_from(local).expect("the rate is positive")
     }
 
     pub fn is_up(&self) -> bool {
@@ -242,10 +268,46 @@ impl Sim {
         self.observe_logs(osd, shard);
     }
 
+    /// The shard, its clock set to its machine's time now (every driver call gives
+    /// the shard the time first).
     fn shard_mut(&mut self, osd: OsdId, shard: ShardIndex) -> &mut OsdShard<SimStore> {
-        match &mut self.osds.get_mut(&osd).expect("exists").process {
+        let now = self.osd_instant(osd);
+        let no_leases = self.no_leases();
+        let shard = match &mut self.osds.get_mut(&osd).expect("exists").process {
             Process::Up(shards) => &mut shards[usize::from(shard.0)],
             Process::Down(_) => panic!("{osd} is down"),
+        };
+        if !no_leases {
+            shard.set_clock(now);
+        }
+        shard
+    }
+
+    /// The [`crate::Canary::NoLeases`] canary: shards get no clock, so no leases.
+    pub(crate) fn no_leases(&self) -> bool {
+        self.config.canary == crate::Canary::NoLeases
+    }
+
+    /// `osd`'s machine clock now, as the `Instant` the cores take.
+    pub(crate) fn osd_instant(&self, osd: OsdId) -> std::time::Instant {
+        self.clock.at(self.osds[&osd].local_nanos(self.now()))
+    }
+
+    /// The shards tick (lease renewals, ops held for a lease), as the daemon's shard
+    /// loop every `TICK_INTERVAL`.
+    pub(crate) fn osd_tick(&mut self, osd: OsdId) {
+        self.schedule(TICK_INTERVAL, Event::OsdTick(osd));
+        if !self.osds[&osd].is_up() || self.no_leases() {
+            return;
+        }
+        let now = self.osd_instant(osd);
+        for index in 0..self.osds[&osd].shard_count {
+            let shard = ShardIndex(index);
+            let mut out = Vec::new();
+            self.shard_mut(osd, shard).tick(now, &mut out);
+            self.osd_outputs(osd, shard, out);
+            self.observe_logs(osd, shard);
+            self.schedule_sync(osd, shard);
         }
     }
 
@@ -394,6 +456,9 @@ impl Sim {
     }
 
     pub(crate) fn restart_osd(&mut self, osd: OsdId) {
+        // The process starts now: its first clock reading is its start (see leases).
+        let now = self.osd_instant(osd);
+        let no_leases = self.no_leases();
         let node = self.osds.get_mut(&osd).expect("exists");
         let Process::Down(stores) = &mut node.process else {
             return;
@@ -408,6 +473,9 @@ impl Sim {
                 let mut shard = OsdShard::new(osd, ShardIndex(index as u16), count, store);
                 shard.set_deferred_flush(deferred);
                 shard.set_tuning(tuning);
+                if !no_leases {
+                    shard.set_clock(now);
+                }
                 shard
             })
             .collect();
@@ -452,6 +520,8 @@ fn peer_message_pgid(msg: &Msg) -> Option<PgId> {
         Msg::PgPush(m) => m.pgid,
         Msg::PgPushReply(m) => m.pgid,
         Msg::PgRemove(m) => m.pgid,
+        Msg::PgLease(m) => m.pgid,
+        Msg::PgLeaseAck(m) => m.pgid,
         _ => return None,
     })
 }

@@ -174,6 +174,9 @@ impl Sim {
             self.schedule(jitter, Event::OsdConnectMon(osd));
             let jitter = self.rng.below(SECOND);
             self.schedule(jitter, Event::OsdStats(osd));
+            // Ticks start at a fixed offset, so the seeded stream above is unchanged.
+            let offset = u64::from(osd.0) * crate::time::MILLISECOND;
+            self.schedule(offset, Event::OsdTick(osd));
         }
         for client in 0..self.config.client_count {
             let jitter = self.rng.below(50 * MILLISECOND);
@@ -196,6 +199,7 @@ impl Sim {
             Event::ClientTick(client) => self.client_tick(client),
             Event::ClientIssue(client) => self.client_issue(client),
             Event::OsdStats(osd) => self.osd_stats(osd),
+            Event::OsdTick(osd) => self.osd_tick(osd),
             Event::MonTick(rank) => self.mon_tick(rank),
             Event::MonConnectPeer { from, to } => self.mon_connect_peer(from, to),
             Event::MonRestart(rank) => self.restart_mon(rank),
@@ -391,9 +395,13 @@ impl Sim {
             }
             let shard = pg_shard(pgid, self.config.shards_per_osd);
             let state = self.osds[&primary].pg_state(shard, pgid);
+            // A PG waiting out an earlier lease, or without its own, serves nothing
+            // yet: not converged (its held ops would run after the read-back began).
             let clean = state.is_some_and(|state| {
                 state.contains(carmine_proto::PgState::ACTIVE)
                     && state.contains(carmine_proto::PgState::CLEAN)
+                    && !state.contains(carmine_proto::PgState::WAIT)
+                    && !state.contains(carmine_proto::PgState::LAGGY)
             });
             if !clean {
                 let state = state.map_or("absent".into(), |state| state.name());

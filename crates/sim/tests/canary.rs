@@ -7,7 +7,9 @@ use carmine_sim::{run_config, Canary, SimConfig};
 
 #[test]
 fn the_checkers_catch_an_acknowledgement_before_a_replica_commits() {
-    for seed in 0..5 {
+    // Seed 3 left out since read leases changed its timing: there a later peering
+    // round repairs the replica that missed the write before anything is lost.
+    for seed in [0, 1, 2, 4, 5] {
         let config = SimConfig::from_seed(seed).with_canary(Canary::ForgedReplicaAck);
         let report = run_config(config);
         assert!(!report.ok, "seed {seed}: the canary went unnoticed");
@@ -33,7 +35,9 @@ fn the_checkers_catch_an_acknowledgement_before_a_replica_commits() {
 fn the_checkers_catch_an_acknowledgement_before_the_disk_sync() {
     use carmine_sim::FaultClasses;
     let crashes = FaultClasses::parse("crashes").unwrap();
-    for seed in [5, 23, 47] {
+    // Seed 31 became 34 when read leases changed its timing (its crashes no longer
+    // hit the unsynced writes on every copy).
+    for seed in [5, 23, 34] {
         let honest = SimConfig::from_seed(seed)
             .with_faults(crashes)
             .with_disk(carmine_sim::disk::DiskKind::Log);
@@ -73,6 +77,30 @@ fn the_checkers_catch_a_monitor_that_publishes_an_epoch_of_its_own() {
                 .violations
                 .iter()
                 .any(|v| v.contains("published different maps for e")),
+            "seed {seed}: {:?}",
+            report.violations
+        );
+    }
+}
+
+/// The lease canary: OSD shards get no clock, so no read lease is enforced (the OSD
+/// before leases). The seeds that once served stale reads must fail again, with the
+/// linearizability checker naming a read no state explains; with leases they pass
+/// (`tests/seeds.rs`).
+#[test]
+fn the_checkers_catch_a_stale_read_without_leases() {
+    use carmine_sim::FaultClasses;
+    for seed in [287, 852] {
+        let config = SimConfig::from_seed(seed)
+            .with_faults(FaultClasses::ALL)
+            .with_canary(Canary::NoLeases);
+        let report = run_config(config);
+        assert!(!report.ok, "seed {seed}: the lease canary went unnoticed");
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.contains("which no state since")),
             "seed {seed}: {:?}",
             report.violations
         );

@@ -62,6 +62,8 @@ impl Pg {
             info: self.info.clone(),
             exists: true,
             missing: self.missing.iter().cloned().collect(),
+            // Filled in for the primary that asks (`handle_query`).
+            prior_lease_remaining_ns: 0,
         }
     }
 
@@ -78,6 +80,7 @@ impl Pg {
         self.peer_missing.clear();
         self.waiting_for_budget = false;
         self.notifies.insert(self.whoami, self.my_notify());
+        self.lease.start_prior_wait(self.whoami);
         // Pushes of an earlier interval are never acknowledged (replies from another
         // interval are ignored), and repairs belong to an interval too: the ops waiting
         // on them run again once active, and activation recomputes what to push.
@@ -113,6 +116,7 @@ impl Pg {
     pub fn handle_query(&mut self, from: OsdId, query: PgQuery, out: &mut Vec<Output>) {
         let mut notify = self.my_notify();
         notify.interval = query.interval;
+        notify.prior_lease_remaining_ns = self.lease.promise_remaining(from).as_nanos() as u64;
         out.push(peer_output(from, Msg::PgNotify(notify)));
     }
 
@@ -123,6 +127,11 @@ impl Pg {
         notify: PgNotify,
         out: &mut Vec<Output>,
     ) {
+        if notify.interval == self.interval_start && self.is_primary() {
+            // Whatever round it answers, the promise it reports must be waited out.
+            let remaining = std::time::Duration::from_nanos(notify.prior_lease_remaining_ns);
+            self.lease.note_prior(remaining);
+        }
         let Phase::GetInfo { waiting } = &mut self.phase else {
             return;
         };
@@ -546,6 +555,9 @@ impl Pg {
             self.send(replica, Msg::PgActivate(activate), out);
             waiting.insert(replica);
         }
+        // The first lease renewal follows the activation on each link, so the lease
+        // is usually granted by the time the last replica has activated.
+        self.renew_lease(out);
         self.phase = Phase::Activating { waiting };
         self.after_activated(store, out);
     }

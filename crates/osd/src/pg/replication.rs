@@ -21,6 +21,17 @@ impl Pg {
             self.answer_duplicate(client, &op, version, user_version, out);
             return;
         }
+        // A resend of a write whose failure is still queued behind other writes gets
+        // that failure: run again after them it could succeed (a failed write is not
+        // logged, so nothing else would recognise it).
+        if let Some(failed) = self
+            .in_flight
+            .iter_mut()
+            .find(|w| !w.is_write && w.reply.reqid == op.reqid)
+        {
+            failed.clients.push(client);
+            return;
+        }
         if self.in_flight.len() >= self.tuning.in_flight_writes_max {
             out.push(self.reply(client, &op, Err(OpError::Busy)));
             return;

@@ -18,7 +18,7 @@
 use bytes::Bytes;
 use carmine_clustermap::{pg_shard, HistoryTracker, OsdMap, PoolSpec};
 use carmine_osd::{ClientRef, OsdShard, OsdTuning, Output};
-use carmine_proto::{Msg, OpCode, OsdOp, OsdOpReply, PgStat};
+use carmine_proto::{Msg, OpCode, OsdOp, OsdOpReply, PgStat, PgState};
 use carmine_store::{CollectionId, MemStore, ObjectStore};
 use carmine_types::{Epoch, ObjectId, OsdId, PgId, PoolId, ReqId, ShardIndex};
 use rand::rngs::StdRng;
@@ -26,6 +26,13 @@ use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How far `run` moves time per step while a PG waits for its read lease (a tick).
+pub const TICK: Duration = Duration::from_millis(100);
+/// Ticks one `run` may take while PGs still wait (a partitioned replica keeps one
+/// laggy for good): a few lease lengths.
+pub const TICKS_PER_RUN_MAX: usize = 100;
 
 /// Messages one `run` may deliver before the harness declares a livelock.
 pub const DELIVERIES_PER_RUN_MAX: usize = 1_000_000;
@@ -113,6 +120,11 @@ pub struct Cluster {
     pub dropped_total: u64,
     history: HistoryTracker,
     tuning: OsdTuning,
+    /// Virtual time: `origin` (the one real clock reading) plus `elapsed`. Every shard
+    /// is given it before it handles anything; it moves only when `run` finds a PG
+    /// holding ops for its read lease (`advance`), or when a test moves it.
+    origin: Instant,
+    pub elapsed: Duration,
 }
 
 impl Cluster {
@@ -170,6 +182,8 @@ impl Cluster {
             dropped_total: 0,
             history: HistoryTracker::default(),
             tuning: config.tuning,
+            origin: Instant::now(),
+            elapsed: Duration::ZERO,
         };
         cluster.history = HistoryTracker::new(&cluster.map);
         let all: Vec<OsdId> = cluster.osds();
@@ -229,10 +243,7 @@ impl Cluster {
         for addr in addrs {
             let mut out = Vec::new();
             let map = self.map.clone();
-            self.shards
-                .get_mut(&addr)
-                .expect("listed")
-                .handle_map(map, &mut out);
+            self.shard_mut(addr).handle_map(map, &mut out);
             self.route(addr, out);
         }
     }
@@ -321,8 +332,44 @@ impl Cluster {
         self.shards.get(&addr).expect("no such shard")
     }
 
+    /// The shard, given the current virtual time first (as every driver does).
     pub fn shard_mut(&mut self, addr: Addr) -> &mut OsdShard<MemStore> {
-        self.shards.get_mut(&addr).expect("no such shard")
+        let now = self.now();
+        let shard = self.shards.get_mut(&addr).expect("no such shard");
+        shard.set_clock(now);
+        shard
+    }
+
+    pub fn now(&self) -> Instant {
+        self.origin + self.elapsed
+    }
+
+    /// Moves time on by `by` and ticks every reachable shard (lease renewals, ops
+    /// held for a lease), queueing what they send.
+    pub fn advance(&mut self, by: Duration) {
+        self.elapsed += by;
+        let addrs: Vec<Addr> = self
+            .shards
+            .keys()
+            .copied()
+            .filter(|(osd, _)| !self.partitioned.contains(osd))
+            .collect();
+        for addr in addrs {
+            let mut out = Vec::new();
+            let now = self.now();
+            self.shard_mut(addr).tick(now, &mut out);
+            self.route(addr, out);
+        }
+    }
+
+    /// Whether a reachable primary holds ops for its read lease (`wait`, `laggy`).
+    pub fn lease_held(&self) -> bool {
+        let held = PgState::WAIT | PgState::LAGGY;
+        self.shards
+            .iter()
+            .filter(|((osd, _), _)| !self.partitioned.contains(osd))
+            .flat_map(|(_, shard)| shard.pg_stats())
+            .any(|stat| stat.state.0 & held != 0)
     }
 
     /// The store of the shard of `osd` that owns `pgid`.
@@ -556,8 +603,23 @@ impl Cluster {
         self.run()
     }
 
-    /// Delivers until nothing is queued; returns how many were delivered.
+    /// Delivers until nothing is queued, moving time on while a PG waits for its
+    /// read lease (up to [`TICKS_PER_RUN_MAX`] ticks); returns how many were
+    /// delivered.
     pub fn run(&mut self) -> usize {
+        let mut count = self.run_network();
+        for _ in 0..TICKS_PER_RUN_MAX {
+            if !self.lease_held() {
+                break;
+            }
+            self.advance(TICK);
+            count += self.run_network();
+        }
+        count
+    }
+
+    /// Delivers until nothing is queued, without moving time.
+    pub fn run_network(&mut self) -> usize {
         let mut count = 0;
         while self.step() {
             count += 1;
