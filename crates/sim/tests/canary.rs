@@ -7,9 +7,10 @@ use carmine_sim::{run_config, Canary, SimConfig};
 
 #[test]
 fn the_checkers_catch_an_acknowledgement_before_a_replica_commits() {
-    // Seed 3 left out since read leases changed its timing: there a later peering
-    // round repairs the replica that missed the write before anything is lost.
-    for seed in [0, 1, 2, 4, 5] {
+    // Seeds whose fault schedule lets the forged write be seen before a later peering
+    // round repairs the replica that missed it. Any change to message traffic moves
+    // them (read leases and stray purge did): pick again from `sim_seed --canary`.
+    for seed in [0, 1, 2, 4, 6] {
         let config = SimConfig::from_seed(seed).with_canary(Canary::ForgedReplicaAck);
         let report = run_config(config);
         assert!(!report.ok, "seed {seed}: the canary went unnoticed");
@@ -29,15 +30,13 @@ fn the_checkers_catch_an_acknowledgement_before_a_replica_commits() {
 /// The disk canary: LogStore reports transactions durable before their sync, so a
 /// crash loses writes that were acknowledged. On these seeds (crash faults only) the
 /// crashes hit such writes on every copy, and the checkers must report them lost;
-/// without the canary the same seeds pass. (Seed 31 stopped catching it when stray
-/// purge changed the traces: its crashes no longer hit an unsynced write on every copy.)
+/// without the canary the same seeds pass. (Traffic changes move these seeds: seeds 31
+/// and 34 stopped catching it when stray purge and read leases changed the traces.)
 #[test]
 fn the_checkers_catch_an_acknowledgement_before_the_disk_sync() {
     use carmine_sim::FaultClasses;
     let crashes = FaultClasses::parse("crashes").unwrap();
-    // Seed 31 became 34 when read leases changed its timing (its crashes no longer
-    // hit the unsynced writes on every copy).
-    for seed in [5, 23, 34] {
+    for seed in [5, 6, 23] {
         let honest = SimConfig::from_seed(seed)
             .with_faults(crashes)
             .with_disk(carmine_sim::disk::DiskKind::Log);
@@ -90,7 +89,9 @@ fn the_checkers_catch_a_monitor_that_publishes_an_epoch_of_its_own() {
 #[test]
 fn the_checkers_catch_a_stale_read_without_leases() {
     use carmine_sim::FaultClasses;
-    for seed in [287, 852] {
+    // Stale reads need a rare schedule (a primary cut off while a new interval writes):
+    // 287 and 852 showed them before stray purge changed the traces, 1203 since.
+    for seed in [1203] {
         let config = SimConfig::from_seed(seed)
             .with_faults(FaultClasses::ALL)
             .with_canary(Canary::NoLeases);
