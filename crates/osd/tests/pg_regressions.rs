@@ -225,3 +225,45 @@ fn new_primary_acks_a_resent_write_that_a_remaining_replica_never_received() {
         "acknowledged, but only {holders:?} hold the object"
     );
 }
+
+/// Seed 1997 of the simulator: a replica restarted while cut off from the monitors got
+/// its first map after the epoch that started the PG's interval, so it dated the
+/// interval later than the primary and dropped the primary's activation as stale,
+/// after answering its query. Nothing resends an activation: the PG stayed peering.
+#[test]
+fn a_replica_whose_first_map_comes_mid_interval_ignores_the_activation() {
+    let mut cluster = Cluster::new(Config::default());
+    let written = cluster.call(
+        "w",
+        vec![OpCode::WriteFull {
+            data: bytes(b"data"),
+        }],
+    );
+    assert_eq!(written.result, Ok(()));
+    let pgid = cluster.pg_of("w");
+    let [primary, stays, late] = cluster.acting(pgid)[..] else {
+        panic!("size 3")
+    };
+    // `late` restarts; its boot starts a new interval, but the map that says so reaches
+    // only the others, and `late`'s first map is the next one.
+    cluster.restart_process(late, false);
+    cluster.heal(late);
+    let info = cluster.map.osd(late).expect("osd in map").clone();
+    let boot = cluster.change_map_for(&[primary, stays], |map| {
+        map.boot_osd(late, info.shard_addrs, info.host)
+            .expect("boot")
+    });
+    cluster.run();
+    cluster.change_map_for(&[primary, stays], |_| {});
+    cluster.deliver_map_to(&[late]);
+    cluster.run();
+    assert_eq!(cluster.acting(pgid), vec![primary, stays, late]);
+    let state = cluster.pg_stat(pgid).state;
+    assert!(
+        state.contains(PgState::ACTIVE),
+        "the PG of the interval that began at e{} is {state:?}, not active",
+        boot.0
+    );
+    assert!(state.contains(PgState::CLEAN), "{state:?}");
+    cluster.assert_replicas_identical(pgid);
+}
