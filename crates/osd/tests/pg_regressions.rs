@@ -267,3 +267,32 @@ fn a_replica_whose_first_map_comes_mid_interval_ignores_the_activation() {
     assert!(state.contains(PgState::CLEAN), "{state:?}");
     cluster.assert_replicas_identical(pgid);
 }
+
+/// Seed 761 of the simulator: a client's resend of a write crossed the primary's
+/// answer that it failed, and ran again after another write created the object, so
+/// the log applied a write the client saw fail.
+#[test]
+fn a_resend_of_a_failed_write_runs_again_after_the_object_appears() {
+    let mut cluster = Cluster::new(Config::default());
+    let remove = cluster.op("w", vec![OpCode::Remove]);
+    let failed = cluster.call_op(remove.clone());
+    assert_eq!(failed.result, Err(OpError::NotFound));
+    let created = cluster.call(
+        "w",
+        vec![OpCode::WriteFull {
+            data: bytes(b"data"),
+        }],
+    );
+    assert_eq!(created.result, Ok(()));
+    // The resend that crossed the failure arrives now: it must fail the same way.
+    let resent = cluster.call_op(remove);
+    assert_eq!(resent.result, Err(OpError::NotFound));
+    let read = cluster.call(
+        "w",
+        vec![OpCode::Read {
+            offset: 0,
+            length: 0,
+        }],
+    );
+    assert_eq!(read.outputs, vec![OpOutput::Data(bytes(b"data"))]);
+}
