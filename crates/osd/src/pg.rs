@@ -99,6 +99,9 @@ pub struct Pg {
     primary: Option<OsdId>,
     map_epoch: Epoch,
     interval_start: Epoch,
+    /// The primary, and its interval, whose query this copy last answered (since it
+    /// was opened): an activation that interval may carry an earlier date than ours.
+    queried_by: Option<(OsdId, Epoch)>,
     info: PgInfo,
     log: PgLog,
     tuning: OsdTuning,
@@ -108,6 +111,10 @@ pub struct Pg {
     blocked_read_count: usize,
     waiting_for_active: VecDeque<(ClientRef, OsdOp)>,
     replica_acks: VecDeque<ReplicaAck>,
+    /// Primary: the latest writes answered with a failure, oldest first. A failed
+    /// write is not logged, so a resend that crossed the answer would otherwise run
+    /// again and could succeed (after another client created the object).
+    failed_writes: VecDeque<(carmine_types::ReqId, OpError)>,
     last_submitted: TxSeq,
     next_rep_tid: u64,
     phase: Phase,
@@ -183,6 +190,7 @@ impl Pg {
             primary: None,
             map_epoch: Epoch(0),
             interval_start: Epoch(0),
+            queried_by: None,
             info: PgInfo {
                 pgid,
                 ..PgInfo::default()
@@ -195,6 +203,7 @@ impl Pg {
             blocked_read_count: 0,
             waiting_for_active: VecDeque::new(),
             replica_acks: VecDeque::new(),
+            failed_writes: VecDeque::new(),
             last_submitted: 0,
             next_rep_tid: 1,
             phase: Phase::Replica,

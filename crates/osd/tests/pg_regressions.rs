@@ -225,3 +225,74 @@ fn new_primary_acks_a_resent_write_that_a_remaining_replica_never_received() {
         "acknowledged, but only {holders:?} hold the object"
     );
 }
+
+/// Seed 1997 of the simulator: a replica restarted while cut off from the monitors got
+/// its first map after the epoch that started the PG's interval, so it dated the
+/// interval later than the primary and dropped the primary's activation as stale,
+/// after answering its query. Nothing resends an activation: the PG stayed peering.
+#[test]
+fn a_replica_whose_first_map_comes_mid_interval_ignores_the_activation() {
+    let mut cluster = Cluster::new(Config::default());
+    let written = cluster.call(
+        "w",
+        vec![OpCode::WriteFull {
+            data: bytes(b"data"),
+        }],
+    );
+    assert_eq!(written.result, Ok(()));
+    let pgid = cluster.pg_of("w");
+    let [primary, stays, late] = cluster.acting(pgid)[..] else {
+        panic!("size 3")
+    };
+    // `late` restarts; its boot starts a new interval, but the map that says so reaches
+    // only the others, and `late`'s first map is the next one.
+    cluster.restart_process(late, false);
+    cluster.heal(late);
+    let info = cluster.map.osd(late).expect("osd in map").clone();
+    let boot = cluster.change_map_for(&[primary, stays], |map| {
+        map.boot_osd(late, info.shard_addrs, info.host)
+            .expect("boot")
+    });
+    cluster.run();
+    cluster.change_map_for(&[primary, stays], |_| {});
+    cluster.deliver_map_to(&[late]);
+    cluster.run();
+    assert_eq!(cluster.acting(pgid), vec![primary, stays, late]);
+    let state = cluster.pg_stat(pgid).state;
+    assert!(
+        state.contains(PgState::ACTIVE),
+        "the PG of the interval that began at e{} is {state:?}, not active",
+        boot.0
+    );
+    assert!(state.contains(PgState::CLEAN), "{state:?}");
+    cluster.assert_replicas_identical(pgid);
+}
+
+/// Seed 761 of the simulator: a client's resend of a write crossed the primary's
+/// answer that it failed, and ran again after another write created the object, so
+/// the log applied a write the client saw fail.
+#[test]
+fn a_resend_of_a_failed_write_runs_again_after_the_object_appears() {
+    let mut cluster = Cluster::new(Config::default());
+    let remove = cluster.op("w", vec![OpCode::Remove]);
+    let failed = cluster.call_op(remove.clone());
+    assert_eq!(failed.result, Err(OpError::NotFound));
+    let created = cluster.call(
+        "w",
+        vec![OpCode::WriteFull {
+            data: bytes(b"data"),
+        }],
+    );
+    assert_eq!(created.result, Ok(()));
+    // The resend that crossed the failure arrives now: it must fail the same way.
+    let resent = cluster.call_op(remove);
+    assert_eq!(resent.result, Err(OpError::NotFound));
+    let read = cluster.call(
+        "w",
+        vec![OpCode::Read {
+            offset: 0,
+            length: 0,
+        }],
+    );
+    assert_eq!(read.outputs, vec![OpOutput::Data(bytes(b"data"))]);
+}

@@ -190,3 +190,24 @@ fn regression_resends_of_a_held_write_run_once() {
         .collect();
     check(&reports, 20, 300);
 }
+
+/// Seed 1997: an OSD cut off from the monitors restarted and got its first new map in
+/// the middle of a PG's interval, so it dated the interval later than the primary did
+/// and ignored the primary's activation as stale (after answering its query and log
+/// request); nothing resends an activation, and the PG stayed peering. A copy now
+/// takes an earlier-dated activation from its primary if the primary sent it from a
+/// map no older than the copy's interval and had queried this copy in that interval.
+#[test]
+fn regression_a_copy_that_came_in_mid_interval_answers_the_activation() {
+    check(&[run_with_faults(1997, FaultClasses::ALL)], 20, 20);
+}
+
+/// Seed 761, once the fix for seed 1997 changed its timing: a client's resend of a
+/// write crossed the primary's answer that it failed ('no such object'); the resend
+/// ran again after another client had created the object, and the log applied a write
+/// the client saw fail. The primary now remembers the latest failed writes of a PG and
+/// answers their resends with the same failure.
+#[test]
+fn regression_a_resend_that_crossed_a_failure_gets_the_failure() {
+    check(&[run_with_faults(761, FaultClasses::ALL)], 10, 300);
+}

@@ -114,6 +114,7 @@ impl Pg {
 
     /// Any role: a primary asks for this copy's info.
     pub fn handle_query(&mut self, from: OsdId, query: PgQuery, out: &mut Vec<Output>) {
+        self.queried_by = Some((from, query.interval));
         let mut notify = self.my_notify();
         notify.interval = query.interval;
         notify.prior_lease_remaining_ns = self.lease.promise_remaining(from).as_nanos() as u64;
@@ -645,11 +646,23 @@ impl Pg {
         activate: PgActivate,
         out: &mut Vec<Output>,
     ) {
-        if activate.interval < self.interval_start || self.primary != Some(from) {
+        // Each copy dates an interval by the first map in which it saw it, so a copy
+        // whose first map after a restart (or a gap) came mid-interval dates it later
+        // than the primary does, and dropping the primary's activation for that left
+        // the PG peering for ever (nothing resends it). An earlier-dated activation is
+        // ours only if the primary sent it from a map no older than our interval (so
+        // the interval had not ended for it) and built it on what this copy told it
+        // since it was opened (our answer to its query for that interval), never on
+        // what an earlier incarnation of this copy held.
+        let earlier_ours = activate.map_epoch >= self.interval_start
+            && self.queried_by == Some((from, activate.interval));
+        let stale = activate.interval < self.interval_start && !earlier_ours;
+        if stale || self.primary != Some(from) {
             return;
         }
-        // The primary saw an interval change this copy missed (it skipped an epoch):
-        // the primary's interval is the one that counts.
+        // Either way the primary's dating is the one that counts (it skipped an epoch
+        // this copy saw, or this copy came in mid-interval): leases, pushes and acks
+        // of the interval carry it.
         self.interval_start = activate.interval;
         let mut missing = if activate.backfill {
             BTreeSet::new()

@@ -8,6 +8,10 @@ use carmine_proto::{LogEntry, LogOp, Msg, OpError, OsdOp, OsdOpReply, RepOp, Rep
 use carmine_store::{ObjectStore, TxSeq};
 use carmine_types::{EVersion, ObjectId, OsdId};
 
+/// Failed writes a primary remembers per PG, to answer resends that crossed the
+/// failure (a resend follows within a client's resend period, not thousands of ops).
+const FAILED_WRITES_MAX: usize = 256;
+
 impl Pg {
     pub(super) fn handle_write(
         &mut self,
@@ -19,6 +23,10 @@ impl Pg {
         if let Some(applied) = self.log.find_reqid(op.reqid) {
             let (version, user_version) = (applied.version, applied.user_version);
             self.answer_duplicate(client, &op, version, user_version, out);
+            return;
+        }
+        if let Some((_, error)) = self.failed_writes.iter().find(|(id, _)| *id == op.reqid) {
+            out.push(self.reply(client, &op, Err(error.clone())));
             return;
         }
         // A resend of a write whose failure is still queued behind other writes gets
@@ -59,6 +67,17 @@ impl Pg {
         error: OpError,
         out: &mut Vec<Output>,
     ) {
+        // Errors a client retries on are no answer to remember.
+        let retried = matches!(
+            error,
+            OpError::WrongPrimary | OpError::WrongShard { .. } | OpError::NotActive | OpError::Busy
+        );
+        if !retried {
+            if self.failed_writes.len() >= FAILED_WRITES_MAX {
+                self.failed_writes.pop_front();
+            }
+            self.failed_writes.push_back((op.reqid, error.clone()));
+        }
         if !self.writes_per_object.contains_key(&op.oid) {
             out.push(self.reply(client, op, Err(error)));
             return;

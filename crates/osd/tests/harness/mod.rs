@@ -282,6 +282,13 @@ impl Cluster {
     /// stores with `wipe`, as a MemStore OSD comes back), it boots again, and the new
     /// map reaches everyone.
     pub fn restart(&mut self, osd: OsdId, wipe: bool) -> Epoch {
+        self.restart_process(osd, wipe);
+        self.revive(osd)
+    }
+
+    /// The OSD process crashes and starts again with no map, and stays cut off: the
+    /// test decides which maps it gets (and when its boot is published).
+    pub fn restart_process(&mut self, osd: OsdId, wipe: bool) {
         self.crash(osd);
         let keys: Vec<Addr> = self
             .shards
@@ -301,7 +308,6 @@ impl Cluster {
             shard.set_tuning(self.tuning);
             self.shards.insert(key, shard);
         }
-        self.revive(osd)
     }
 
     // --- placement ----------------------------------------------------------------
