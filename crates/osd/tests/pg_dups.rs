@@ -5,9 +5,9 @@
 mod harness;
 
 use carmine_osd::OsdTuning;
-use carmine_proto::{OpCode, OpOutput};
+use carmine_proto::OpCode;
 use carmine_types::{OsdId, PgId};
-use harness::{bytes, Cluster, Config};
+use harness::{bytes, read, write, Cluster, Config};
 
 /// Entries each PG log keeps: five writes trim the first.
 const LOG_ENTRIES: usize = 4;
@@ -21,26 +21,6 @@ fn cluster() -> Cluster {
         },
         ..Config::default()
     })
-}
-
-fn write(cluster: &mut Cluster, name: &str, content: &str) {
-    let data = bytes(content.as_bytes());
-    let reply = cluster.call(name, vec![OpCode::WriteFull { data }]);
-    assert_eq!(reply.result, Ok(()), "write {name}");
-}
-
-fn read(cluster: &mut Cluster, name: &str) -> Vec<u8> {
-    let reply = cluster.call(
-        name,
-        vec![OpCode::Read {
-            offset: 0,
-            length: 0,
-        }],
-    );
-    match (reply.result, reply.outputs.first()) {
-        (Ok(()), Some(OpOutput::Data(data))) => data.to_vec(),
-        other => panic!("read {name}: {other:?}"),
-    }
 }
 
 /// `osd` boots again and leads the PG through a pg_temp (the monitor would grant one

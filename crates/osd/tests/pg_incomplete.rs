@@ -7,13 +7,7 @@ mod harness;
 
 use carmine_osd::OsdTuning;
 use carmine_proto::{OpCode, OpOutput, PgState};
-use harness::{bytes, Cluster, Config};
-
-fn write(cluster: &mut Cluster, name: &str, content: &str) {
-    let data = bytes(content.as_bytes());
-    let reply = cluster.call(name, vec![OpCode::WriteFull { data }]);
-    assert_eq!(reply.result, Ok(()), "write {name}");
-}
+use harness::{bytes, write, Cluster, Config};
 
 fn read_op(cluster: &mut Cluster, name: &str) -> carmine_proto::OsdOp {
     cluster.op(

@@ -8,30 +8,10 @@
 mod harness;
 
 use carmine_clustermap::WEIGHT_IN;
-use carmine_proto::{Msg, OpCode, OpOutput, PgState};
+use carmine_proto::{Msg, PgState};
 use carmine_store::{CollectionId, ObjectStore};
 use carmine_types::{OsdId, PgId};
-use harness::{bytes, Cluster, Config, Envelope};
-
-fn write(cluster: &mut Cluster, name: &str, content: &str) {
-    let data = bytes(content.as_bytes());
-    let reply = cluster.call(name, vec![OpCode::WriteFull { data }]);
-    assert_eq!(reply.result, Ok(()), "write {name}");
-}
-
-fn read(cluster: &mut Cluster, name: &str) -> Vec<u8> {
-    let reply = cluster.call(
-        name,
-        vec![OpCode::Read {
-            offset: 0,
-            length: 0,
-        }],
-    );
-    match (reply.result, reply.outputs.first()) {
-        (Ok(()), Some(OpOutput::Data(data))) => data.to_vec(),
-        other => panic!("read {name}: {other:?}"),
-    }
-}
+use harness::{read, write, Cluster, Config, Envelope};
 
 fn four_osds() -> Cluster {
     Cluster::new(Config {

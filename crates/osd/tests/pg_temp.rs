@@ -7,32 +7,7 @@
 mod harness;
 
 use carmine_osd::OsdTuning;
-use carmine_proto::{OpCode, OpOutput};
-use harness::{bytes, Cluster, Config};
-
-fn write(cluster: &mut Cluster, name: &str, content: &str) {
-    let reply = cluster.call(
-        name,
-        vec![OpCode::WriteFull {
-            data: bytes(content.as_bytes()),
-        }],
-    );
-    assert_eq!(reply.result, Ok(()), "write {name}");
-}
-
-fn read(cluster: &mut Cluster, name: &str) -> Vec<u8> {
-    let reply = cluster.call(
-        name,
-        vec![OpCode::Read {
-            offset: 0,
-            length: 0,
-        }],
-    );
-    match (reply.result, reply.outputs.first()) {
-        (Ok(()), Some(OpOutput::Data(data))) => data.to_vec(),
-        other => panic!("read {name}: {other:?}"),
-    }
-}
+use harness::{read, write, Cluster, Config};
 
 fn one_pg_cluster() -> Cluster {
     Cluster::new(Config {

@@ -839,3 +839,26 @@ pub fn names_in_pg(cluster: &Cluster, pgid: PgId, prefix: &str, count: usize) ->
     assert_eq!(names.len(), count, "not enough names in {pgid}");
     names
 }
+
+/// Writes `content` as the whole of object `name` through the cluster; panics unless
+/// it succeeds.
+pub fn write(cluster: &mut Cluster, name: &str, content: &str) {
+    let data = bytes(content.as_bytes());
+    let reply = cluster.call(name, vec![OpCode::WriteFull { data }]);
+    assert_eq!(reply.result, Ok(()), "write {name}");
+}
+
+/// Reads the whole of object `name` through the cluster; panics unless it succeeds.
+pub fn read(cluster: &mut Cluster, name: &str) -> Vec<u8> {
+    let reply = cluster.call(
+        name,
+        vec![OpCode::Read {
+            offset: 0,
+            length: 0,
+        }],
+    );
+    match (reply.result, reply.outputs.first()) {
+        (Ok(()), Some(carmine_proto::OpOutput::Data(data))) => data.to_vec(),
+        other => panic!("read {name}: {other:?}"),
+    }
+}
