@@ -8,7 +8,9 @@
 #   block: a size-3 pool, a 1 GiB image with its first IMG_REGION prefilled (4 MiB writes), then
 #          fio 4 KiB randwrite qd16, randread qd16, randwrite qd1 -- Ceph through librbd
 #          (`fio --ioengine=rbd`, rbd_cache off), Carmine through its NBD export
-#          (`carmine image nbd` + `fio --ioengine=nbd`), the same fio parameters;
+#          (`carmine image nbd` + `fio --ioengine=nbd`), the same fio parameters; and the same fio runs
+#          against `nbdkit memory 1G` on loopback (NBDKIT=1, the default): a block device in local RAM
+#          over the same protocol, the ceiling issue #10 measures the NBD export against;
 #   size 1 and size 3 (32 PGs): object benchmarks -- `rados bench` for Ceph, `carmine bench` for
 #          Carmine: 4 KiB writes 16 in flight, 4 KiB random reads of those objects 16 in flight,
 #          4 KiB writes 1 in flight, 4 MiB writes 16 in flight (every write --no-cleanup: no run
@@ -36,6 +38,7 @@
 #   N_OSDS [3]  SIZES ["1 3"]  PG_NUM [32]
 #   DUR [15] (4 KiB t16 write and read)  DUR_LAT [10] (4 KiB t1)  DUR_BIG [8] (4 MiB)
 #   DUR_FIO [15]  IMG_REGION [256M]  FIO [1] (0 skips the block runs)  QUICK=1 (2-3 s runs)
+#   NBDKIT [1] (0 skips the nbdkit-memory block runs; they run only with FIO=1)
 #   CARMINE_BIN (skip the build and use this binary)  CARGO_TARGET_DIR (as cargo)
 #   ONLY=ceph|carmine (run one side; the table then shows only that side)
 #   CARMINE_NO_PIN=1  restart each OSD vstart started with `--no-pin` (vstart pins shard 0 of every
@@ -53,6 +56,7 @@ DUR=${DUR:-15}; DUR_LAT=${DUR_LAT:-10}; DUR_BIG=${DUR_BIG:-8}; DUR_FIO=${DUR_FIO
 if [ "${QUICK:-0}" = 1 ]; then DUR=3; DUR_LAT=2; DUR_BIG=2; DUR_FIO=3; fi
 IMG_REGION=${IMG_REGION:-256M}
 FIO=${FIO:-1}
+NBDKIT=${NBDKIT:-1}
 ONLY=${ONLY:-both}
 MAX_BIG_OBJS=${MAX_BIG_OBJS:-512}   # rados bench 4 MiB: cap on objects (memory), as in the shared bench.sh
 OUT=${OUT:-/tmp/compare-ceph-$(date +%Y%m%d-%H%M%S)}
@@ -73,6 +77,9 @@ done
 "$PY" -c 'import rados' 2>/dev/null || die "python3-rados is missing (apt-get install python3-rados)"
 fio --enghelp 2>/dev/null | grep -qw rbd || die "this fio has no rbd ioengine (Debian's fio has it)"
 fio --enghelp 2>/dev/null | grep -qw nbd || die "this fio has no nbd ioengine (Debian's fio has it)"
+if [ "$NBDKIT" = 1 ] && [ "$FIO" = 1 ]; then
+  command -v nbdkit >/dev/null || die "'nbdkit' not found; install Debian's nbdkit (or set NBDKIT=0)"
+fi
 if ! "$PY" -c 'import matplotlib' 2>/dev/null; then
   log "installing python3-matplotlib (for the plot)"
   export DEBIAN_FRONTEND=noninteractive
@@ -102,6 +109,7 @@ CARMINE_BIN=$(readlink -f "$CARMINE_BIN")
   echo "host: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), kernel $(uname -r), $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "ceph: $(ceph --version | head -1)"
   echo "fio: $(fio --version)"
+  if [ "$NBDKIT" = 1 ] && [ "$FIO" = 1 ]; then echo "nbdkit: $(nbdkit --version | head -1)"; fi
   echo "carmine: $CARMINE_BIN ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
   echo "params: N_OSDS=$N_OSDS SIZES='$SIZES' PG_NUM=$PG_NUM DUR=$DUR DUR_LAT=$DUR_LAT DUR_BIG=$DUR_BIG DUR_FIO=$DUR_FIO IMG_REGION=$IMG_REGION FIO=$FIO CARMINE_NO_PIN=${CARMINE_NO_PIN:-0}"
   echo "uptime at start: $(uptime)"
@@ -121,7 +129,7 @@ gone() {  # gone PID...: true once none of them runs (a zombie waiting for its r
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # ---------------------------------------------------------------- state + cleanup trap
-CEPH_BASE=""; CM_DIR=""; CEPH_UP=0; CM_UP=0; NBD_PID=""; CUR=""
+CEPH_BASE=""; CM_DIR=""; CEPH_UP=0; CM_UP=0; NBD_PID=""; NBDKIT_PID=""; CUR=""
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
@@ -129,6 +137,7 @@ cleanup() {
   exec 1>&3 2>&3
   if [ -n "$CUR" ] && kill -0 "$CUR" 2>/dev/null; then kill -TERM "$CUR" 2>/dev/null; wait "$CUR" 2>/dev/null; fi
   stop_nbd
+  stop_nbdkit
   if [ "$CEPH_UP" = 1 ]; then log "stopping Ceph (by pid)"; ceph_stop; fi
   if [ "$CM_UP" = 1 ]; then log "stopping Carmine (by pid)"; carmine_stop; fi
   [ $rc = 0 ] || echo "compare-ceph: failed (exit $rc); logs in $OUT" >&2
@@ -302,6 +311,14 @@ stop_nbd() {
   if [ -n "$NBD_PID" ]; then kill -TERM "$NBD_PID" 2>/dev/null; wait "$NBD_PID" 2>/dev/null; NBD_PID=""; fi
   return 0
 }
+stop_nbdkit() {
+  if [ -n "$NBDKIT_PID" ]; then
+    [ "$(cat "/proc/$NBDKIT_PID/comm" 2>/dev/null)" = nbdkit ] && kill -TERM "$NBDKIT_PID" 2>/dev/null
+    gone "$NBDKIT_PID" || kill -KILL "$NBDKIT_PID" 2>/dev/null
+    NBDKIT_PID=""
+  fi
+  return 0
+}
 carmine_up_ok() {  # every OSD up and HEALTH_OK
   carmine --format json status 2>/dev/null | "$PY" -c 'import json,sys; s=json.load(sys.stdin)
 sys.exit(0 if s["osdmap"]["num_up_osds"] == s["osdmap"]["num_osds"] == int(sys.argv[1]) and s["health"]["status"] == "HEALTH_OK" else 1)' "$N_OSDS"
@@ -393,6 +410,25 @@ echo "start $(uptime)" >> "$OUT/uptime.txt"
 if [ "$ONLY" != carmine ]; then for ph in $PHASES; do ceph_phase "$ph"; done; fi
 echo "after ceph $(uptime)" >> "$OUT/uptime.txt"
 if [ "$ONLY" != ceph ]; then for ph in $PHASES; do carmine_phase "$ph"; done; fi
+
+# ---------------------------------------------------------------- nbdkit memory (the NBD ceiling)
+nbdkit_phase() {  # the same fio runs against nbdkit's memory plugin; its process stands in for "the OSDs"
+  local port i
+  log "== nbdkit memory 1G on 127.0.0.1 (the NBD ceiling) ($(uptime | sed 's/.*load/load/'))"
+  port=$(free_port)
+  # -f: stay in the foreground, so $! is nbdkit itself (stopped by that pid)
+  nbdkit -f -i 127.0.0.1 -p "$port" memory 1G > "$OUT/nbdkit.log" 2>&1 3>&- &
+  NBDKIT_PID=$!
+  for i in $(seq 1 100); do
+    ss -ltn "sport = :$port" 2>/dev/null | grep -q LISTEN && break
+    kill -0 "$NBDKIT_PID" 2>/dev/null || { cat "$OUT/nbdkit.log" >&2; die "nbdkit exited"; }
+    [ "$i" = 100 ] && die "nbdkit not listening after 20 s"; sleep 0.2
+  done
+  OSD_PIDS=("$NBDKIT_PID"); OTHER_PIDS=()
+  block_workloads nbdkit --ioengine=nbd --uri="nbd://127.0.0.1:$port"
+  stop_nbdkit
+}
+if [ "$FIO" = 1 ] && [ "$NBDKIT" = 1 ] && [ "$ONLY" != ceph ]; then nbdkit_phase; fi
 
 # ---------------------------------------------------------------- report
 echo "end $(uptime)" >> "$OUT/uptime.txt"

@@ -222,8 +222,40 @@ def report(out):
         oth.setdefault(r["system"], []).append(r["others_cores"])
     for s, v in oth.items():
         print(f"CPU used by other processes on the host during the {s} runs: mean {sum(v)/len(v):.2f} cores, max {max(v):.2f}")
+    block_targets(runs)
     wide(out, runs, sizes)
     plot(out, runs, sizes)
+
+
+def block_targets(runs):
+    """Issue #10's targets for the NBD export, against Ceph's librbd and nbdkit's memory plugin."""
+    rows = []
+    for wl, metric, against, op, bound in (
+        ("fio_randwrite_qd16", "ops_s", "ceph", ">=", 5.0),
+        ("fio_randwrite_qd16", "ops_s", "nbdkit", ">=", 0.3),
+        ("fio_randwrite_qd1", "lat_avg_us", "ceph", "<=", 0.2),
+    ):
+        k, b = runs.get(("carmine", 3, wl)), runs.get((against, 3, wl))
+        if not (k and b):
+            continue
+        ratio = k[metric] / b[metric]
+        ok = ratio >= bound if op == ">=" else ratio <= bound
+        fmt = fmt_lat if metric == "lat_avg_us" else fmt_num
+        rows.append(f"| {LABEL[wl]}, {'IOPS' if metric == 'ops_s' else 'mean latency'} | {against} "
+                    f"{fmt(b[metric])} | {fmt(k[metric])} | {ratio:.3f}× | {'≥' if op == '>=' else '≤'} {bound:g}× "
+                    f"| {'**met**' if ok else 'missed'} |")
+    nbdkit = [(wl, label) for wl, label in WORKLOADS if ("nbdkit", 3, wl) in runs]
+    if not rows and not nbdkit:
+        return
+    print("\nBlock targets (issue #10): Carmine's NBD export of a size-3 image")
+    print("| workload | baseline | Carmine | ratio | target | met? |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(r)
+    for wl, label in nbdkit:
+        r = runs[("nbdkit", 3, wl)]
+        print(f"| {label}: nbdkit memory (1 process) | {fmt_num(r['ops_s'])} IOPS, mean {fmt_lat(r['lat_avg_us'])}, "
+              f"p99 {fmt_lat(r['lat_p99_us'])}, {fmt_num(r['osd_cpu_us_per_op'], ' µs')} CPU/op | | | | |")
 
 
 def wide(out, runs, sizes):
