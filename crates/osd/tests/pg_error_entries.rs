@@ -163,8 +163,8 @@ fn a_divergent_error_entry_is_dropped() {
     let pgid = cluster.pg_of("d");
     write(&mut cluster, "d", "one");
     let old_primary = cluster.primary_of(pgid);
-    let remove_absent = cluster.op("d", vec![OpCode::Create { exclusive: true }]);
-    let reqid = cluster.send(remove_absent.clone());
+    let create = cluster.op("d", vec![OpCode::Create { exclusive: true }]);
+    let reqid = cluster.send(create.clone());
     // The replicas never get the entry.
     cluster.drop_where(|env| env.is_rep_op());
     cluster.run();
@@ -177,7 +177,7 @@ fn a_divergent_error_entry_is_dropped() {
     // Meanwhile the object goes away: the resend now succeeds.
     let removed = cluster.call("d", vec![OpCode::Remove]);
     assert_eq!(removed.result, Ok(()));
-    let mut resend = remove_absent;
+    let mut resend = create;
     resend.map_epoch = cluster.map.epoch;
     let created = cluster.call_op(resend);
     assert_eq!(created.result, Ok(()));
