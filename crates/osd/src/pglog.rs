@@ -100,17 +100,19 @@ pub fn decode_dup(key: &[u8], value: Bytes) -> Result<(ReqId, Applied), String> 
     let (client, tid, user_version, error) = d
         .versioned("dup", 2, |d, dup_version| {
             let (client, tid, user_version) = (d.get_u64()?, d.get_u64()?, d.get_u64()?);
-            let error = match (dup_version, d.get_u8()) {
-                (1, _) => None,
-                (_, Ok(0)) => None,
-                (_, Ok(1)) => Some(OpError::decode(d)?),
-                (_, Ok(other)) => {
-                    return Err(carmine_types::encoding::DecodeError::Invalid {
-                        what: "dup error flag",
-                        value: u64::from(other),
-                    })
+            let error = if dup_version < 2 {
+                None
+            } else {
+                match d.get_u8()? {
+                    0 => None,
+                    1 => Some(OpError::decode(d)?),
+                    other => {
+                        return Err(carmine_types::encoding::DecodeError::Invalid {
+                            what: "dup error flag",
+                            value: u64::from(other),
+                        })
+                    }
                 }
-                (_, Err(error)) => return Err(error),
             };
             Ok((client, tid, user_version, error))
         })
