@@ -31,8 +31,8 @@ pub use lease::{LEASE_DURATION, LEASE_DURATION_MIN};
 struct InFlightWrite {
     version: EVersion,
     rep_tid: u64,
-    /// A replicated write; `false` for a failed write whose error reply only waits
-    /// behind earlier writes to the same object.
+    /// A write that changes its object; `false` for a logged failure (an error
+    /// entry), which changes nothing and which the activation carries to replicas.
     is_write: bool,
     oid: String,
     clients: Vec<ClientRef>,
@@ -111,10 +111,6 @@ pub struct Pg {
     blocked_read_count: usize,
     waiting_for_active: VecDeque<(ClientRef, OsdOp)>,
     replica_acks: VecDeque<ReplicaAck>,
-    /// Primary: the latest writes answered with a failure, oldest first. A failed
-    /// write is not logged, so a resend that crossed the answer would otherwise run
-    /// again and could succeed (after another client created the object).
-    failed_writes: VecDeque<(carmine_types::ReqId, OpError)>,
     last_submitted: TxSeq,
     next_rep_tid: u64,
     phase: Phase,
@@ -203,7 +199,6 @@ impl Pg {
             blocked_read_count: 0,
             waiting_for_active: VecDeque::new(),
             replica_acks: VecDeque::new(),
-            failed_writes: VecDeque::new(),
             last_submitted: 0,
             next_rep_tid: 1,
             phase: Phase::Replica,
@@ -571,7 +566,7 @@ impl Pg {
             // A resent write already in the log is answered from it below.
             Gate::Unfound if op.is_write() && self.log.find_reqid(op.reqid).is_some() => {}
             Gate::Unfound if op.is_write() => {
-                return self.answer_failed_write(client, &op, unfound_error(&op.oid), out)
+                return self.answer_failed_write(store, client, &op, unfound_error(&op.oid), out)
             }
             Gate::Unfound => {
                 return out.push(self.reply(client, &op, Err(unfound_error(&op.oid))));

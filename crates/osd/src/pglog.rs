@@ -4,9 +4,9 @@
 //! — tells a returning replica what it missed.
 
 use bytes::Bytes;
-use carmine_proto::{LogDup, LogEntry, PgInfo};
+use carmine_proto::{LogDup, LogEntry, OpError, PgInfo};
 use carmine_store::{CollectionId, Transaction};
-use carmine_types::encoding::Encode;
+use carmine_types::encoding::{Decode, Encode};
 use carmine_types::{EVersion, ObjectId, ReqId};
 use std::collections::{HashMap, VecDeque};
 
@@ -66,19 +66,29 @@ fn versioned_key(prefix: &[u8; 4], version: EVersion) -> Bytes {
 /// Prefix of the dup keys.
 pub const DUP_PREFIX: &[u8; 4] = b"dup.";
 
-/// Bytes of an encoded dup: the version envelope (6) and three `u64`s.
-const DUP_VALUE_BYTES: usize = 6 + 3 * 8;
+/// Bytes of an encoded dup of a successful write: the version envelope (6), three
+/// `u64`s and the error flag.
+const DUP_VALUE_BYTES: usize = 6 + 3 * 8 + 1;
 
-/// A dup's value: `versioned(1) { u64 client | u64 tid | u64 user_version }`.
-pub fn encode_dup(reqid: ReqId, user_version: u64) -> Bytes {
-    // Exactly sized, so the buffer becomes the `Bytes` with no further allocation.
+/// A dup's value: `versioned(2, 1) { u64 client | u64 tid | u64 user_version |
+/// u8 failed | [failed: OpError] }` (version 1 had no error: a successful write).
+pub fn encode_dup(reqid: ReqId, applied: &Applied) -> Bytes {
+    // Exactly sized (when it succeeded), so the buffer becomes the `Bytes` with no
+    // further allocation.
     let mut e = carmine_types::encoding::Encoder::with_capacity(DUP_VALUE_BYTES);
-    e.versioned(1, 1, |e| {
+    e.versioned(2, 1, |e| {
         e.put_u64(reqid.client);
         e.put_u64(reqid.tid);
-        e.put_u64(user_version);
+        e.put_u64(applied.user_version);
+        match &applied.error {
+            None => e.put_u8(0),
+            Some(error) => {
+                e.put_u8(1);
+                error.encode(e);
+            }
+        }
     });
-    debug_assert_eq!(e.len(), DUP_VALUE_BYTES);
+    debug_assert!(applied.error.is_some() || e.len() == DUP_VALUE_BYTES);
     e.into_bytes()
 }
 
@@ -87,16 +97,33 @@ pub fn decode_dup(key: &[u8], value: Bytes) -> Result<(ReqId, Applied), String> 
     let version = parse_version(key.strip_prefix(DUP_PREFIX).ok_or("not a dup key")?)
         .ok_or_else(|| format!("bad dup key {:?}", String::from_utf8_lossy(key)))?;
     let mut d = carmine_types::encoding::Decoder::new(value);
-    let (client, tid, user_version) = d
-        .versioned("dup", 1, |d, _| {
-            Ok((d.get_u64()?, d.get_u64()?, d.get_u64()?))
+    let (client, tid, user_version, error) = d
+        .versioned("dup", 2, |d, dup_version| {
+            let (client, tid, user_version) = (d.get_u64()?, d.get_u64()?, d.get_u64()?);
+            let error = if dup_version < 2 {
+                None
+            } else {
+                match d.get_u8()? {
+                    0 => None,
+                    1 => Some(OpError::decode(d)?),
+                    other => {
+                        return Err(carmine_types::encoding::DecodeError::Invalid {
+                            what: "dup error flag",
+                            value: u64::from(other),
+                        })
+                    }
+                }
+            };
+            Ok((client, tid, user_version, error))
         })
         .map_err(|e| e.to_string())?;
+    d.finish().map_err(|e| e.to_string())?;
     Ok((
         ReqId { client, tid },
         Applied {
             version,
             user_version,
+            error,
         },
     ))
 }
@@ -179,11 +206,32 @@ impl std::hash::Hasher for ReqIdHasher {
     }
 }
 
-/// A request whose entry was trimmed: where it was applied, for answering a resend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A request the log knows: where it was applied (or its failure logged), for
+/// answering a resend with the original result.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     pub version: EVersion,
     pub user_version: u64,
+    /// The write failed with this error (an error entry): a resend gets it again.
+    pub error: Option<OpError>,
+}
+
+impl Applied {
+    fn of(entry: &LogEntry) -> Self {
+        Self {
+            version: entry.version,
+            user_version: entry.user_version,
+            error: entry.op.error().cloned(),
+        }
+    }
+
+    fn of_dup(dup: &LogDup) -> Self {
+        Self {
+            version: dup.version,
+            user_version: dup.user_version,
+            error: dup.error.clone(),
+        }
+    }
 }
 
 /// The in-memory log with its request-id index, and the request ids of trimmed
@@ -241,18 +289,14 @@ impl PgLog {
                 .entries
                 .binary_search_by(|entry| entry.version.cmp(version))
                 .ok()?;
-            let entry = self.entries.get(index)?;
-            return Some(Applied {
-                version: entry.version,
-                user_version: entry.user_version,
-            });
+            return self.entries.get(index).map(Applied::of);
         }
-        self.dup_index.get(&reqid).copied()
+        self.dup_index.get(&reqid).cloned()
     }
 
     /// A dup loaded from the store (oldest first).
     pub fn load_dup(&mut self, reqid: ReqId, applied: Applied) {
-        self.dup_index.insert(reqid, applied);
+        self.dup_index.insert(reqid, applied.clone());
         self.dups.push_back((reqid, applied));
     }
 
@@ -260,22 +304,14 @@ impl PgLog {
     pub fn dup_omap(&self) -> Vec<(Bytes, Bytes)> {
         self.dups
             .iter()
-            .map(|(reqid, applied)| {
-                (
-                    dup_key(applied.version),
-                    encode_dup(*reqid, applied.user_version),
-                )
-            })
+            .map(|(reqid, applied)| (dup_key(applied.version), encode_dup(*reqid, applied)))
             .collect()
     }
 
     /// Remembers the request of a trimmed entry.
     fn remember(&mut self, entry: &LogEntry) {
-        let applied = Applied {
-            version: entry.version,
-            user_version: entry.user_version,
-        };
-        self.dup_index.insert(entry.reqid, applied);
+        let applied = Applied::of(entry);
+        self.dup_index.insert(entry.reqid, applied.clone());
         self.dups.push_back((entry.reqid, applied));
         while self.dups.len() > DUPS_MAX {
             let (reqid, applied) = self.dups.pop_front().expect("not empty");
@@ -324,7 +360,7 @@ impl PgLog {
         set.extend(self.entries.iter().take(excess).map(|old| {
             (
                 dup_key(old.version),
-                encode_dup(old.reqid, old.user_version),
+                encode_dup(old.reqid, &Applied::of(old)),
             )
         }));
         set.push((log_key(entry.version), entry.to_bytes()));
@@ -412,6 +448,7 @@ impl PgLog {
                 reqid: *reqid,
                 version: applied.version,
                 user_version: applied.user_version,
+                error: applied.error.clone(),
             })
             .collect()
     }
@@ -424,13 +461,7 @@ impl PgLog {
             .iter()
             .filter(|dup| !self.by_reqid.contains_key(&dup.reqid))
             .filter(|dup| !self.dup_index.contains_key(&dup.reqid))
-            .map(|dup| {
-                let applied = Applied {
-                    version: dup.version,
-                    user_version: dup.user_version,
-                };
-                (dup.reqid, applied)
-            })
+            .map(|dup| (dup.reqid, Applied::of_dup(dup)))
             .collect();
         if fresh.is_empty() {
             return;
@@ -440,7 +471,7 @@ impl PgLog {
         let excess = all.len().saturating_sub(DUPS_MAX);
         self.dup_index.clear();
         for (reqid, applied) in all.into_iter().skip(excess) {
-            self.dup_index.insert(reqid, applied);
+            self.dup_index.insert(reqid, applied.clone());
             self.dups.push_back((reqid, applied));
         }
     }
@@ -500,7 +531,8 @@ mod tests {
             log.find_reqid(ReqId { client: 1, tid: 3 }),
             Some(Applied {
                 version: EVersion::new(1, 3),
-                user_version: 3
+                user_version: 3,
+                error: None,
             })
         );
         assert!(log.find_reqid(ReqId { client: 1, tid: 0 }).is_none());
@@ -554,7 +586,7 @@ mod tests {
         assert_eq!(reqid, ReqId { client: 1, tid: 1 });
         assert_eq!(applied.version, EVersion::new(1, 1));
         let mut reloaded = PgLog::with_entries_max(2);
-        reloaded.load_dup(reqid, applied);
+        reloaded.load_dup(reqid, applied.clone());
         assert_eq!(reloaded.find_reqid(reqid), Some(applied));
         assert!(decode_dup(b"dup.x", omap[0].1.clone()).is_err());
     }
@@ -604,6 +636,89 @@ mod tests {
         assert_eq!(log.dup_omap().len(), DUPS_MAX);
     }
 
+    fn error_entry(version: u64, tid: u64) -> LogEntry {
+        LogEntry {
+            op: LogOp::Error(OpError::Exists),
+            user_version: 0,
+            ..entry(version, tid)
+        }
+    }
+
+    /// An error entry answers a resend with its error while logged, as a dup once
+    /// trimmed, from the persisted dup after a restart, and from a dup sent in peering.
+    #[test]
+    fn error_entries_answer_resends_with_their_error_even_trimmed() {
+        let mut log = PgLog::with_entries_max(2);
+        let mut info = PgInfo {
+            pgid: PgId::new(1, 0),
+            ..PgInfo::default()
+        };
+        let failed = ReqId { client: 1, tid: 1 };
+        for v in 1..=3 {
+            let logged = if v == 1 {
+                error_entry(v, v)
+            } else {
+                entry(v, v)
+            };
+            if v == 1 {
+                let found = log.find_reqid(failed);
+                assert!(found.is_none());
+            }
+            let mut tx = Transaction::new();
+            info.last_update = EVersion::new(1, v);
+            log.persist_append(&logged, &info, &mut tx);
+            log.push(logged);
+            if v == 1 {
+                let found = log.find_reqid(failed).unwrap();
+                assert_eq!(found.error, Some(OpError::Exists));
+                assert_eq!(found.version, EVersion::new(1, 1));
+            }
+        }
+        // Trimmed: a dup with the error, in memory, in the store and in peering.
+        let found = log.find_reqid(failed).unwrap();
+        assert_eq!(found.error, Some(OpError::Exists));
+        assert_eq!(
+            log.find_reqid(ReqId { client: 1, tid: 2 }).unwrap().error,
+            None
+        );
+        let omap = log.dup_omap();
+        let (reqid, applied) = decode_dup(&omap[0].0, omap[0].1.clone()).unwrap();
+        assert_eq!((reqid, &applied), (failed, &found));
+        let sent = log.dups_to_send();
+        assert_eq!(sent[0].error, Some(OpError::Exists));
+        let mut other = PgLog::with_entries_max(2);
+        other.merge_dups(&sent);
+        assert_eq!(other.find_reqid(failed), Some(found));
+    }
+
+    #[test]
+    fn dups_of_version_1_decode_and_bad_dups_are_errors() {
+        let mut e = carmine_types::encoding::Encoder::with_capacity(32);
+        e.versioned(1, 1, |e| {
+            e.put_u64(4);
+            e.put_u64(5);
+            e.put_u64(6);
+        });
+        let key = dup_key(EVersion::new(2, 6));
+        let (reqid, applied) = decode_dup(&key, e.into_bytes()).unwrap();
+        assert_eq!(reqid, ReqId { client: 4, tid: 5 });
+        assert_eq!(applied.user_version, 6);
+        assert_eq!(applied.error, None);
+        let applied = Applied {
+            version: EVersion::new(2, 6),
+            user_version: 0,
+            error: Some(OpError::VersionMismatch {
+                expected: 1,
+                actual: 2,
+            }),
+        };
+        let value = encode_dup(reqid, &applied);
+        assert_eq!(decode_dup(&key, value.clone()).unwrap().1, applied);
+        for length in 0..value.len() {
+            assert!(decode_dup(&key, value.slice(..length)).is_err(), "{length}");
+        }
+    }
+
     #[test]
     fn log_keys_sort_by_version() {
         assert!(log_key(EVersion::new(1, 9)) < log_key(EVersion::new(1, 10)));
@@ -618,6 +733,7 @@ mod tests {
             reqid: ReqId { client: 1, tid: v },
             version: EVersion::new(1, v),
             user_version: v,
+            error: None,
         };
         // tid 10 is in the log: its entry answers, not a dup.
         let incoming: Vec<LogDup> = (1..=DUPS_MAX as u64 + 10).map(dup).collect();

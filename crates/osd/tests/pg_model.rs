@@ -194,11 +194,16 @@ impl Model {
             match result {
                 Ok(output) => outputs.push(output),
                 Err(error) => {
+                    // A failed write is logged (an error entry): it takes a PG
+                    // version and leaves the object as it was.
+                    if op.is_write() {
+                        *self.pg_versions.entry(op.pgid).or_default() += 1;
+                    }
                     return Expected {
                         result: Err(error),
                         outputs: Vec::new(),
                         user_version: 0,
-                    }
+                    };
                 }
             }
         }

@@ -314,7 +314,7 @@ fn exclusive_create_fails_on_an_existing_object_and_changes_nothing() {
     ok(&cluster.call("c", vec![OpCode::Append { data: bytes(b"x") }]));
     let before = stat(&mut cluster, "c").unwrap();
     let pgid = cluster.pg_of("c");
-    let dump = cluster.dump_pg(cluster.primary_of(pgid), pgid);
+    let dump = objects_of(cluster.dump_pg(cluster.primary_of(pgid), pgid));
 
     let second = cluster.call(
         "c",
@@ -328,9 +328,15 @@ fn exclusive_create_fails_on_an_existing_object_and_changes_nothing() {
     assert_eq!(second.result, Err(OpError::Exists));
     assert!(second.outputs.is_empty());
     assert_eq!(stat(&mut cluster, "c").unwrap(), before);
+    // Only the PG log changed: the failure is logged, so a resend gets it again.
     for osd in cluster.acting(pgid) {
-        assert_eq!(cluster.dump_pg(osd, pgid), dump, "{osd} changed");
+        assert_eq!(
+            objects_of(cluster.dump_pg(osd, pgid)),
+            dump,
+            "{osd} changed"
+        );
     }
+    cluster.assert_replicas_identical(pgid);
     // A non-exclusive create of an existing object succeeds and keeps the data.
     ok(&cluster.call("c", vec![OpCode::Create { exclusive: false }]));
     assert_eq!(&read_all(&mut cluster, "c")[..], b"x");
@@ -507,7 +513,10 @@ fn a_compound_op_whose_last_sub_op_fails_applies_nothing_anywhere() {
     ));
     let pgid = cluster.pg_of("atom");
     let acting = cluster.acting(pgid);
-    let before: Vec<_> = acting.iter().map(|&o| cluster.dump_pg(o, pgid)).collect();
+    let before: Vec<_> = acting
+        .iter()
+        .map(|&o| objects_of(cluster.dump_pg(o, pgid)))
+        .collect();
     let stat_before = cluster.pg_stat(pgid);
 
     let attempts = vec![
@@ -560,15 +569,28 @@ fn a_compound_op_whose_last_sub_op_fails_applies_nothing_anywhere() {
             },
         ),
     ];
+    let attempt_count = attempts.len() as u64;
     for (ops, error) in attempts {
         let reply = cluster.call("atom", ops.clone());
         assert_eq!(reply.result, Err(error), "{ops:?}");
         assert!(reply.outputs.is_empty());
     }
     for (osd, dump) in acting.iter().zip(&before) {
-        assert_eq!(&cluster.dump_pg(*osd, pgid), dump, "{osd} changed");
+        assert_eq!(
+            &objects_of(cluster.dump_pg(*osd, pgid)),
+            dump,
+            "{osd} changed"
+        );
     }
-    assert_eq!(cluster.pg_stat(pgid), stat_before);
+    // Each failure took a PG version (its error entry); nothing else changed.
+    let mut stat_after = cluster.pg_stat(pgid);
+    assert_eq!(
+        stat_after.last_update.version,
+        stat_before.last_update.version + attempt_count
+    );
+    stat_after.last_update = stat_before.last_update;
+    assert_eq!(stat_after, stat_before);
+    cluster.assert_replicas_identical(pgid);
     // The guard that holds lets the op through.
     ok(&cluster.call(
         "atom",
@@ -980,4 +1002,11 @@ fn several_shards_per_osd_route_every_pg_to_its_owner() {
     cluster.assert_all_replicas_identical();
     let in_first_pg = names_in_pg(&cluster, PgId::new(cluster.pool.0, 0), "p", 3);
     assert_eq!(in_first_pg.len(), 3);
+}
+
+/// A PG's objects without its metadata object (the log and info), which a failed
+/// write changes: it logs the failure.
+fn objects_of(mut dump: harness::PgDump) -> harness::PgDump {
+    dump.remove("");
+    dump
 }

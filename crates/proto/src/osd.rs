@@ -54,10 +54,24 @@ pub struct OsdOpReply {
 }
 
 /// What a PG log entry records about an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogOp {
     Modify,
     Delete,
+    /// The write failed with this error and changed nothing; it is logged so that a
+    /// resend, to this primary or a later one, gets the same answer instead of being
+    /// applied (Ceph's `pg_log_entry_t::ERROR`, written by `record_write_error`).
+    Error(OpError),
+}
+
+impl LogOp {
+    /// The error an [`LogOp::Error`] entry answers with.
+    pub fn error(&self) -> Option<&OpError> {
+        match self {
+            LogOp::Error(error) => Some(error),
+            LogOp::Modify | LogOp::Delete => None,
+        }
+    }
 }
 
 /// One entry of a PG log: a write ordered by the primary.
@@ -68,7 +82,18 @@ pub struct LogEntry {
     pub reqid: ReqId,
     pub oid: String,
     pub op: LogOp,
+    /// The object's user version after the write; 0 for an error entry, which leaves
+    /// the object as it was.
     pub user_version: u64,
+}
+
+impl LogEntry {
+    /// Whether the entry changed its object. An error entry did not: it orders the
+    /// failure in the PG's history (and bumps the PG version) but makes no object
+    /// missing or divergent, and copies never need to exchange its object for it.
+    pub fn changes_object(&self) -> bool {
+        !matches!(self.op, LogOp::Error(_))
+    }
 }
 
 /// Primary → replica: apply this transaction, which carries the write and the PG log
@@ -247,9 +272,15 @@ impl Decode for OsdOpReply {
     }
 }
 
+/// `versioned(2, 1) { EVersion version | EVersion prior_version | ReqId reqid | string
+/// oid | u8 op (1 modify, 2 delete, 3 error) | u64 user_version | [op 3: OpError] }`.
+/// An error entry is written with compat 2: a version-1 reader cannot represent it and
+/// says so, rather than misread it as a change. Modify and delete entries stay readable
+/// by version-1 readers (version 1 had no error field).
 impl Encode for LogEntry {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        let compat = if self.op.error().is_some() { 2 } else { 1 };
+        e.versioned(2, compat, |e| {
             self.version.encode(e);
             self.prior_version.encode(e);
             self.reqid.encode(e);
@@ -257,31 +288,43 @@ impl Encode for LogEntry {
             e.put_u8(match self.op {
                 LogOp::Modify => 1,
                 LogOp::Delete => 2,
+                LogOp::Error(_) => 3,
             });
             e.put_u64(self.user_version);
+            if let LogOp::Error(error) = &self.op {
+                error.encode(e);
+            }
         });
     }
 }
 
 impl Decode for LogEntry {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("LogEntry", 1, |d, _| {
+        d.versioned("LogEntry", 2, |d, version| {
+            let version_at = EVersion::decode(d)?;
+            let prior_version = EVersion::decode(d)?;
+            let reqid = ReqId::decode(d)?;
+            let oid = d.get_string("object name", OBJECT_NAME_BYTES_MAX)?;
+            let tag = d.get_u8()?;
+            let user_version = d.get_u64()?;
+            let op = match tag {
+                1 => LogOp::Modify,
+                2 => LogOp::Delete,
+                3 if version >= 2 => LogOp::Error(OpError::decode(d)?),
+                other => {
+                    return Err(DecodeError::Invalid {
+                        what: "log op",
+                        value: u64::from(other),
+                    })
+                }
+            };
             Ok(LogEntry {
-                version: EVersion::decode(d)?,
-                prior_version: EVersion::decode(d)?,
-                reqid: ReqId::decode(d)?,
-                oid: d.get_string("object name", OBJECT_NAME_BYTES_MAX)?,
-                op: match d.get_u8()? {
-                    1 => LogOp::Modify,
-                    2 => LogOp::Delete,
-                    other => {
-                        return Err(DecodeError::Invalid {
-                            what: "log op",
-                            value: u64::from(other),
-                        })
-                    }
-                },
-                user_version: d.get_u64()?,
+                version: version_at,
+                prior_version,
+                reqid,
+                oid,
+                op,
+                user_version,
             })
         })
     }
@@ -338,5 +381,102 @@ impl Decode for RepOpReply {
                 result: decode_result(d)?,
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(op: LogOp) -> LogEntry {
+        LogEntry {
+            version: EVersion::new(3, 7),
+            prior_version: EVersion::new(2, 5),
+            reqid: ReqId { client: 9, tid: 4 },
+            oid: "obj".into(),
+            user_version: if op.error().is_some() { 0 } else { 7 },
+            op,
+        }
+    }
+
+    #[test]
+    fn log_entries_round_trip_error_entries_included() {
+        let errors = [
+            OpError::Exists,
+            OpError::NotFound,
+            OpError::VersionMismatch {
+                expected: 3,
+                actual: 4,
+            },
+            OpError::Invalid("bad".into()),
+            OpError::Io("disk".into()),
+        ];
+        let ops = [LogOp::Modify, LogOp::Delete]
+            .into_iter()
+            .chain(errors.into_iter().map(LogOp::Error));
+        for op in ops {
+            let original = entry(op);
+            let decoded = LogEntry::from_shared(original.to_bytes()).unwrap();
+            assert_eq!(decoded, original);
+        }
+    }
+
+    #[test]
+    fn truncated_or_garbled_log_entries_are_decode_errors() {
+        let bytes = entry(LogOp::Error(OpError::VersionMismatch {
+            expected: 1,
+            actual: 2,
+        }))
+        .to_bytes();
+        for length in 0..bytes.len() {
+            let cut = bytes.slice(..length);
+            assert!(LogEntry::from_shared(cut).is_err(), "cut at {length}");
+        }
+        // An unknown op tag, and an unknown error code, are errors too.
+        let mut raw = bytes.to_vec();
+        // From the end: the error (code, expected, actual) and the user version.
+        let tag_at = raw.len() - (2 + 8 + 8) - 8 - 1;
+        assert_eq!(raw[tag_at], 3);
+        raw[tag_at] = 9;
+        assert!(LogEntry::from_shared(raw.clone().into()).is_err());
+        raw[tag_at] = 3;
+        let code_at = tag_at + 1 + 8;
+        raw[code_at] = 0xee;
+        assert!(LogEntry::from_shared(raw.into()).is_err());
+    }
+
+    /// Entries written before error entries existed (version 1) still decode, and a
+    /// modify entry is still written so that a version-1 reader accepts it, while an
+    /// error entry tells such a reader it cannot read it.
+    #[test]
+    fn version_1_entries_decode_and_error_entries_need_version_2() {
+        let mut e = Encoder::with_capacity(64);
+        e.versioned(1, 1, |e| {
+            EVersion::new(1, 2).encode(e);
+            EVersion::new(1, 1).encode(e);
+            ReqId { client: 1, tid: 2 }.encode(e);
+            "o".to_string().encode(e);
+            e.put_u8(2);
+            e.put_u64(2);
+        });
+        let old = LogEntry::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(old.op, LogOp::Delete);
+        assert_eq!(old.user_version, 2);
+        let modify = entry(LogOp::Modify).to_bytes();
+        assert_eq!((modify[0], modify[1]), (2, 1));
+        let error = entry(LogOp::Error(OpError::Exists)).to_bytes();
+        assert_eq!((error[0], error[1]), (2, 2));
+        // A version-1 body with tag 3 is invalid (version 1 had no error entries).
+        let mut e = Encoder::with_capacity(64);
+        e.versioned(1, 1, |e| {
+            EVersion::new(1, 2).encode(e);
+            EVersion::ZERO.encode(e);
+            ReqId { client: 1, tid: 2 }.encode(e);
+            "o".to_string().encode(e);
+            e.put_u8(3);
+            e.put_u64(0);
+            OpError::Exists.encode(e);
+        });
+        assert!(LogEntry::from_shared(e.into_bytes()).is_err());
     }
 }

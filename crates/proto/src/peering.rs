@@ -10,6 +10,7 @@
 //! [`PgPushReply`] (a replica's scrub report), so the primary repairs them. Every message carries the sender's interval start
 //! (`interval`): a message from an older interval is ignored.
 
+use crate::op::OpError;
 use crate::osd::{LogEntry, PgInfo};
 use bytes::Bytes;
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
@@ -66,12 +67,15 @@ pub struct PgLogReply {
 
 /// A request whose log entry was trimmed, remembered so that a resend is answered with
 /// its original result instead of being applied again (Ceph's `pg_log_dup_t`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogDup {
     pub reqid: ReqId,
     /// The version of the trimmed entry.
     pub version: EVersion,
     pub user_version: u64,
+    /// The error of a trimmed error entry (a failed write): a resend gets it again.
+    /// Sent after the dups in version 3 of the messages that carry them.
+    pub error: Option<OpError>,
 }
 
 /// Primary → replica: adopt this history. Entries after `common` in the replica's log
@@ -273,6 +277,7 @@ impl Decode for LogDup {
             reqid: ReqId::decode(d)?,
             version: EVersion::decode(d)?,
             user_version: d.get_u64()?,
+            error: None,
         })
     }
 }
@@ -282,6 +287,40 @@ fn put_dups(e: &mut Encoder, dups: &[LogDup]) {
     for dup in dups {
         dup.encode(e);
     }
+}
+
+/// The errors of the failed writes among `dups`, after the dups and everything else
+/// an older reader knows (so it skips them): `u32 count | (u32 index | OpError)*`.
+fn put_dup_errors(e: &mut Encoder, dups: &[LogDup]) {
+    let failed: Vec<(usize, &OpError)> = dups
+        .iter()
+        .enumerate()
+        .filter_map(|(index, dup)| Some((index, dup.error.as_ref()?)))
+        .collect();
+    e.put_u32(failed.len() as u32);
+    for (index, error) in failed {
+        e.put_u32(index as u32);
+        error.encode(e);
+    }
+}
+
+/// Reads what [`put_dup_errors`] wrote into `dups`, for bodies of `version` 3 on.
+fn get_dup_errors(d: &mut Decoder, version: u8, dups: &mut [LogDup]) -> Result<(), DecodeError> {
+    if version < 3 {
+        return Ok(());
+    }
+    // Each is at least a u32 index and a u16 code.
+    let count = d.get_count("dup errors", 6)?;
+    for _ in 0..count {
+        let index = d.get_u32()?;
+        let error = OpError::decode(d)?;
+        let dup = dups.get_mut(index as usize).ok_or(DecodeError::Invalid {
+            what: "dup error index",
+            value: u64::from(index),
+        })?;
+        dup.error = Some(error);
+    }
+    Ok(())
 }
 
 /// Dups of a body of `version`: present from `since` on.
@@ -300,34 +339,37 @@ fn get_dups(d: &mut Decoder, version: u8, since: u8) -> Result<Vec<LogDup>, Deco
 
 impl Encode for PgLogReply {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(2, 1, |e| {
+        e.versioned(3, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.info.encode(e);
             self.entries.encode(e);
             put_dups(e, &self.dups);
+            put_dup_errors(e, &self.dups);
         });
     }
 }
 
 impl Decode for PgLogReply {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgLogReply", 2, |d, version| {
+        d.versioned("PgLogReply", 3, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
-            Ok(PgLogReply {
+            let mut reply = PgLogReply {
                 pgid,
                 interval,
                 map_epoch,
                 info: PgInfo::decode(d)?,
                 entries: Vec::decode(d)?,
                 dups: get_dups(d, version, 2)?,
-            })
+            };
+            get_dup_errors(d, version, &mut reply.dups)?;
+            Ok(reply)
         })
     }
 }
 
 impl Encode for PgActivate {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(2, 1, |e| {
+        e.versioned(3, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.info.encode(e);
             self.common.encode(e);
@@ -335,15 +377,16 @@ impl Encode for PgActivate {
             self.backfill.encode(e);
             put_names(e, &self.missing);
             put_dups(e, &self.dups);
+            put_dup_errors(e, &self.dups);
         });
     }
 }
 
 impl Decode for PgActivate {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgActivate", 2, |d, version| {
+        d.versioned("PgActivate", 3, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
-            Ok(PgActivate {
+            let mut activate = PgActivate {
                 pgid,
                 interval,
                 map_epoch,
@@ -353,7 +396,9 @@ impl Decode for PgActivate {
                 backfill: bool::decode(d)?,
                 missing: get_names(d)?,
                 dups: get_dups(d, version, 2)?,
-            })
+            };
+            get_dup_errors(d, version, &mut activate.dups)?;
+            Ok(activate)
         })
     }
 }
@@ -630,6 +675,16 @@ mod tests {
             reqid: ReqId { client: 9, tid: 4 },
             version: EVersion::new(2, 17),
             user_version: 17,
+            error: None,
+        };
+        let failed = LogDup {
+            reqid: ReqId { client: 9, tid: 5 },
+            version: EVersion::new(2, 18),
+            user_version: 0,
+            error: Some(OpError::VersionMismatch {
+                expected: 1,
+                actual: 2,
+            }),
         };
         let reply = PgLogReply {
             pgid: PgId::new(1, 2),
@@ -637,7 +692,7 @@ mod tests {
             map_epoch: Epoch(4),
             info: PgInfo::default(),
             entries: Vec::new(),
-            dups: vec![dup],
+            dups: vec![dup.clone(), failed.clone()],
         };
         assert_eq!(PgLogReply::from_shared(reply.to_bytes()).unwrap(), reply);
         let activate = PgActivate {
@@ -649,7 +704,7 @@ mod tests {
             entries: Vec::new(),
             backfill: true,
             missing: vec!["a".into()],
-            dups: vec![dup, dup],
+            dups: vec![failed.clone(), dup.clone(), failed],
         };
         assert_eq!(
             PgActivate::from_shared(activate.to_bytes()).unwrap(),
@@ -677,5 +732,30 @@ mod tests {
         let old = PgActivate::from_shared(e.into_bytes()).unwrap();
         assert_eq!(old.missing, activate.missing);
         assert!(old.dups.is_empty());
+        // Version 2 (dups without their errors) reads as dups of successful writes.
+        let mut e = Encoder::new();
+        e.versioned(2, 1, |e| {
+            header(e, reply.pgid, reply.interval, reply.map_epoch);
+            reply.info.encode(e);
+            reply.entries.encode(e);
+            put_dups(e, &reply.dups);
+        });
+        let old = PgLogReply::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(old.dups.len(), 2);
+        assert!(old.dups.iter().all(|dup| dup.error.is_none()));
+        // Cut short anywhere, or naming a dup that is not there, a body is an error.
+        let bytes = activate.to_bytes();
+        for length in 0..bytes.len() {
+            assert!(PgActivate::from_shared(bytes.slice(..length)).is_err());
+        }
+        let mut e = Encoder::new();
+        e.versioned(3, 1, |e| {
+            header(e, reply.pgid, reply.interval, reply.map_epoch);
+            reply.info.encode(e);
+            reply.entries.encode(e);
+            put_dups(e, &[]);
+            put_dup_errors(e, &reply.dups);
+        });
+        assert!(PgLogReply::from_shared(e.into_bytes()).is_err());
     }
 }

@@ -4,9 +4,10 @@
 //!    history (the final primary's log, preceded by the entries the simulator saw
 //!    before they were trimmed) at the version its reply carried; replaying the writes
 //!    (in version order) through the [model](crate::model) gives exactly what the
-//!    primary's store holds and what the final read-back returned; the log holds only
-//!    writes some client sent and that did not fail; version order never contradicts
-//!    real-time order.
+//!    primary's store holds and what the final read-back returned; the log applies only
+//!    writes some client sent and that did not fail; a failure it records (an error
+//!    entry) is the one the client was answered with, and what the model says the
+//!    write does at that point; version order never contradicts real-time order.
 //! 2. **Reads are linearizable per object**: each read (and each failed write) must be
 //!    explained by some state of the object's logged sequence that is no older than the
 //!    last write acknowledged, or state read, before it was invoked, and whose write
@@ -115,6 +116,14 @@ fn replay(
             ));
             continue;
         };
+        if let LogOp::Error(logged) = &entry.op {
+            let before = &timeline
+                .last()
+                .expect("starts with the initial state")
+                .state;
+            check_error_entry(oid, entry, logged, op, before, out);
+            continue;
+        }
         if let Some(Err(error)) = op.reply().map(|r| &r.result) {
             out.push(format!(
                 "{oid}: write {} failed with '{error}' yet the log applied it at {}",
@@ -149,6 +158,48 @@ fn replay(
         });
     }
     timeline
+}
+
+/// An error entry changes nothing; the client must have been answered with its error
+/// (or not at all), and the model must fail the write the same way on the state it
+/// was ordered after. Errors the model cannot produce (storage errors, space and
+/// size limits, invalid requests) are taken as they come.
+fn check_error_entry(
+    oid: &str,
+    entry: &LogEntry,
+    logged: &carmine_proto::OpError,
+    op: &OpRecord,
+    before: &State,
+    out: &mut Vec<String>,
+) {
+    use carmine_proto::OpError;
+    match op.reply().map(|r| &r.result) {
+        Some(Ok(())) => out.push(format!(
+            "{oid}: write {} succeeded yet the log recorded its failure '{logged}' at {}",
+            entry.reqid, entry.version
+        )),
+        Some(Err(answered)) if answered != logged => out.push(format!(
+            "{oid}: write {} was answered '{answered}' but the log recorded '{logged}' at {}",
+            entry.reqid, entry.version
+        )),
+        _ => {}
+    }
+    let modelled = !matches!(
+        logged,
+        OpError::Io(_) | OpError::NoSpace | OpError::TooLarge { .. } | OpError::Invalid(_)
+    );
+    if !modelled {
+        return;
+    }
+    match model::execute(before, &op.ops, entry.version.version, op.mtime_ns) {
+        Err(expected) if expected == *logged => {}
+        result => out.push(format!(
+            "{oid}: the log recorded '{logged}' for {} at {}, the model says {:?}",
+            entry.reqid,
+            entry.version,
+            result.map(|_| ())
+        )),
+    }
 }
 
 fn check_acked_in_log(oid: &str, timeline: &[Position], history: &History, out: &mut Vec<String>) {

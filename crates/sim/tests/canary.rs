@@ -90,8 +90,10 @@ fn the_checkers_catch_a_monitor_that_publishes_an_epoch_of_its_own() {
 fn the_checkers_catch_a_stale_read_without_leases() {
     use carmine_sim::FaultClasses;
     // Stale reads need a rare schedule (a primary cut off while a new interval writes):
-    // 287 and 852 showed them before stray purge changed the traces, 1203 since.
-    let seed = 1203;
+    // 287 and 852 showed them before stray purge changed the traces, 1203 until error
+    // entries did (none of 0..3000 shows one now), 5366 since (found with `sim_seed
+    // --seeds 3000..5500 --faults all --canary-no-leases`; it passes without it).
+    let seed = 5366;
     let config = SimConfig::from_seed(seed)
         .with_faults(FaultClasses::ALL)
         .with_canary(Canary::NoLeases);

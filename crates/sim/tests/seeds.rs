@@ -151,11 +151,12 @@ fn regression_eio_is_unavailability_not_a_value() {
 /// interval elsewhere had acknowledged newer writes (a stale read). Read leases now
 /// stop it: it serves only while every other acting member has promised a lease, and
 /// the new primary waits until the promises it learns of while peering ran out.
-/// Seed 1203 shows the same stale read without leases since stray purge changed the
-/// traces; `tests/canary.rs` checks that without leases it fails again.
+/// Seed 1203 showed the same stale read without leases after stray purge changed the
+/// traces, and seed 5366 since error entries did; `tests/canary.rs` checks that
+/// without leases it fails again.
 #[test]
 fn regression_a_cut_off_primary_serves_no_stale_read() {
-    let reports: Vec<SimReport> = [287, 852, 1203]
+    let reports: Vec<SimReport> = [287, 852, 1203, 5366]
         .into_iter()
         .map(|seed| run_with_faults(seed, FaultClasses::ALL))
         .collect();

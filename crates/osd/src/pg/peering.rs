@@ -307,7 +307,7 @@ impl Pg {
                 let written_since: BTreeSet<&str> = self
                     .log
                     .entries()
-                    .filter(|e| e.version > n.info.last_update)
+                    .filter(|e| e.version > n.info.last_update && e.changes_object())
                     .map(|e| e.oid.as_str())
                     .collect();
                 (n, written_since)
@@ -469,7 +469,7 @@ impl Pg {
         let auth: BTreeSet<EVersion> = auth_entries.iter().map(|e| e.version).collect();
         self.log
             .entries()
-            .filter(|e| !auth.contains(&e.version))
+            .filter(|e| !auth.contains(&e.version) && e.changes_object())
             .map(|e| e.oid.clone())
             .collect()
     }
@@ -766,8 +766,7 @@ impl Pg {
     /// unanswered: the client resends, and the write runs again.
     fn requeue_in_flight(&mut self) {
         let log = &self.log;
-        self.in_flight
-            .retain(|w| !w.is_write || log.contains(w.version));
+        self.in_flight.retain(|w| log.contains(w.version));
         self.writes_per_object.clear();
         for write in &self.in_flight {
             *self.writes_per_object.entry(write.oid.clone()).or_default() += 1;
@@ -783,6 +782,10 @@ impl Pg {
                 self.blocked_read_count -= reads.len();
                 self.waiting_for_active.extend(reads);
             }
+        }
+        // An error entry changes no object: the activation's log carried it to all.
+        for failed in self.in_flight.iter_mut().filter(|w| !w.is_write) {
+            failed.waiting_on.clear();
         }
         let replicas = self.replicas();
         for write in self.in_flight.iter_mut().filter(|w| w.is_write) {
@@ -810,7 +813,7 @@ struct Adopted<'a> {
 fn objects_after(entries: &[LogEntry], after: EVersion) -> BTreeSet<String> {
     entries
         .iter()
-        .filter(|e| e.version > after)
+        .filter(|e| e.version > after && e.changes_object())
         .map(|e| e.oid.clone())
         .collect()
 }
@@ -820,7 +823,7 @@ fn objects_after_log<'a>(
     after: EVersion,
 ) -> BTreeSet<String> {
     entries
-        .filter(|e| e.version > after)
+        .filter(|e| e.version > after && e.changes_object())
         .map(|e| e.oid.clone())
         .collect()
 }

@@ -3,14 +3,21 @@
 
 use super::{peer_output, InFlightWrite, Pg, ReplicaAck};
 use crate::exec::{self, store_error};
+use crate::pglog::Applied;
 use crate::{ClientRef, Output};
-use carmine_proto::{LogEntry, LogOp, Msg, OpError, OsdOp, OsdOpReply, RepOp, RepOpReply};
-use carmine_store::{ObjectStore, TxSeq};
+use carmine_proto::{LogEntry, LogOp, Msg, OpError, OsdOp, OsdOpReply, PgInfo, RepOp, RepOpReply};
+use carmine_store::{ObjectStore, Transaction, TxSeq};
 use carmine_types::{EVersion, ObjectId, OsdId};
 
-/// Failed writes a primary remembers per PG, to answer resends that crossed the
-/// failure (a resend follows within a client's resend period, not thousands of ops).
-const FAILED_WRITES_MAX: usize = 256;
+/// A log entry ready to submit: the PG info after it, the transaction that carries it
+/// (the write's, or empty for an error entry), who waits for it and their answer.
+struct Logged {
+    entry: LogEntry,
+    info: PgInfo,
+    tx: Transaction,
+    clients: Vec<ClientRef>,
+    reply: OsdOpReply,
+}
 
 impl Pg {
     pub(super) fn handle_write(
@@ -21,23 +28,7 @@ impl Pg {
         out: &mut Vec<Output>,
     ) {
         if let Some(applied) = self.log.find_reqid(op.reqid) {
-            let (version, user_version) = (applied.version, applied.user_version);
-            self.answer_duplicate(client, &op, version, user_version, out);
-            return;
-        }
-        if let Some((_, error)) = self.failed_writes.iter().find(|(id, _)| *id == op.reqid) {
-            out.push(self.reply(client, &op, Err(error.clone())));
-            return;
-        }
-        // A resend of a write whose failure is still queued behind other writes gets
-        // that failure: run again after them it could succeed (a failed write is not
-        // logged, so nothing else would recognise it).
-        if let Some(failed) = self
-            .in_flight
-            .iter_mut()
-            .find(|w| !w.is_write && w.reply.reqid == op.reqid)
-        {
-            failed.clients.push(client);
+            self.answer_duplicate(client, &op, applied, out);
             return;
         }
         if self.in_flight.len() >= self.tuning.in_flight_writes_max {
@@ -49,66 +40,109 @@ impl Pg {
             if self.repairs.contains_key(&op.oid) {
                 self.block_read(client, op, out);
             } else {
-                self.answer_failed_write(client, &op, super::repair::unfound_error(&op.oid), out);
+                let error = super::repair::unfound_error(&op.oid);
+                self.answer_failed_write(store, client, &op, error, out);
             }
             return;
         }
         if let Err(error) = self.start_write(store, client, &op, out) {
-            self.answer_failed_write(client, &op, error, out);
+            self.answer_failed_write(store, client, &op, error, out);
         }
     }
 
-    /// A write that failed was judged against state that may include writes still in
-    /// flight; its answer must not overtake theirs, so it queues behind them.
+    /// A write failed. A failure the client retries on (the op reached the wrong OSD,
+    /// or one that cannot serve it now) is answered at once: it says nothing about the
+    /// object. Any other failure is the write's result: it is logged as an error entry
+    /// (Ceph's `record_write_error`), so that a resend gets it again from this primary
+    /// or any later one instead of running again (and perhaps succeeding, after another
+    /// write changed the object), and answered like a write, once every member has the
+    /// entry and after the writes before it (it was judged against their effects).
     pub(super) fn answer_failed_write(
         &mut self,
+        store: &mut dyn ObjectStore,
         client: ClientRef,
         op: &OsdOp,
         error: OpError,
         out: &mut Vec<Output>,
     ) {
-        // Errors a client retries on are no answer to remember.
         let retried = matches!(
             error,
             OpError::WrongPrimary | OpError::WrongShard { .. } | OpError::NotActive | OpError::Busy
         );
-        if !retried {
-            if self.failed_writes.len() >= FAILED_WRITES_MAX {
-                self.failed_writes.pop_front();
-            }
-            self.failed_writes.push_back((op.reqid, error.clone()));
-        }
-        if !self.writes_per_object.contains_key(&op.oid) {
+        if retried {
             out.push(self.reply(client, op, Err(error)));
             return;
         }
-        *self.writes_per_object.entry(op.oid.clone()).or_default() += 1;
-        let Output::Client(_, Msg::OsdOpReply(reply)) = self.reply(client, op, Err(error)) else {
-            unreachable!("reply builds a client reply");
-        };
-        self.in_flight.push_back(InFlightWrite {
-            version: EVersion::ZERO,
-            rep_tid: 0,
-            is_write: false,
-            oid: op.oid.clone(),
-            clients: vec![client],
-            reply,
-            local_seq: 0,
-            local_committed: true,
-            waiting_on: Default::default(),
-        });
+        if let Err(refused) = self.record_write_error(store, client, op, error, out) {
+            // The store refused even the log entry: the failure cannot be made the
+            // answer to every resend, so it is no answer yet. The client retries.
+            tracing::error!(
+                "{}: cannot log the failure of {}: {refused}",
+                self.pgid,
+                op.reqid
+            );
+            out.push(self.reply(client, op, Err(OpError::Busy)));
+        }
     }
 
-    /// A resent write that the log already holds: answer it once it is complete.
+    /// Logs and replicates the failure `error` of write `op` at the next PG version.
+    /// The entry changes no object: the PG's version moves on, the object's does not.
+    fn record_write_error(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        client: ClientRef,
+        op: &OsdOp,
+        error: OpError,
+        out: &mut Vec<Output>,
+    ) -> Result<(), OpError> {
+        let version = EVersion {
+            epoch: self.map_epoch,
+            version: self.info.last_update.version + 1,
+        };
+        let entry = LogEntry {
+            version,
+            prior_version: EVersion::ZERO,
+            reqid: op.reqid,
+            oid: op.oid.clone(),
+            op: LogOp::Error(error.clone()),
+            user_version: 0,
+        };
+        let reply = OsdOpReply {
+            reqid: op.reqid,
+            pgid: self.pgid,
+            result: Err(error),
+            outputs: Vec::new(),
+            user_version: 0,
+            version,
+            map_epoch: self.map_epoch,
+        };
+        let mut info = self.info.clone();
+        info.last_update = version;
+        info.log_tail = self.log.tail_after_push(self.info.log_tail);
+        let logged = Logged {
+            entry,
+            info,
+            tx: Transaction::new(),
+            clients: vec![client],
+            reply,
+        };
+        self.log_and_replicate(store, logged, out)
+    }
+
+    /// A resent write that the log already holds (applied, or its failure logged):
+    /// answer it with the original result once it is complete.
     fn answer_duplicate(
         &mut self,
         client: ClientRef,
         op: &OsdOp,
-        version: EVersion,
-        user_version: u64,
+        applied: Applied,
         out: &mut Vec<Output>,
     ) {
-        if let Some(write) = self.in_flight.iter_mut().find(|w| w.version == version) {
+        if let Some(write) = self
+            .in_flight
+            .iter_mut()
+            .find(|w| w.version == applied.version)
+        {
             write.clients.push(client);
             return;
         }
@@ -117,10 +151,10 @@ impl Pg {
             Msg::OsdOpReply(OsdOpReply {
                 reqid: op.reqid,
                 pgid: self.pgid,
-                result: Ok(()),
+                result: applied.error.map_or(Ok(()), Err),
                 outputs: Vec::new(),
-                user_version,
-                version,
+                user_version: applied.user_version,
+                version: applied.version,
                 map_epoch: self.map_epoch,
             }),
         ));
@@ -191,7 +225,43 @@ impl Pg {
         // Client writes pushed the object already (they wait when it cannot be
         // pushed); a write the PG makes itself (a snapshot trim) pushes it here.
         let _ = self.push_before_write(store, name, out);
-        let mut tx = run.tx;
+        let reply = OsdOpReply {
+            reqid,
+            pgid: self.pgid,
+            result: Ok(()),
+            outputs: run.outputs,
+            user_version: version.version,
+            version,
+            map_epoch: self.map_epoch,
+        };
+        let logged = Logged {
+            entry,
+            info,
+            tx: run.tx,
+            clients,
+            reply,
+        };
+        self.log_and_replicate(store, logged, out)
+    }
+
+    /// Persists `logged` (its entry added to its transaction), sends it to the
+    /// replicas and tracks it until every member has committed it.
+    fn log_and_replicate(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        logged: Logged,
+        out: &mut Vec<Output>,
+    ) -> Result<(), OpError> {
+        let Logged {
+            entry,
+            info,
+            mut tx,
+            clients,
+            reply,
+        } = logged;
+        let version = entry.version;
+        let changes_object = entry.changes_object();
+        let name = entry.oid.clone();
         self.log.persist_append(&entry, &info, &mut tx);
         let replicas = self.replicas();
         // The replicas apply the same transaction; copy it only when there are any.
@@ -215,22 +285,14 @@ impl Pg {
                 out.push(peer_output(osd, Msg::RepOp(rep.clone())));
             }
         }
-        *self.writes_per_object.entry(name.to_string()).or_default() += 1;
+        *self.writes_per_object.entry(name.clone()).or_default() += 1;
         self.in_flight.push_back(InFlightWrite {
             version,
             rep_tid,
-            is_write: true,
-            oid: name.to_string(),
+            is_write: changes_object,
+            oid: name,
             clients,
-            reply: OsdOpReply {
-                reqid,
-                pgid: self.pgid,
-                result: Ok(()),
-                outputs: run.outputs,
-                user_version: version.version,
-                version,
-                map_epoch: self.map_epoch,
-            },
+            reply,
             local_seq,
             local_committed: false,
             waiting_on: replicas.into_iter().collect(),
@@ -318,10 +380,12 @@ impl Pg {
         else {
             return; // From an earlier interval; that write was dropped or completed.
         };
-        if let Err(error) = &reply.result {
+        let changed_object = self.in_flight[index].is_write;
+        if let (Err(error), true) = (&reply.result, changed_object) {
             // The replica could not apply a write the primary already applied: the
             // copies now differ until recovery repairs them. Fail the write rather than
-            // acknowledge a copy that does not exist.
+            // acknowledge a copy that does not exist. (An error entry keeps its error:
+            // that is the answer its resends get from the log.)
             tracing::error!(
                 "{}: {from} failed rep_tid {}: {error}",
                 self.pgid,
