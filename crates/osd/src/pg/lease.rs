@@ -178,7 +178,9 @@ impl Lease {
 
     /// Primary: the lease from the other members (`has_replicas`) is not valid now.
     pub(crate) fn laggy(&self, has_replicas: bool) -> bool {
-        let Some(now) = self.now.get() else { return false };
+        let Some(now) = self.now.get() else {
+            return false;
+        };
         has_replicas && self.readable_until.is_none_or(|until| now >= until)
     }
 
@@ -231,7 +233,9 @@ impl Lease {
 
     /// Member: promise `duration` from now to `primary`; false without a clock.
     fn promise(&mut self, primary: OsdId, duration: Duration) -> bool {
-        let Some(now) = self.now.get() else { return false };
+        let Some(now) = self.now.get() else {
+            return false;
+        };
         self.remember_promise(Some(primary), now + duration);
         true
     }
