@@ -3,7 +3,9 @@
 //! messenger and no runtime, so benchmarks measure the OSD core alone.
 //!
 //! The shard serves a one-OSD cluster (pool size 1), so a write completes as soon as
-//! its own store commits it.
+//! its own store commits it. It is given the time as the runtime gives it: when the
+//! turn's first op arrives and again before the turn's flush (a clock that advances
+//! one microsecond per reading, so runs are deterministic).
 //!
 //! ```
 //! use carmine_osd::DirectClient;
@@ -24,6 +26,7 @@ use carmine_store::ObjectStore;
 use carmine_types::{Epoch, OsdId, PoolId, ReqId, ShardIndex};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The connection id the direct client's replies are addressed to.
 const DIRECT_CLIENT: u64 = 1;
@@ -37,6 +40,9 @@ pub struct DirectClient<S: ObjectStore> {
     shard_count: u16,
     next_tid: u64,
     outputs: Vec<Output>,
+    /// The time last given to the shard, and whether this turn has been given one.
+    clock: Instant,
+    clock_set: bool,
 }
 
 impl<S: ObjectStore> DirectClient<S> {
@@ -72,7 +78,15 @@ impl<S: ObjectStore> DirectClient<S> {
             shard_count,
             next_tid: 1,
             outputs,
+            clock: Instant::now(),
+            clock_set: false,
         }
+    }
+
+    /// Gives the shard the next time reading.
+    fn advance_clock(&mut self) {
+        self.clock += Duration::from_micros(1);
+        self.shard.set_clock(self.clock);
     }
 
     pub fn shard(&self) -> &OsdShard<S> {
@@ -91,6 +105,8 @@ impl<S: ObjectStore> DirectClient<S> {
     /// Runs a compound op on object `oid` and returns the OSD's reply.
     pub fn operate(&mut self, oid: &str, ops: Vec<OpCode>) -> Result<OsdOpReply, OpError> {
         let tid = self.submit(oid, ops);
+        self.advance_clock();
+        self.clock_set = false;
         self.shard.flush(&mut self.outputs);
         let reply = self.outputs.drain(..).find_map(|output| match output {
             Output::Client(_, Msg::OsdOpReply(reply)) if reply.reqid.tid == tid => Some(reply),
@@ -121,6 +137,10 @@ impl<S: ObjectStore> DirectClient<S> {
             snapc: Default::default(),
             snapid: carmine_types::SnapId::HEAD,
         };
+        if !self.clock_set {
+            self.advance_clock();
+            self.clock_set = true;
+        }
         self.shard
             .handle_client_op(DIRECT_CLIENT, op, &mut self.outputs);
         tid
@@ -129,6 +149,8 @@ impl<S: ObjectStore> DirectClient<S> {
     /// Ends the turn: flushes the store (one group commit for every op submitted
     /// since the last call) and returns the replies of the ops that completed.
     pub fn complete(&mut self, replies: &mut Vec<OsdOpReply>) {
+        self.advance_clock();
+        self.clock_set = false;
         self.shard.flush(&mut self.outputs);
         replies.extend(self.outputs.drain(..).filter_map(|output| match output {
             Output::Client(_, Msg::OsdOpReply(reply)) => Some(reply),

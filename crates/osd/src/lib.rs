@@ -21,6 +21,7 @@
 
 mod direct;
 mod exec;
+mod fast_hash;
 pub mod heartbeat;
 mod pg;
 mod pglog;

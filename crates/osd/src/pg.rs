@@ -6,6 +6,7 @@
 //! handed and returns messages as [`Output`]s.
 
 use crate::exec::{self, store_error};
+use crate::fast_hash::FastHash;
 use crate::pglog::{pgmeta_oid, PgLog, INFO_KEY};
 use crate::tuning::OsdTuning;
 use crate::{ClientRef, Output};
@@ -106,8 +107,10 @@ pub struct Pg {
     log: PgLog,
     tuning: OsdTuning,
     in_flight: VecDeque<InFlightWrite>,
-    writes_per_object: HashMap<String, u32>,
-    blocked_reads: HashMap<String, Vec<(ClientRef, OsdOp)>>,
+    /// Writes in flight per object (every write adds, completes and looks up a name
+    /// here, so it hashes with [`FastHash`], not SipHash).
+    writes_per_object: HashMap<String, u32, FastHash>,
+    blocked_reads: HashMap<String, Vec<(ClientRef, OsdOp)>, FastHash>,
     blocked_read_count: usize,
     waiting_for_active: VecDeque<(ClientRef, OsdOp)>,
     replica_acks: VecDeque<ReplicaAck>,
@@ -177,6 +180,7 @@ impl Pg {
             .cloned()
             .ok_or_else(|| OpError::Invalid(format!("pool of {pgid} does not exist")))?;
         let coll = CollectionId::Pg(pgid);
+        let name_hash = FastHash::new();
         let mut pg = Pg {
             pgid,
             coll,
@@ -194,8 +198,8 @@ impl Pg {
             log: PgLog::with_entries_max(tuning.log_entries_max),
             tuning,
             in_flight: VecDeque::new(),
-            writes_per_object: HashMap::new(),
-            blocked_reads: HashMap::new(),
+            writes_per_object: HashMap::with_hasher(name_hash),
+            blocked_reads: HashMap::with_hasher(name_hash),
             blocked_read_count: 0,
             waiting_for_active: VecDeque::new(),
             replica_acks: VecDeque::new(),

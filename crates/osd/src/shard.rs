@@ -71,8 +71,8 @@ pub struct OsdShard<S: ObjectStore> {
     scrub_cursor: Option<(PgId, Option<String>)>,
     /// Stray copies being deleted, a few objects per turn (see `pg/purge.rs`).
     deleting: BTreeSet<PgId>,
-    /// The driver's monotonic time ([`OsdShard::set_clock`]); `None` until it gives one.
-    clock: Option<Instant>,
+    /// The driver's latest clock reading ([`OsdShard::set_clock`]).
+    clock: ShardClock,
     /// The first time given: when this process (instance) started, for the promises
     /// a restart forgot (see `pg/lease.rs`).
     started: Option<Instant>,
@@ -104,7 +104,7 @@ impl<S: ObjectStore> OsdShard<S> {
             recovery: RecoveryBudget::default(),
             scrub_cursor: None,
             deleting: BTreeSet::new(),
-            clock: None,
+            clock: ShardClock::default(),
             started: None,
             lease_duration: OsdTuning::default().lease_duration,
             settings: SettingsReader::default(),
@@ -116,15 +116,20 @@ impl<S: ObjectStore> OsdShard<S> {
     /// it, so it must not lag the real time by more than a small part of the lease
     /// length. A shard never given a time enforces no leases (test harnesses that do
     /// not model time).
+    ///
+    /// A PG gets the reading only when the shard next hands it work or shows it
+    /// ([`ShardClock::give`]), not here: walking every PG on every reading cost more
+    /// than the write it preceded (64 PGs, twice per event-loop turn).
     pub fn set_clock(&mut self, now: Instant) {
-        if let Some(before) = self.clock {
+        if let Some(before) = self.clock.now {
             assert!(now >= before, "shard clock went back");
         }
-        self.clock = Some(now);
+        self.clock = ShardClock {
+            now: Some(now),
+            reading: self.clock.reading + 1,
+            lease_duration: self.lease_duration,
+        };
         self.started.get_or_insert(now);
-        for pg in self.pgs.values_mut() {
-            pg.set_time(now, self.lease_duration);
-        }
     }
 
     /// The periodic tick (the daemon's every [`TICK_INTERVAL`]): renews the read
@@ -134,6 +139,7 @@ impl<S: ObjectStore> OsdShard<S> {
         self.set_clock(now);
         for pg in self.pgs.values_mut() {
             if pg.is_primary() {
+                self.clock.give(pg);
                 pg.lease_tick(&mut self.store, out);
                 if pg.has_pending_commits() {
                     self.pending.insert(pg.pgid());
@@ -152,8 +158,8 @@ impl<S: ObjectStore> OsdShard<S> {
     /// A PG just opened: give it the time, and after a restart assume it promised a
     /// lease until one length after the process started (its promises were lost).
     fn prepare_opened(&self, pg: &mut Pg) {
-        if let Some(now) = self.clock {
-            pg.set_time(now, self.lease_duration);
+        if let Some(now) = self.clock.now {
+            pg.set_time(self.clock.reading, now, self.lease_duration);
         }
         if let Some(started) = self.started {
             pg.assume_restart_promise(started + self.lease_duration);
@@ -181,6 +187,7 @@ impl<S: ObjectStore> OsdShard<S> {
             let Some(pg) = self.pgs.get_mut(&pgid) else {
                 continue;
             };
+            self.clock.give(pg);
             let before = self.recovery.grant(limit, pg);
             pg.resume_recovery(&mut self.store, out);
             if pg.has_pending_commits() {
@@ -246,6 +253,7 @@ impl<S: ObjectStore> OsdShard<S> {
             let Some(pg) = self.pgs.get_mut(&pgid) else {
                 continue;
             };
+            self.clock.give(pg);
             if pg.snap_trim_step(&mut self.store, out) {
                 self.snap_trimming.insert(pgid);
             }
@@ -268,6 +276,7 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.deleting.remove(&pgid);
                 continue;
             };
+            self.clock.give(pg);
             match pg.purge_step(&mut self.store, left) {
                 PurgeProgress::More { removed } => left = left.saturating_sub(removed.max(1)),
                 PurgeProgress::Done { removed } => {
@@ -340,6 +349,7 @@ impl<S: ObjectStore> OsdShard<S> {
                 pgs_started += 1;
             }
             let pg = self.pgs.get_mut(&pgid).expect("chosen above");
+            self.clock.give(pg);
             let budget = left.min(SCRUB_OBJECTS_PER_STEP);
             let (listed, last) = if pg.is_deleting() {
                 (0, None)
@@ -368,17 +378,22 @@ impl<S: ObjectStore> OsdShard<S> {
         self.pgs
             .values()
             .filter(|pg| pg.is_primary())
-            .map(Pg::stat)
+            .map(|pg| {
+                self.clock.give(pg);
+                pg.stat()
+            })
             .collect()
     }
 
     pub fn pg(&self, pgid: PgId) -> Option<&Pg> {
-        self.pgs.get(&pgid)
+        let pg = self.pgs.get(&pgid)?;
+        self.clock.give(pg);
+        Some(pg)
     }
 
     /// Every PG this shard holds, by id.
     pub fn pgs(&self) -> impl Iterator<Item = &Pg> + '_ {
-        self.pgs.values()
+        self.pgs.values().inspect(|pg| self.clock.give(pg))
     }
 
     fn owns(&self, pgid: PgId) -> bool {
@@ -452,6 +467,7 @@ impl<S: ObjectStore> OsdShard<S> {
         let limit = self.tuning.recovery_max_active;
         for pgid in pgids {
             let pg = self.pgs.get_mut(&pgid).expect("listed above");
+            self.clock.give(pg);
             let before = self.recovery.grant(limit, pg);
             pg.handle_map(&map, &mut self.store, out);
             pg.purge_strays(out);
@@ -617,6 +633,7 @@ impl<S: ObjectStore> OsdShard<S> {
             out.push(error_reply(client, &op, OpError::WrongPrimary, map.epoch));
             return;
         };
+        self.clock.give(pg);
         let before = self.recovery.grant(self.tuning.recovery_max_active, pg);
         if local_read {
             let reply = match crate::pg::validate(&op) {
@@ -682,6 +699,7 @@ impl<S: ObjectStore> OsdShard<S> {
             return;
         }
         let pg = self.pgs.get_mut(&pgid).expect("opened above");
+        self.clock.give(pg);
         let before = self.recovery.grant(self.tuning.recovery_max_active, pg);
         let store = &mut self.store;
         match msg {
@@ -754,6 +772,7 @@ impl<S: ObjectStore> OsdShard<S> {
             }
         }
         let pg = self.pgs.get_mut(&pgid).expect("opened above");
+        self.clock.give(pg);
         if pg.handle_remove(&mut self.store, &map, from, remove) {
             self.deleting.insert(pgid);
         }
@@ -839,6 +858,7 @@ impl<S: ObjectStore> OsdShard<S> {
             let Some(pg) = self.pgs.get_mut(&pgid) else {
                 continue;
             };
+            self.clock.give(pg);
             let before = self.recovery.grant(limit, pg);
             pg.handle_committed(&mut self.store, committed, out);
             pg.purge_strays(out);
@@ -846,6 +866,26 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.pending.insert(pgid);
             }
             self.recovery.settle(pg, before);
+        }
+    }
+}
+
+/// The driver's latest clock reading, numbered, with the lease length in force when
+/// it was taken: what every PG would have been given had `set_clock` walked them all.
+#[derive(Debug, Clone, Copy, Default)]
+struct ShardClock {
+    /// `None` until the driver gives a time (then no lease is enforced).
+    now: Option<Instant>,
+    /// Readings so far; a PG that was given this one is up to date.
+    reading: u64,
+    lease_duration: Duration,
+}
+
+impl ShardClock {
+    /// Brings `pg` up to this reading, before the shard hands it work or shows it.
+    fn give(&self, pg: &Pg) {
+        if let Some(now) = self.now {
+            pg.catch_up_time(self.reading, now, self.lease_duration);
         }
     }
 }

@@ -16,6 +16,7 @@
 //! data and metadata bytes with holes counted in full, as thick provisioning would.
 
 mod apply;
+mod extents;
 
 pub(crate) use apply::check_limits;
 mod object;

@@ -36,6 +36,7 @@ use super::{peer_output, Pg};
 use crate::Output;
 use carmine_proto::{Msg, PgLease, PgLeaseAck};
 use carmine_types::OsdId;
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -68,10 +69,14 @@ fn stretched(duration: Duration) -> Duration {
 #[derive(Debug, Default)]
 pub(crate) struct Lease {
     /// The time the shard last gave; `None` until a driver gives one (then leases
-    /// are not enforced: only harnesses that do not model time run so).
-    now: Option<Instant>,
-    /// The lease length the shard uses now (tuning, or the map's config).
-    duration: Duration,
+    /// are not enforced: only harnesses that do not model time run so). The shard
+    /// gives it when it hands the PG work or shows it, not on every clock reading
+    /// (see `OsdShard::set_clock`), hence a `Cell`.
+    now: Cell<Option<Instant>>,
+    /// The lease length the shard used when it read its clock.
+    duration: Cell<Duration>,
+    /// The number of the shard's clock reading `now` came from (0: none yet).
+    reading: Cell<u64>,
     /// Primary: renewals sent and not yet acknowledged by every member.
     renewals: VecDeque<Renewal>,
     next_seq: u64,
@@ -96,11 +101,11 @@ struct Renewal {
 
 impl Lease {
     /// Time only moves forward; a driver that goes back is a bug.
-    pub(crate) fn set_now(&mut self, now: Instant) {
-        if let Some(before) = self.now {
+    pub(crate) fn set_now(&self, now: Instant) {
+        if let Some(before) = self.now.get() {
             assert!(now >= before, "PG clock went back");
         }
-        self.now = Some(now);
+        self.now.set(Some(now));
     }
 
     /// A new interval: the old lease (as primary) ends, the promises stay.
@@ -117,7 +122,7 @@ impl Lease {
     }
 
     fn remember_promise(&mut self, to: Option<OsdId>, until: Instant) {
-        if let Some(now) = self.now {
+        if let Some(now) = self.now.get() {
             self.promises.retain(|_, until| *until > now);
         }
         let entry = self.promises.entry(to).or_insert(until);
@@ -142,7 +147,7 @@ impl Lease {
     /// What is left of this copy's promises that bind `primary` (all but those made
     /// to it), to report in its notify.
     pub(crate) fn promise_remaining(&self, primary: OsdId) -> Duration {
-        match (self.promised_until_except(primary), self.now) {
+        match (self.promised_until_except(primary), self.now.get()) {
             (Some(until), Some(now)) => until.saturating_duration_since(now),
             _ => Duration::ZERO,
         }
@@ -156,7 +161,7 @@ impl Lease {
 
     /// Primary: a peer reported `remaining` of a promise it made.
     pub(crate) fn note_prior(&mut self, remaining: Duration) {
-        let (Some(now), false) = (self.now, remaining.is_zero()) else {
+        let (Some(now), false) = (self.now.get(), remaining.is_zero()) else {
             return;
         };
         let until = now + stretched(remaining);
@@ -165,7 +170,7 @@ impl Lease {
 
     /// Primary: still waiting for earlier promises to run out.
     pub(crate) fn waiting(&self) -> bool {
-        match (self.prior_readable_until, self.now) {
+        match (self.prior_readable_until, self.now.get()) {
             (Some(until), Some(now)) => now < until,
             _ => false,
         }
@@ -173,13 +178,15 @@ impl Lease {
 
     /// Primary: the lease from the other members (`has_replicas`) is not valid now.
     pub(crate) fn laggy(&self, has_replicas: bool) -> bool {
-        let Some(now) = self.now else { return false };
+        let Some(now) = self.now.get() else {
+            return false;
+        };
         has_replicas && self.readable_until.is_none_or(|until| now >= until)
     }
 
     /// Primary: a renewal to send now, if one is due.
     fn renewal_due(&mut self, duration: Duration, replicas: &[OsdId]) -> Option<u64> {
-        let now = self.now?;
+        let now = self.now.get()?;
         let period = duration / RENEWALS_PER_LEASE;
         if self
             .last_renewal_at
@@ -226,17 +233,30 @@ impl Lease {
 
     /// Member: promise `duration` from now to `primary`; false without a clock.
     fn promise(&mut self, primary: OsdId, duration: Duration) -> bool {
-        let Some(now) = self.now else { return false };
+        let Some(now) = self.now.get() else {
+            return false;
+        };
         self.remember_promise(Some(primary), now + duration);
         true
     }
 }
 
 impl Pg {
-    /// The shard's time and lease length, before it hands the PG any work.
-    pub fn set_time(&mut self, now: Instant, lease_duration: Duration) {
+    /// The shard's time and lease length from its clock reading number `reading`,
+    /// before it hands the PG any work or shows it. A PG given that reading already
+    /// keeps what it has (it may have had a newer lease length when it opened), so
+    /// the PG sees exactly what it would if the shard gave every PG every reading.
+    pub fn catch_up_time(&self, reading: u64, now: Instant, lease_duration: Duration) {
+        if self.lease.reading.get() != reading {
+            self.set_time(reading, now, lease_duration);
+        }
+    }
+
+    /// The shard's time and lease length (clock reading number `reading`).
+    pub fn set_time(&self, reading: u64, now: Instant, lease_duration: Duration) {
         self.lease.set_now(now);
-        self.lease.duration = lease_duration;
+        self.lease.duration.set(lease_duration);
+        self.lease.reading.set(reading);
     }
 
     /// After a restart: this copy may have promised a lease until `until`, if it was
@@ -288,7 +308,7 @@ impl Pg {
         if replicas.is_empty() {
             return;
         }
-        let duration = self.lease.duration.max(LEASE_DURATION_MIN);
+        let duration = self.lease.duration.get().max(LEASE_DURATION_MIN);
         let Some(seq) = self.lease.renewal_due(duration, &replicas) else {
             return;
         };

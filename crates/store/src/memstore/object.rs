@@ -7,6 +7,7 @@
 //! store can undo a failed transaction at a cost proportional to the transaction, not
 //! to the objects it touched (see `apply.rs`).
 
+use super::extents::ExtentMap;
 use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
 
@@ -69,7 +70,7 @@ impl std::fmt::Debug for SpareBuffers {
 /// overlap, none is empty, and none reaches past `size_bytes`.
 #[derive(Debug, Clone, Default)]
 pub(super) struct ObjectData {
-    extents: BTreeMap<u64, Bytes>,
+    extents: ExtentMap,
     size_bytes: u64,
 }
 
@@ -80,7 +81,29 @@ pub(super) struct DataUndo {
     size_bytes: u64,
     start: u64,
     end: u64,
-    extents: Vec<(u64, Bytes)>,
+    extents: Replaced,
+}
+
+/// The extents a change removed: one inline (a whole-object overwrite replaces one
+/// extent, and should not allocate to say so), any more in a vector.
+#[derive(Debug, Default)]
+struct Replaced {
+    first: Option<(u64, Bytes)>,
+    rest: Vec<(u64, Bytes)>,
+}
+
+impl Replaced {
+    fn push(&mut self, offset: u64, data: Bytes) {
+        if self.first.is_none() {
+            self.first = Some((offset, data));
+        } else {
+            self.rest.push((offset, data));
+        }
+    }
+
+    fn into_iter(self) -> impl Iterator<Item = (u64, Bytes)> {
+        self.first.into_iter().chain(self.rest)
+    }
 }
 
 fn extent_end(offset: u64, data: &Bytes) -> u64 {
@@ -99,34 +122,42 @@ impl ObjectData {
             size_bytes: self.size_bytes,
             start,
             end,
-            extents: Vec::new(),
+            extents: Replaced::default(),
         };
         if start >= end {
             return undo;
         }
-        let mut offsets: Vec<u64> = Vec::new();
-        if let Some((&offset, data)) = self.extents.range(..start).next_back() {
+        if let Some((offset, data)) = self.extents.last_before(start, false) {
             if extent_end(offset, data) > start {
-                offsets.push(offset);
+                self.cut(offset, start, end, &mut undo);
             }
         }
-        offsets.extend(self.extents.range(start..end).map(|(&offset, _)| offset));
-        for offset in offsets {
-            let data = self.extents.remove(&offset).expect("extent listed above");
-            let data_end = extent_end(offset, &data);
-            if offset < start {
-                let keep = usize::try_from(start - offset).expect("extent fits in memory");
-                self.extents.insert(offset, data.slice(..keep));
-            }
-            if data_end > end {
-                let skip = usize::try_from(end - offset).expect("extent fits in memory");
-                self.extents.insert(end, data.slice(skip..));
-            }
-            undo.start = undo.start.min(offset);
-            undo.end = undo.end.max(data_end);
-            undo.extents.push((offset, data));
+        // What `cut` puts back starts before `start` or at `end`: outside the range.
+        while let Some(offset) = self.extents.first_in(start, end) {
+            self.cut(offset, start, end, &mut undo);
         }
         undo
+    }
+
+    /// Removes the extent at `offset`, keeping (as zero-copy slices) its parts outside
+    /// `start..end`, and records it in `undo`.
+    fn cut(&mut self, offset: u64, start: u64, end: u64, undo: &mut DataUndo) {
+        let data = self
+            .extents
+            .remove(offset)
+            .expect("extent found by the caller");
+        let data_end = extent_end(offset, &data);
+        if offset < start {
+            let keep = usize::try_from(start - offset).expect("extent fits in memory");
+            self.extents.insert(offset, data.slice(..keep));
+        }
+        if data_end > end {
+            let skip = usize::try_from(end - offset).expect("extent fits in memory");
+            self.extents.insert(end, data.slice(skip..));
+        }
+        undo.start = undo.start.min(offset);
+        undo.end = undo.end.max(data_end);
+        undo.extents.push(offset, data);
     }
 
     /// Writes `data` at `offset`; the caller has checked that the end does not overflow.
@@ -169,7 +200,7 @@ impl ObjectData {
     /// The change that returned `undo` is committed: offers the extents it replaced to
     /// `spares`.
     pub fn commit(undo: DataUndo, spares: &mut SpareBuffers) {
-        for (_, extent) in undo.extents {
+        for (_, extent) in undo.extents.into_iter() {
             spares.recycle(extent);
         }
     }
@@ -177,7 +208,7 @@ impl ObjectData {
     /// Reverts the change that returned `undo`; changes must be undone newest first.
     pub fn undo(&mut self, undo: DataUndo) {
         self.punch(undo.start, undo.end);
-        for (offset, data) in undo.extents {
+        for (offset, data) in undo.extents.into_iter() {
             let previous = self.extents.insert(offset, data);
             assert!(previous.is_none(), "undo restored an overlapping extent");
         }
@@ -191,8 +222,8 @@ impl ObjectData {
         if offset >= end {
             return Bytes::new();
         }
-        let before = self.extents.range(..=offset).next_back();
-        if let Some((&extent_offset, data)) = before {
+        let before = self.extents.last_before(offset, true);
+        if let Some((extent_offset, data)) = before {
             if extent_end(extent_offset, data) >= end {
                 let from = usize::try_from(offset - extent_offset).expect("in extent");
                 let to = usize::try_from(end - extent_offset).expect("in extent");
@@ -201,24 +232,24 @@ impl ObjectData {
         }
         let length = usize::try_from(end - offset).expect("object size fits in memory");
         let mut out = BytesMut::zeroed(length);
-        let first = before.map_or(offset, |(&extent_offset, _)| extent_offset);
-        for (&extent_offset, data) in self.extents.range(first..end) {
+        let first = before.map_or(offset, |(extent_offset, _)| extent_offset);
+        self.extents.for_each_in(first, end, |extent_offset, data| {
             let low = extent_offset.max(offset);
             let high = extent_end(extent_offset, data).min(end);
             if low >= high {
-                continue;
+                return;
             }
             let out_range = (low - offset) as usize..(high - offset) as usize;
             let data_range = (low - extent_offset) as usize..(high - extent_offset) as usize;
             out[out_range].copy_from_slice(&data[data_range]);
-        }
+        });
         out.freeze()
     }
 
     /// Checks the invariants; costly, so only for `debug_assert!`.
     pub fn invariants_hold(&self) -> bool {
         let mut previous_end = 0;
-        self.extents.iter().all(|(&offset, data)| {
+        self.extents.iter().all(|(offset, data)| {
             let ok = !data.is_empty() && offset >= previous_end;
             previous_end = extent_end(offset, data);
             ok && previous_end <= self.size_bytes
@@ -376,7 +407,7 @@ mod tests {
         let undo = data.write(4096, Bytes::from(vec![1u8; 4096]), spares);
         assert_eq!(data.extents.len(), 3);
         // The untouched parts are slices of the original buffer.
-        assert_eq!(data.extents[&0].as_ptr(), big.as_ptr());
+        assert_eq!(data.extents.get(0).unwrap().as_ptr(), big.as_ptr());
         assert_eq!(data.read(8192, 10).as_ptr(), big[8192..].as_ptr());
         assert_eq!(
             &data.read(4090, 12)[..],
@@ -392,12 +423,12 @@ mod tests {
         let mut data = ObjectData::default();
         let spares = &mut SpareBuffers::default();
         data.write(0, Bytes::from(vec![1u8; 4096]), spares);
-        let first = data.extents[&0].as_ptr();
+        let first = data.extents.get(0).unwrap().as_ptr();
         let undo = data.write(0, Bytes::from(vec![2u8; 4096]), spares);
         ObjectData::commit(undo, spares);
         let undo = data.write(0, Bytes::from(vec![3u8; 4096]), spares);
         assert_eq!(
-            data.extents[&0].as_ptr(),
+            data.extents.get(0).unwrap().as_ptr(),
             first,
             "the first buffer is reused"
         );
