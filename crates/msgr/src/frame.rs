@@ -113,6 +113,84 @@ impl Frame {
     }
 }
 
+/// A decoded frame as the session reads it: the frame's bytes and where its segments
+/// lie in them, so that receiving a frame allocates nothing ([`Frame`] holds a `Vec`)
+/// and only the segments asked for are sliced out.
+#[derive(Debug, Clone)]
+pub(crate) struct FrameParts {
+    pub(crate) tag: FrameTag,
+    /// The whole frame, preamble and epilogue included.
+    raw: Bytes,
+    lengths: [u32; SEGMENTS_MAX],
+    count: u8,
+}
+
+impl FrameParts {
+    pub(crate) fn segment_count(&self) -> usize {
+        usize::from(self.count)
+    }
+
+    /// Where segment `index` lies in the frame's bytes.
+    fn segment_range(&self, index: usize) -> std::ops::Range<usize> {
+        assert!(index < self.segment_count());
+        let start = PREAMBLE_BYTES
+            + self.lengths[..index]
+                .iter()
+                .map(|&length| length as usize)
+                .sum::<usize>();
+        start..start + self.lengths[index] as usize
+    }
+
+    /// Segment `index`'s bytes, to read in place.
+    pub(crate) fn segment_bytes(&self, index: usize) -> &[u8] {
+        &self.raw[self.segment_range(index)]
+    }
+
+    /// Segment `index` as a shared slice of the frame.
+    pub(crate) fn segment(&self, index: usize) -> Bytes {
+        self.raw.slice(self.segment_range(index))
+    }
+
+    /// The segments, in order, when there are exactly `N` (else `Err(count)`).
+    pub(crate) fn segments<const N: usize>(&self) -> Result<[Bytes; N], usize> {
+        if self.segment_count() != N {
+            return Err(self.segment_count());
+        }
+        Ok(std::array::from_fn(|index| self.segment(index)))
+    }
+
+    /// The last two segments (a message's front and data), consuming the frame: the
+    /// data keeps the frame's own reference, so a received message costs one
+    /// reference count for its front and none for its data (the header is read in
+    /// place with [`FrameParts::segment_bytes`]). An empty segment holds no reference,
+    /// so it does not keep the receive buffer alive.
+    pub(crate) fn into_last_two(mut self) -> [Bytes; 2] {
+        assert!(self.segment_count() >= 2);
+        let front = self.segment(self.segment_count() - 2);
+        let data = self.segment_range(self.segment_count() - 1);
+        if data.is_empty() {
+            return [front, Bytes::new()];
+        }
+        self.raw.truncate(data.end);
+        bytes::Buf::advance(&mut self.raw, data.start);
+        [front, self.raw]
+    }
+
+    /// Every segment, in order.
+    fn into_frame(self) -> Frame {
+        let mut offset = PREAMBLE_BYTES;
+        let segments = self.lengths[..self.segment_count()]
+            .iter()
+            .map(|&length| {
+                let segment = self.raw.slice(offset..offset + length as usize);
+                offset += length as usize;
+                segment
+            })
+            .collect();
+        Frame::new(self.tag, segments)
+    }
+}
+
 /// Bytes a frame with these segment lengths takes on the wire.
 pub fn frame_wire_bytes(segment_lengths: impl Iterator<Item = usize>) -> usize {
     let mut total = PREAMBLE_BYTES;
@@ -379,6 +457,11 @@ impl FrameDecoder {
 
     /// Returns the next complete frame, `Ok(None)` if more bytes are needed.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        Ok(self.next_frame_parts()?.map(FrameParts::into_frame))
+    }
+
+    /// [`FrameDecoder::next_frame`] without a `Vec` per frame.
+    pub(crate) fn next_frame_parts(&mut self) -> Result<Option<FrameParts>, FrameError> {
         if let Some(error) = &self.failed {
             return Err(error.clone());
         }
@@ -391,7 +474,7 @@ impl FrameDecoder {
         }
     }
 
-    fn decode_one(&mut self) -> Result<Option<Frame>, FrameError> {
+    fn decode_one(&mut self) -> Result<Option<FrameParts>, FrameError> {
         let mut pending = match self.pending {
             Some(pending) => pending,
             None => {
@@ -419,7 +502,6 @@ impl FrameDecoder {
         // Segments are slices of the frame's bytes: one reference count each, no copy.
         let raw = self.buffer.split_to(preamble.total_bytes).freeze();
         let epilogue_at = PREAMBLE_BYTES + body_bytes;
-        let mut segments = Vec::with_capacity(preamble.count);
         let mut offset = PREAMBLE_BYTES;
         for index in 0..preamble.count {
             let length = preamble.lengths[index] as usize;
@@ -433,11 +515,11 @@ impl FrameDecoder {
                     actual,
                 });
             }
-            let segment = raw.slice(offset..offset + length);
-            // A large payload is often sent on as it is (a primary forwarding a write
-            // to its replicas): its crc need not be computed again.
-            crate::crc::remember(&segment, actual);
-            segments.push(segment);
+            if length >= crate::crc::MEMO_BYTES_MIN {
+                // A large payload is often sent on as it is (a primary forwarding a
+                // write to its replicas): its crc need not be computed again.
+                crate::crc::remember(&raw.slice(offset..offset + length), actual);
+            }
             offset += length;
         }
         assert_eq!(offset, epilogue_at);
@@ -445,7 +527,12 @@ impl FrameDecoder {
             epilogue_at + preamble.count * EPILOGUE_BYTES_PER_SEGMENT,
             raw.len()
         );
-        Ok(Some(Frame::new(preamble.tag, segments)))
+        Ok(Some(FrameParts {
+            tag: preamble.tag,
+            raw,
+            lengths: preamble.lengths,
+            count: u8::try_from(preamble.count).expect("segment count checked"),
+        }))
     }
 }
 
