@@ -629,6 +629,29 @@ mod tests {
     }
 
     #[test]
+    fn frame_parts_give_the_segments_and_release_the_buffer() {
+        for data in [Bytes::new(), Bytes::from(vec![7u8; 5000])] {
+            let segments = vec![Bytes::from_static(b"header"), Bytes::new(), data.clone()];
+            let frame = Frame::new(FrameTag::Message, segments);
+            let mut decoder = FrameDecoder::new(1 << 20);
+            decoder.push(&encode_all(&[frame]));
+            let parts = decoder.next_frame_parts().unwrap().unwrap();
+            assert_eq!(parts.segment_count(), 3);
+            assert_eq!(parts.segment_bytes(0), b"header");
+            assert!(parts.segments::<2>().is_err());
+            let [front, received] = parts.into_last_two();
+            assert!(front.is_empty());
+            assert_eq!(received, data);
+            // Once the frame's pieces are gone (an empty one never held any), the
+            // emptied receive buffer is the decoder's alone again.
+            drop(received);
+            let buffer = decoder.buffer();
+            assert!(buffer.is_empty());
+            assert!(buffer.try_reclaim(buffer.capacity() + 1));
+        }
+    }
+
+    #[test]
     fn gather_encoding_matches_plain_encoding() {
         let big = Bytes::from(vec![3u8; SEGMENT_COPY_BYTES_MAX + 5]);
         let small = Bytes::from_static(b"abc");
