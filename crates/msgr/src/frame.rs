@@ -273,16 +273,24 @@ pub fn encode_frame_gather(
                 }
                 chunks.push((*bytes).clone());
             }
+            other if other.as_ref().is_empty() => {}
             other => scratch.put_slice(other.as_ref()),
         }
     }
-    for segment in segments {
+    // The epilogue goes in with one copy; the crc32c of an empty segment is 0.
+    let mut epilogue = [0u8; SEGMENTS_MAX * EPILOGUE_BYTES_PER_SEGMENT];
+    for (slot, segment) in epilogue
+        .chunks_exact_mut(EPILOGUE_BYTES_PER_SEGMENT)
+        .zip(segments)
+    {
         let crc = match segment {
+            empty if empty.as_ref().is_empty() => 0,
             SegmentRef::Shared(bytes) => crate::crc::crc32c_shared(bytes),
             SegmentRef::Slice(slice) => crate::crc::crc32c(slice),
         };
-        scratch.put_u32_le(crc);
+        slot.copy_from_slice(&crc.to_le_bytes());
     }
+    scratch.put_slice(&epilogue[..segments.len() * EPILOGUE_BYTES_PER_SEGMENT]);
 }
 
 fn segment_lengths<S: AsRef<[u8]>>(tag: FrameTag, segments: &[S]) -> [u32; SEGMENTS_MAX] {
@@ -655,9 +663,10 @@ mod tests {
     fn gather_encoding_matches_plain_encoding() {
         let big = Bytes::from(vec![3u8; SEGMENT_COPY_BYTES_MAX + 5]);
         let small = Bytes::from_static(b"abc");
+        let empty = Bytes::new();
         let frame = Frame::new(
             FrameTag::Message,
-            vec![small.clone(), big.clone(), small.clone()],
+            vec![small.clone(), big.clone(), empty.clone(), small.clone()],
         );
         let mut scratch = BytesMut::new();
         let mut chunks = Vec::new();
@@ -666,6 +675,7 @@ mod tests {
             &[
                 SegmentRef::Slice(&small),
                 SegmentRef::Shared(&big),
+                SegmentRef::Shared(&empty), // its crc is written as 0, not computed
                 SegmentRef::Shared(&small),
             ],
             &mut scratch,
