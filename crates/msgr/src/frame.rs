@@ -113,6 +113,84 @@ impl Frame {
     }
 }
 
+/// A decoded frame as the session reads it: the frame's bytes and where its segments
+/// lie in them, so that receiving a frame allocates nothing ([`Frame`] holds a `Vec`)
+/// and only the segments asked for are sliced out.
+#[derive(Debug, Clone)]
+pub(crate) struct FrameParts {
+    pub(crate) tag: FrameTag,
+    /// The whole frame, preamble and epilogue included.
+    raw: Bytes,
+    lengths: [u32; SEGMENTS_MAX],
+    count: u8,
+}
+
+impl FrameParts {
+    pub(crate) fn segment_count(&self) -> usize {
+        usize::from(self.count)
+    }
+
+    /// Where segment `index` lies in the frame's bytes.
+    fn segment_range(&self, index: usize) -> std::ops::Range<usize> {
+        assert!(index < self.segment_count());
+        let start = PREAMBLE_BYTES
+            + self.lengths[..index]
+                .iter()
+                .map(|&length| length as usize)
+                .sum::<usize>();
+        start..start + self.lengths[index] as usize
+    }
+
+    /// Segment `index`'s bytes, to read in place.
+    pub(crate) fn segment_bytes(&self, index: usize) -> &[u8] {
+        &self.raw[self.segment_range(index)]
+    }
+
+    /// Segment `index` as a shared slice of the frame.
+    pub(crate) fn segment(&self, index: usize) -> Bytes {
+        self.raw.slice(self.segment_range(index))
+    }
+
+    /// The segments, in order, when there are exactly `N` (else `Err(count)`).
+    pub(crate) fn segments<const N: usize>(&self) -> Result<[Bytes; N], usize> {
+        if self.segment_count() != N {
+            return Err(self.segment_count());
+        }
+        Ok(std::array::from_fn(|index| self.segment(index)))
+    }
+
+    /// The last two segments (a message's front and data), consuming the frame: the
+    /// data keeps the frame's own reference, so a received message costs one
+    /// reference count for its front and none for its data (the header is read in
+    /// place with [`FrameParts::segment_bytes`]). An empty segment holds no reference,
+    /// so it does not keep the receive buffer alive.
+    pub(crate) fn into_last_two(mut self) -> [Bytes; 2] {
+        assert!(self.segment_count() >= 2);
+        let front = self.segment(self.segment_count() - 2);
+        let data = self.segment_range(self.segment_count() - 1);
+        if data.is_empty() {
+            return [front, Bytes::new()];
+        }
+        self.raw.truncate(data.end);
+        bytes::Buf::advance(&mut self.raw, data.start);
+        [front, self.raw]
+    }
+
+    /// Every segment, in order.
+    fn into_frame(self) -> Frame {
+        let mut offset = PREAMBLE_BYTES;
+        let segments = self.lengths[..self.segment_count()]
+            .iter()
+            .map(|&length| {
+                let segment = self.raw.slice(offset..offset + length as usize);
+                offset += length as usize;
+                segment
+            })
+            .collect();
+        Frame::new(self.tag, segments)
+    }
+}
+
 /// Bytes a frame with these segment lengths takes on the wire.
 pub fn frame_wire_bytes(segment_lengths: impl Iterator<Item = usize>) -> usize {
     let mut total = PREAMBLE_BYTES;
@@ -195,16 +273,24 @@ pub fn encode_frame_gather(
                 }
                 chunks.push((*bytes).clone());
             }
+            other if other.as_ref().is_empty() => {}
             other => scratch.put_slice(other.as_ref()),
         }
     }
-    for segment in segments {
+    // The epilogue goes in with one copy; the crc32c of an empty segment is 0.
+    let mut epilogue = [0u8; SEGMENTS_MAX * EPILOGUE_BYTES_PER_SEGMENT];
+    for (slot, segment) in epilogue
+        .chunks_exact_mut(EPILOGUE_BYTES_PER_SEGMENT)
+        .zip(segments)
+    {
         let crc = match segment {
+            empty if empty.as_ref().is_empty() => 0,
             SegmentRef::Shared(bytes) => crate::crc::crc32c_shared(bytes),
             SegmentRef::Slice(slice) => crate::crc::crc32c(slice),
         };
-        scratch.put_u32_le(crc);
+        slot.copy_from_slice(&crc.to_le_bytes());
     }
+    scratch.put_slice(&epilogue[..segments.len() * EPILOGUE_BYTES_PER_SEGMENT]);
 }
 
 fn segment_lengths<S: AsRef<[u8]>>(tag: FrameTag, segments: &[S]) -> [u32; SEGMENTS_MAX] {
@@ -379,6 +465,11 @@ impl FrameDecoder {
 
     /// Returns the next complete frame, `Ok(None)` if more bytes are needed.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        Ok(self.next_frame_parts()?.map(FrameParts::into_frame))
+    }
+
+    /// [`FrameDecoder::next_frame`] without a `Vec` per frame.
+    pub(crate) fn next_frame_parts(&mut self) -> Result<Option<FrameParts>, FrameError> {
         if let Some(error) = &self.failed {
             return Err(error.clone());
         }
@@ -391,7 +482,7 @@ impl FrameDecoder {
         }
     }
 
-    fn decode_one(&mut self) -> Result<Option<Frame>, FrameError> {
+    fn decode_one(&mut self) -> Result<Option<FrameParts>, FrameError> {
         let mut pending = match self.pending {
             Some(pending) => pending,
             None => {
@@ -419,7 +510,6 @@ impl FrameDecoder {
         // Segments are slices of the frame's bytes: one reference count each, no copy.
         let raw = self.buffer.split_to(preamble.total_bytes).freeze();
         let epilogue_at = PREAMBLE_BYTES + body_bytes;
-        let mut segments = Vec::with_capacity(preamble.count);
         let mut offset = PREAMBLE_BYTES;
         for index in 0..preamble.count {
             let length = preamble.lengths[index] as usize;
@@ -433,11 +523,11 @@ impl FrameDecoder {
                     actual,
                 });
             }
-            let segment = raw.slice(offset..offset + length);
-            // A large payload is often sent on as it is (a primary forwarding a write
-            // to its replicas): its crc need not be computed again.
-            crate::crc::remember(&segment, actual);
-            segments.push(segment);
+            if length >= crate::crc::MEMO_BYTES_MIN {
+                // A large payload is often sent on as it is (a primary forwarding a
+                // write to its replicas): its crc need not be computed again.
+                crate::crc::remember(&raw.slice(offset..offset + length), actual);
+            }
             offset += length;
         }
         assert_eq!(offset, epilogue_at);
@@ -445,7 +535,12 @@ impl FrameDecoder {
             epilogue_at + preamble.count * EPILOGUE_BYTES_PER_SEGMENT,
             raw.len()
         );
-        Ok(Some(Frame::new(preamble.tag, segments)))
+        Ok(Some(FrameParts {
+            tag: preamble.tag,
+            raw,
+            lengths: preamble.lengths,
+            count: u8::try_from(preamble.count).expect("segment count checked"),
+        }))
     }
 }
 
@@ -542,12 +637,36 @@ mod tests {
     }
 
     #[test]
+    fn frame_parts_give_the_segments_and_release_the_buffer() {
+        for data in [Bytes::new(), Bytes::from(vec![7u8; 5000])] {
+            let segments = vec![Bytes::from_static(b"header"), Bytes::new(), data.clone()];
+            let frame = Frame::new(FrameTag::Message, segments);
+            let mut decoder = FrameDecoder::new(1 << 20);
+            decoder.push(&encode_all(&[frame]));
+            let parts = decoder.next_frame_parts().unwrap().unwrap();
+            assert_eq!(parts.segment_count(), 3);
+            assert_eq!(parts.segment_bytes(0), b"header");
+            assert!(parts.segments::<2>().is_err());
+            let [front, received] = parts.into_last_two();
+            assert!(front.is_empty());
+            assert_eq!(received, data);
+            // Once the frame's pieces are gone (an empty one never held any), the
+            // emptied receive buffer is the decoder's alone again.
+            drop(received);
+            let buffer = decoder.buffer();
+            assert!(buffer.is_empty());
+            assert!(buffer.try_reclaim(buffer.capacity() + 1));
+        }
+    }
+
+    #[test]
     fn gather_encoding_matches_plain_encoding() {
         let big = Bytes::from(vec![3u8; SEGMENT_COPY_BYTES_MAX + 5]);
         let small = Bytes::from_static(b"abc");
+        let empty = Bytes::new();
         let frame = Frame::new(
             FrameTag::Message,
-            vec![small.clone(), big.clone(), small.clone()],
+            vec![small.clone(), big.clone(), empty.clone(), small.clone()],
         );
         let mut scratch = BytesMut::new();
         let mut chunks = Vec::new();
@@ -556,6 +675,7 @@ mod tests {
             &[
                 SegmentRef::Slice(&small),
                 SegmentRef::Shared(&big),
+                SegmentRef::Shared(&empty), // its crc is written as 0, not computed
                 SegmentRef::Shared(&small),
             ],
             &mut scratch,

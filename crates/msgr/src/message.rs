@@ -116,7 +116,7 @@ pub fn header_array(header: &MessageHeader, ack_seq: u64) -> [u8; HEADER_BYTES] 
 
 /// Reads the header segment; returns the header and the piggybacked `ack_seq`.
 pub fn decode_header(segment: Bytes) -> Result<(MessageHeader, u64), DecodeError> {
-    if let Some(decoded) = decode_header_v1(&segment) {
+    if let Some(decoded) = decode_header_in_place(&segment) {
         return Ok(decoded);
     }
     let mut decoder = Decoder::new(segment);
@@ -135,9 +135,10 @@ pub fn decode_header(segment: Bytes) -> Result<(MessageHeader, u64), DecodeError
 }
 
 /// The common case, a v1 header exactly as this build writes it, read without the
-/// general envelope decoder; `None` for anything else (newer versions, bad lengths),
-/// which the general decoder then handles or refuses.
-fn decode_header_v1(raw: &[u8]) -> Option<(MessageHeader, u64)> {
+/// general envelope decoder (and without a shared slice of the receive buffer);
+/// `None` for anything else (newer versions, bad lengths), which [`decode_header`]
+/// then handles or refuses.
+pub(crate) fn decode_header_in_place(raw: &[u8]) -> Option<(MessageHeader, u64)> {
     let raw: &[u8; HEADER_BYTES] = raw.try_into().ok()?;
     let body_length = u32::from_le_bytes([raw[2], raw[3], raw[4], raw[5]]);
     if raw[0] != HEADER_VERSION || raw[1] != HEADER_COMPAT_VERSION {

@@ -29,13 +29,13 @@ use crate::config::{Policy, SessionConfig};
 use crate::error::SessionError;
 use crate::fault::{FaultState, HandshakeStep};
 use crate::frame::{
-    encode_frame_gather, Frame, FrameDecoder, FrameTag, SegmentRef, FRAME_OVERHEAD_BYTES_MAX,
+    encode_frame_gather, FrameDecoder, FrameParts, FrameTag, SegmentRef, FRAME_OVERHEAD_BYTES_MAX,
 };
 use crate::handshake::{
     AuthStep, Banner, CloseReason, Counter, Hello, HelloReply, SessionReady, SessionRequest,
     AUTH_PAYLOAD_BYTES_MAX,
 };
-use crate::message::{decode_header, header_array, Message, HEADER_BYTES};
+use crate::message::{decode_header, decode_header_in_place, header_array, Message, HEADER_BYTES};
 use crate::queue::OutQueue;
 use bytes::{Bytes, BytesMut};
 use carmine_types::encoding::{Decode, Encode};
@@ -362,7 +362,7 @@ impl Session {
                 | State::Closed
                 | State::Unopened
                 | State::Disconnected { .. } => return Ok(()),
-                State::Expect(_) | State::Established => match self.decoder.next_frame()? {
+                State::Expect(_) | State::Established => match self.decoder.next_frame_parts()? {
                     None => return Ok(()),
                     Some(frame) => self.handle_frame(now, frame)?,
                 },
@@ -614,7 +614,7 @@ impl Session {
         Ok(true)
     }
 
-    fn handle_frame(&mut self, now: Instant, frame: Frame) -> Result<(), SessionError> {
+    fn handle_frame(&mut self, now: Instant, frame: FrameParts) -> Result<(), SessionError> {
         match (self.state, frame.tag) {
             (State::Established, FrameTag::Message) => self.on_message(now, frame),
             (State::Established, FrameTag::Ack) => {
@@ -646,7 +646,7 @@ impl Session {
         &mut self,
         now: Instant,
         step: HandshakeStep,
-        frame: &Frame,
+        frame: &FrameParts,
     ) -> Result<(), SessionError> {
         match step {
             HandshakeStep::Hello => self.on_hello(decode_single(frame)?),
@@ -855,18 +855,24 @@ impl Session {
         self.open();
     }
 
-    fn on_message(&mut self, now: Instant, frame: Frame) -> Result<(), SessionError> {
-        let [header, front, data]: [Bytes; 3] =
-            frame.segments.try_into().map_err(|segments: Vec<Bytes>| {
-                SessionError::MalformedFrame {
-                    tag: FrameTag::Message,
-                    reason: format!("{} segments, expected 3", segments.len()),
-                }
-            })?;
-        let (header, ack_seq) = decode_header(header).map_err(|source| SessionError::Decode {
+    fn on_message(&mut self, now: Instant, frame: FrameParts) -> Result<(), SessionError> {
+        if frame.segment_count() != 3 {
+            return Err(SessionError::MalformedFrame {
+                tag: FrameTag::Message,
+                reason: format!("{} segments, expected 3", frame.segment_count()),
+            });
+        }
+        // The header is read where it lies (the general decoder, for other versions,
+        // needs a shared slice).
+        let header = match decode_header_in_place(frame.segment_bytes(0)) {
+            Some(decoded) => Ok(decoded),
+            None => decode_header(frame.segment(0)),
+        };
+        let (header, ack_seq) = header.map_err(|source| SessionError::Decode {
             what: "message header",
             source,
         })?;
+        let [front, data] = frame.into_last_two();
         if header.seq != self.in_seq + 1 {
             if self.lossless() && header.seq <= self.in_seq {
                 return Ok(()); // a replayed duplicate
@@ -939,17 +945,17 @@ fn state_name(state: State) -> &'static str {
     }
 }
 
-fn single_segment(frame: &Frame) -> Result<Bytes, SessionError> {
-    match frame.segments.as_slice() {
-        [segment] => Ok(segment.clone()),
-        segments => Err(SessionError::MalformedFrame {
+fn single_segment(frame: &FrameParts) -> Result<Bytes, SessionError> {
+    match frame.segments::<1>() {
+        Ok([segment]) => Ok(segment),
+        Err(count) => Err(SessionError::MalformedFrame {
             tag: frame.tag,
-            reason: format!("{} segments, expected 1", segments.len()),
+            reason: format!("{count} segments, expected 1"),
         }),
     }
 }
 
-fn decode_single<T: Decode>(frame: &Frame) -> Result<T, SessionError> {
+fn decode_single<T: Decode>(frame: &FrameParts) -> Result<T, SessionError> {
     let segment = single_segment(frame)?;
     T::from_shared(segment).map_err(|source| SessionError::Decode {
         what: tag_name(frame.tag),

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::fault::FaultPlan;
+use crate::frame::Frame;
 use crate::handshake::PROTOCOL_VERSION;
 use carmine_types::OsdId;
 use proptest::prelude::*;

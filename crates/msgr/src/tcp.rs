@@ -298,6 +298,14 @@ impl Conn {
     /// only return `WouldBlock` (tokio only clears it if no event arrived meanwhile).
     fn try_read(&mut self, session: &mut Session) -> io::Result<bool> {
         let buffer = session.receive_buffer();
+        if buffer.is_empty() {
+            // Once no received message shares the buffer any more, reading starts
+            // again at its beginning (no copy: it is empty), so each read lands in
+            // memory the last one warmed, in the cache and the TLB, instead of walking
+            // through all of it; with many connections those walks add up to more
+            // than the cache holds. A no-op while a message still holds a slice.
+            let _reclaimed = buffer.try_reclaim(buffer.capacity() + 1);
+        }
         if buffer.capacity() - buffer.len() < READ_SPARE_BYTES_MIN {
             buffer.reserve(READ_BYTES_MIN);
         }
