@@ -1,7 +1,8 @@
 //! Convenience calls on [`Client`]: whole-object put/get, stat, remove, listing,
 //! xattrs and omap, each one compound op.
 
-use crate::client::{Client, OpRequest};
+use crate::client::Client;
+use crate::sessions::OpRequest;
 use crate::objecter::OpSnaps;
 use crate::ClientError;
 use bytes::Bytes;
