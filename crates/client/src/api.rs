@@ -2,8 +2,8 @@
 //! xattrs and omap, each one compound op.
 
 use crate::client::Client;
-use crate::sessions::OpRequest;
 use crate::objecter::OpSnaps;
+use crate::sessions::OpRequest;
 use crate::ClientError;
 use bytes::Bytes;
 use carmine_proto::{

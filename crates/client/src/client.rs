@@ -134,4 +134,3 @@ impl Client {
         reply_rx.await.map_err(|_| ClientError::Disconnected)?
     }
 }
-

@@ -104,7 +104,12 @@ impl Driver {
     fn next_deadline(&self) -> Instant {
         let now = Instant::now();
         let in_flight = self.shared.lock().objecter.in_flight();
-        let mut deadline = now + if in_flight > 0 { RETRY_INTERVAL } else { IDLE_INTERVAL };
+        let mut deadline = now
+            + if in_flight > 0 {
+                RETRY_INTERVAL
+            } else {
+                IDLE_INTERVAL
+            };
         if self.mon_id.is_none() && !self.mon_connecting {
             deadline = deadline.min(self.next_mon_attempt);
         }
@@ -125,8 +130,7 @@ impl Driver {
     }
 
     fn ensure_mon(&mut self) {
-        if self.mon_id.is_some() || self.mon_connecting || Instant::now() < self.next_mon_attempt
-        {
+        if self.mon_id.is_some() || self.mon_connecting || Instant::now() < self.next_mon_attempt {
             return;
         }
         self.mon_connecting = true;

@@ -47,6 +47,9 @@ enum OsdConn {
 pub(crate) struct Shared {
     state: Mutex<State>,
     session_config: SessionConfig,
+    /// The runtime `Client::connect` ran on: OSD sessions run there, whichever task
+    /// (of whichever runtime) first needs them, so they live as long as the driver.
+    runtime: tokio::runtime::Handle,
 }
 
 /// The objecter and everything that carries out its outputs.
@@ -64,6 +67,7 @@ pub(crate) struct State {
 }
 
 impl Shared {
+    /// Must be called inside a tokio runtime (the client's).
     pub fn new(objecter: Objecter, session_config: SessionConfig) -> Arc<Shared> {
         Arc::new(Shared {
             state: Mutex::new(State {
@@ -75,6 +79,7 @@ impl Shared {
                 outputs: Vec::new(),
             }),
             session_config,
+            runtime: tokio::runtime::Handle::current(),
         })
     }
 
@@ -213,7 +218,7 @@ impl State {
             Some(OsdConn::Connecting(queued)) => queued.push(op),
             None => {
                 self.osds.insert(target, OsdConn::Connecting(vec![op]));
-                tokio::spawn(shared.clone().connect(target));
+                shared.runtime.spawn(shared.clone().connect(target));
             }
         }
     }

@@ -2,8 +2,8 @@
 //! socket, then reads requests, runs them on the connection's task, and writes replies
 //! in completion order (a client matches them by handle).
 
-use super::negotiate::{Negotiation, Outcome};
 use super::in_flight::InFlight;
+use super::negotiate::{Negotiation, Outcome};
 use super::proto::{
     simple_reply, Command, ExportInfo, ProtocolError, Request, RequestDecoder, EIO,
     SIMPLE_REPLY_BYTES,
