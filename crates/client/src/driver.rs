@@ -206,13 +206,11 @@ impl Driver {
             }
             NetEvent::Closed {
                 conn_id, reason, ..
-            } => {
-                if self.mon_id == Some(conn_id) {
-                    tracing::debug!("client: monitor session closed: {reason}");
-                    self.mon_id = None;
-                    self.shared.lock().mon = None;
-                    self.next_mon_attempt = Instant::now() + MON_RETRY_AFTER_CLOSE;
-                }
+            } if self.mon_id == Some(conn_id) => {
+                tracing::debug!("client: monitor session closed: {reason}");
+                self.mon_id = None;
+                self.shared.lock().mon = None;
+                self.next_mon_attempt = Instant::now() + MON_RETRY_AFTER_CLOSE;
             }
             _ => {}
         }
