@@ -1,8 +1,9 @@
 //! Convenience calls on [`Client`]: whole-object put/get, stat, remove, listing,
 //! xattrs and omap, each one compound op.
 
-use crate::client::{Client, OpRequest};
+use crate::client::Client;
 use crate::objecter::OpSnaps;
+use crate::sessions::OpRequest;
 use crate::ClientError;
 use bytes::Bytes;
 use carmine_proto::{

@@ -15,14 +15,17 @@
 mod api;
 mod blocking;
 mod client;
+mod driver;
 mod mon_hunt;
 pub mod objecter;
+mod sessions;
 
 pub use api::ObjectStat;
 pub use blocking::BlockingClient;
-pub use client::{to_message, Client, ClientConfig};
+pub use client::{Client, ClientConfig};
 pub use mon_hunt::MonHunt;
 pub use objecter::{Objecter, ObjecterError, ObjecterOutput, OpSnaps, Target};
+pub use sessions::to_message;
 
 use carmine_proto::OpError;
 use std::time::Duration;

@@ -8,13 +8,15 @@
 use carmine_clustermap::{pg_shard, OsdMap};
 use carmine_proto::{OpCode, OpError, OsdOp, OsdOpReply, SnapContext};
 use carmine_types::{Epoch, OsdId, PgId, PoolId, ReqId, ShardIndex, SnapId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Ops a client keeps in flight at once.
 pub const OPS_IN_FLIGHT_MAX: usize = 65_536;
+/// Most PG targets remembered for the current map (the cache starts over when full).
+pub const PG_TARGETS_CACHED_MAX: usize = 65_536;
 
 /// Where an op goes: one shard of one OSD.
 /// The snapshot side of an op: the context a write carries and the snapshot a read
@@ -82,6 +84,9 @@ pub struct Objecter {
     next_tid: u64,
     ops: BTreeMap<u64, InFlight>,
     op_timeout: Duration,
+    /// Each PG's target under the current map: CRUSH runs once per PG and map, not
+    /// once per op (it was a third of the client's instructions per 4 KiB write).
+    pg_targets: HashMap<PgId, Option<Target>>,
 }
 
 impl Objecter {
@@ -93,6 +98,7 @@ impl Objecter {
             next_tid: 1,
             ops: BTreeMap::new(),
             op_timeout,
+            pg_targets: HashMap::new(),
         }
     }
 
@@ -186,7 +192,7 @@ impl Objecter {
 
     /// Recomputes the target of `op` from the current map. `Some(error)` if the op
     /// can never succeed (its pool is gone).
-    fn retarget(&self, inflight: &mut InFlight, list: bool) -> Option<ObjecterError> {
+    fn retarget(&mut self, inflight: &mut InFlight, list: bool) -> Option<ObjecterError> {
         let Some(map) = &self.map else {
             inflight.target = None;
             return None;
@@ -202,16 +208,21 @@ impl Objecter {
         };
         inflight.op.pgid = pgid;
         inflight.op.map_epoch = map.epoch;
-        let osd = match inflight.pinned_osd {
-            Some(osd) => Some(osd),
-            None => map.pg_mapping(pgid).and_then(|m| m.primary),
+        inflight.target = match inflight.pinned_osd {
+            Some(osd) => target_of(map, pgid, Some(osd)),
+            None => match self.pg_targets.get(&pgid) {
+                Some(&target) => target,
+                None => {
+                    let primary = map.pg_mapping(pgid).and_then(|m| m.primary);
+                    let target = target_of(map, pgid, primary);
+                    if self.pg_targets.len() >= PG_TARGETS_CACHED_MAX {
+                        self.pg_targets.clear();
+                    }
+                    self.pg_targets.insert(pgid, target);
+                    target
+                }
+            },
         };
-        inflight.target = osd.and_then(|osd| {
-            let info = map.osd(osd).filter(|info| info.up)?;
-            let shard = pg_shard(pgid, info.shard_count());
-            let addr = *info.shard_addrs.get(usize::from(shard.0))?;
-            Some(Target { osd, shard, addr })
-        });
         None
     }
 
@@ -221,6 +232,7 @@ impl Objecter {
             return;
         }
         self.map = Some(map);
+        self.pg_targets.clear();
         let tids: Vec<u64> = self.ops.keys().copied().collect();
         for tid in tids {
             self.resend_if_moved(tid, out);
@@ -332,6 +344,16 @@ impl Objecter {
     pub fn has_untargeted(&self) -> bool {
         self.ops.values().any(|inflight| inflight.target.is_none())
     }
+}
+
+/// Where an op for `pgid` goes when `osd` serves it: the OSD's shard that owns the PG,
+/// if the OSD is up and has an address for it.
+fn target_of(map: &OsdMap, pgid: PgId, osd: Option<OsdId>) -> Option<Target> {
+    let osd = osd?;
+    let info = map.osd(osd).filter(|info| info.up)?;
+    let shard = pg_shard(pgid, info.shard_count());
+    let addr = *info.shard_addrs.get(usize::from(shard.0))?;
+    Some(Target { osd, shard, addr })
 }
 
 #[cfg(test)]

@@ -4,8 +4,10 @@
 //! per connection and several connections per export.
 //!
 //! [`proto`] and [`negotiate`] are pure (bytes in, bytes out); [`server`] is the thin
-//! tokio driver.
+//! tokio driver: one task per connection reads requests, runs them and writes their
+//! replies.
 
+mod in_flight;
 pub mod negotiate;
 pub mod proto;
 pub mod server;

@@ -95,6 +95,29 @@ fn a_map_that_moves_the_primary_resends_and_a_reply_completes() {
 }
 
 #[test]
+fn a_new_map_forgets_the_cached_pg_targets() {
+    let now = Instant::now();
+    let mut objecter = Objecter::new(7, Duration::from_secs(30));
+    let mut map = map_with(3);
+    objecter.handle_map(Arc::new(map.clone()), &mut Vec::new());
+    let mut out = Vec::new();
+    submit(&mut objecter, now, &mut out);
+    submit(&mut objecter, now, &mut out);
+    let first = sent_to(&out);
+    assert_eq!(first.len(), 2);
+    assert_eq!(first[0], first[1], "the same PG, the same (cached) target");
+    map.mark_down(first[0]).unwrap();
+    map.epoch = Epoch(6);
+    objecter.handle_map(Arc::new(map.clone()), &mut Vec::new());
+    out.clear();
+    submit(&mut objecter, now, &mut out);
+    let pg = map.object_to_pg(PoolId(1), "greeting").unwrap();
+    let primary = map.pg_mapping(pg).unwrap().primary.unwrap();
+    assert_ne!(primary, first[0]);
+    assert_eq!(sent_to(&out), vec![primary]);
+}
+
+#[test]
 fn a_reset_resends_what_was_sent_on_it() {
     let now = Instant::now();
     let mut objecter = Objecter::new(7, Duration::from_secs(30));
