@@ -160,6 +160,11 @@ pub struct Pg {
     deleting: bool,
     /// Primary: the strays of this interval were told to delete their copies.
     strays_purged: bool,
+    /// Primary: OSDs that announced a copy after booting (outside this interval's
+    /// peering), to be told to delete it once the PG is clean (see `pg/purge.rs`).
+    late_strays: BTreeSet<OsdId>,
+    /// Primary: the peering step it waits on and since when (see `peering_tick`).
+    resend_watch: Option<peering::ResendWatch>,
     /// Read leases: this copy's promises, and as primary its own lease and the wait
     /// for earlier promises (see `pg/lease.rs`).
     lease: lease::Lease,
@@ -229,6 +234,8 @@ impl Pg {
             snap_trim_pass: None,
             deleting: false,
             strays_purged: false,
+            late_strays: BTreeSet::new(),
+            resend_watch: None,
             lease: lease::Lease::default(),
         };
         if store.collection_exists(coll) {

@@ -127,13 +127,15 @@ impl<S: ObjectStore> OsdShard<S> {
         }
     }
 
-    /// The periodic tick (the daemon's every [`TICK_INTERVAL`]): renews the read
-    /// leases of the PGs this shard leads and serves the ops held while a PG waited.
+    /// The periodic tick (the daemon's every [`TICK_INTERVAL`]): resends the peering
+    /// requests left unanswered too long, renews the read leases of the PGs this
+    /// shard leads and serves the ops held while a PG waited.
     pub fn tick(&mut self, now: Instant, out: &mut Vec<Output>) {
         let start = out.len();
         self.set_clock(now);
         for pg in self.pgs.values_mut() {
             if pg.is_primary() {
+                pg.peering_tick(now, &mut self.store, out);
                 pg.lease_tick(&mut self.store, out);
                 if pg.has_pending_commits() {
                     self.pending.insert(pg.pgid());
