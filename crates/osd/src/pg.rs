@@ -380,6 +380,7 @@ impl Pg {
             acting: self.acting.clone(),
             interval_start: self.interval_start,
             want_acting: self.want_acting.clone(),
+            reason: self.inactive_reason(),
         }
     }
 

@@ -3,7 +3,7 @@
 //! A shard owns its state outright (DESIGN.md §2): the runtime gives each shard thread
 //! its own `OsdShard`, and nothing in it is shared or locked.
 
-use crate::pg::purge::{marked_deleting, PurgeProgress, PURGE_OBJECTS_PER_TURN};
+use crate::pg::purge::{marked_deleting, stray_notices, PurgeProgress, PURGE_OBJECTS_PER_TURN};
 use crate::pg::Pg;
 use crate::recovery_budget::RecoveryBudget;
 use crate::{ClientRef, OsdTuning, Output};
@@ -400,6 +400,9 @@ impl<S: ObjectStore> OsdShard<S> {
             return;
         }
         let first_map = self.map.is_none();
+        let up_from = |m: &OsdMap| m.osd(self.whoami).filter(|o| o.up).map(|o| o.up_from);
+        let joined =
+            up_from(&map).is_some() && self.map.as_deref().and_then(up_from) != up_from(&map);
         self.map = Some(map.clone());
         self.lease_duration = self
             .settings
@@ -464,6 +467,10 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.snap_trimming.insert(pg.pgid());
             }
             self.recovery.settle(pg, before);
+        }
+        if joined {
+            let owned = |pgid| pg_shard(pgid, self.shard_count) == self.index;
+            out.extend(stray_notices(&self.store, &map, self.whoami, owned));
         }
         self.release_waiting(out);
         self.after_io(out);

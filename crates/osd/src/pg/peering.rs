@@ -54,9 +54,8 @@ pub const PULL_BEFORE_ACTIVE_MAX: usize = 32;
 /// How long a primary waits on one peering step before it sends its requests again
 /// to the peers that have not answered (see the module comment).
 pub const PEERING_RESEND_INTERVAL: Duration = Duration::from_secs(3);
-const _: () = assert!(
-    PEERING_RESEND_INTERVAL.as_millis() >= 10 * crate::shard::TICK_INTERVAL.as_millis()
-);
+const _: () =
+    assert!(PEERING_RESEND_INTERVAL.as_millis() >= 10 * crate::shard::TICK_INTERVAL.as_millis());
 
 /// The peering step a primary waits on (its interval and phase) and since when.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +153,7 @@ impl Pg {
         notify: PgNotify,
         out: &mut Vec<Output>,
     ) {
+        self.note_stray(from, &notify);
         if notify.interval == self.interval_start && self.is_primary() {
             // Whatever round it answers, the promise it reports must be waited out.
             let remaining = std::time::Duration::from_nanos(notify.prior_lease_remaining_ns);
@@ -741,6 +741,41 @@ impl Pg {
                 map_epoch: self.map_epoch,
             }),
         });
+    }
+
+    /// Why the PG does not serve, for its stats (`PgStat::reason`); empty when it
+    /// is active or this copy is not the primary.
+    pub(super) fn inactive_reason(&self) -> String {
+        let names = |osds: &BTreeSet<OsdId>| {
+            let names: Vec<String> = osds.iter().map(OsdId::to_string).collect();
+            names.join(", ")
+        };
+        let reason = match &self.phase {
+            Phase::Replica => String::new(),
+            Phase::Down(why) => format!("down: {why}"),
+            Phase::Incomplete(why) => format!("incomplete: {why}"),
+            Phase::GetInfo { waiting } => {
+                format!("peering: waiting for the info of {}", names(waiting))
+            }
+            Phase::GetLog { auth } => format!("peering: waiting for the log of {auth}"),
+            Phase::Pull { source, .. } => format!(
+                "peering: pulling {} objects from {source} before serving",
+                self.pulling.len()
+            ),
+            Phase::WaitPgTemp { auth } => {
+                format!("peering: waiting for a pg_temp led by {auth}, which holds a complete copy")
+            }
+            Phase::Activating { waiting } => {
+                format!("activating: waiting for {} to activate", names(waiting))
+            }
+            Phase::Active if self.is_active() => String::new(),
+            Phase::Active => format!(
+                "inactive: {} members acting, fewer than min_size {}",
+                self.acting.len(),
+                self.pool.min_size
+            ),
+        };
+        carmine_proto::PgStat::bounded_reason(reason)
     }
 
     /// Primary, each tick: when the same peering step has waited
