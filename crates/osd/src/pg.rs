@@ -102,6 +102,9 @@ pub struct Pg {
     /// The primary, and its interval, whose query this copy last answered (since it
     /// was opened): an activation that interval may carry an earlier date than ours.
     queried_by: Option<(OsdId, Epoch)>,
+    /// This copy adopted an activation since it last answered a query: another
+    /// activation before the next query is a resend of the same one.
+    activated_since_query: bool,
     info: PgInfo,
     log: PgLog,
     tuning: OsdTuning,
@@ -196,6 +199,7 @@ impl Pg {
             map_epoch: Epoch(0),
             interval_start: Epoch(0),
             queried_by: None,
+            activated_since_query: false,
             info: PgInfo {
                 pgid,
                 ..PgInfo::default()

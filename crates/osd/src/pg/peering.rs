@@ -27,9 +27,9 @@
 //! until the next interval. So a primary that has waited [`PEERING_RESEND_INTERVAL`]
 //! (by the clock its ticks bring) for the same step sends its request again to the
 //! peers it still waits for. Every request is idempotent: a query is answered again,
-//! a log request too, and a replica already activated in the interval only
-//! acknowledges again (adopting twice would undo pushes made since, or wipe a
-//! backfilled copy).
+//! a log request too, and a replica that adopted an activation since the primary's
+//! last query only acknowledges it again (adopting twice would undo pushes made
+//! since, or wipe a backfilled copy).
 
 use super::{peer_output, Pg, Phase};
 use crate::pglog::{missing_key, pgmeta_oid, INFO_KEY, MISSING_ALL};
@@ -140,6 +140,7 @@ impl Pg {
     /// Any role: a primary asks for this copy's info.
     pub fn handle_query(&mut self, from: OsdId, query: PgQuery, out: &mut Vec<Output>) {
         self.queried_by = Some((from, query.interval));
+        self.activated_since_query = false;
         let mut notify = self.my_notify();
         notify.interval = query.interval;
         notify.prior_lease_remaining_ns = self.lease.promise_remaining(from).as_nanos() as u64;
@@ -690,11 +691,17 @@ impl Pg {
         // this copy saw, or this copy came in mid-interval): leases, pushes and acks
         // of the interval carry it.
         self.interval_start = activate.interval;
-        if self.info.last_epoch_started == activate.interval {
-            // A resend (our acknowledgement was lost, or crossed it): this copy has
-            // adopted this interval's history already, and pushes may have come
-            // since. Adopting again would put them back among the missing, or wipe
-            // a backfilled copy; acknowledging again is all the primary needs.
+        // A resend (our acknowledgement was lost, or crossed it): this copy has
+        // adopted this round's history already, and pushes may have come since.
+        // Adopting again would put them back among the missing, or wipe a backfilled
+        // copy; acknowledging again is all the primary needs. A new round always
+        // queries this copy first, and an interval is not always new after a restart
+        // (a monitor that publishes no map meanwhile), so the interval alone does not
+        // tell a resend from a new round.
+        let resend = self.activated_since_query
+            && self.info.last_epoch_started == activate.interval
+            && self.queried_by.map(|(primary, _)| primary) == Some(from);
+        if resend {
             self.queue_activated(from, activate.interval);
             return;
         }
@@ -725,6 +732,7 @@ impl Pg {
             wipe: activate.backfill,
         };
         self.adopt_log(store, adopted, &missing);
+        self.activated_since_query = true;
         self.queue_activated(from, activate.interval);
         let _ = out;
     }
