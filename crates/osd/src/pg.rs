@@ -99,9 +99,12 @@ pub struct Pg {
     primary: Option<OsdId>,
     map_epoch: Epoch,
     interval_start: Epoch,
-    /// The primary, and its interval, whose query this copy last answered (since it
-    /// was opened): an activation that interval may carry an earlier date than ours.
-    queried_by: Option<(OsdId, Epoch)>,
+    /// The primaries, and their intervals, whose queries this copy answered (since it
+    /// was opened): an activation of such an interval may carry an earlier date than
+    /// ours.
+    /// (Several: a late query from an earlier primary must not make this copy ignore
+    /// the current one's activation. At most `peering::QUERIES_REMEMBERED_MAX`.)
+    queried_by: BTreeSet<(Epoch, OsdId)>,
     /// This copy adopted an activation since it last answered a query: another
     /// activation before the next query is a resend of the same one.
     activated_since_query: bool,
@@ -198,7 +201,7 @@ impl Pg {
             primary: None,
             map_epoch: Epoch(0),
             interval_start: Epoch(0),
-            queried_by: None,
+            queried_by: BTreeSet::new(),
             activated_since_query: false,
             info: PgInfo {
                 pgid,

@@ -57,6 +57,11 @@ pub const PEERING_RESEND_INTERVAL: Duration = Duration::from_secs(3);
 const _: () =
     assert!(PEERING_RESEND_INTERVAL.as_millis() >= 10 * crate::shard::TICK_INTERVAL.as_millis());
 
+/// The primaries' queries (interval, primary) a copy remembers answering, newest
+/// intervals kept: enough for the primaries of the intervals a copy goes through while
+/// messages are held up by a partition.
+pub const QUERIES_REMEMBERED_MAX: usize = 16;
+
 /// The peering step a primary waits on (its interval and phase) and since when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ResendWatch {
@@ -139,7 +144,10 @@ impl Pg {
 
     /// Any role: a primary asks for this copy's info.
     pub fn handle_query(&mut self, from: OsdId, query: PgQuery, out: &mut Vec<Output>) {
-        self.queried_by = Some((from, query.interval));
+        self.queried_by.insert((query.interval, from));
+        while self.queried_by.len() > QUERIES_REMEMBERED_MAX {
+            self.queried_by.pop_first();
+        }
         self.activated_since_query = false;
         let mut notify = self.my_notify();
         notify.interval = query.interval;
@@ -682,7 +690,7 @@ impl Pg {
         // since it was opened (our answer to its query for that interval), never on
         // what an earlier incarnation of this copy held.
         let earlier_ours = activate.map_epoch >= self.interval_start
-            && self.queried_by == Some((from, activate.interval));
+            && self.queried_by.contains(&(activate.interval, from));
         let stale = activate.interval < self.interval_start && !earlier_ours;
         if stale || self.primary != Some(from) {
             return;
@@ -700,7 +708,7 @@ impl Pg {
         // tell a resend from a new round.
         let resend = self.activated_since_query
             && self.info.last_epoch_started == activate.interval
-            && self.queried_by.map(|(primary, _)| primary) == Some(from);
+            && self.queried_by.contains(&(activate.interval, from));
         if resend {
             self.queue_activated(from, activate.interval);
             return;
