@@ -465,6 +465,7 @@ pub async fn pg(client: &Client, command_: PgCommand, json: bool) -> Result<()> 
                             "last_update": pg.last_update.to_string(),
                             "acting": pg.acting.iter().map(|o| o.0).collect::<Vec<_>>(),
                             "acting_primary": pg.acting.first().map(|o| o.0),
+                            "reason": pg.reason,
                         })
                     })
                     .collect();
@@ -488,6 +489,10 @@ pub async fn pg(client: &Client, command_: PgCommand, json: bool) -> Result<()> 
                         pg.last_update.to_string(),
                         acting.join(",")
                     );
+                    // Why an inactive PG does not serve, under its row.
+                    if !pg.reason.is_empty() {
+                        println!("{:<10} {}", "", pg.reason);
+                    }
                 }
             }
             Ok(())

@@ -6,6 +6,9 @@ use carmine_types::PgId;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+/// PGs that `status` names one by one with why they cannot serve; the rest are counted.
+pub const INACTIVE_PG_CHECKS_MAX: usize = 16;
+
 impl Monitor {
     /// The cluster at a glance, with health checks as `ceph -s` words them.
     pub fn status(&self, now: Instant) -> ClusterStatus {
@@ -76,12 +79,47 @@ impl Monitor {
                         acting,
                         interval_start: Default::default(),
                         want_acting: Vec::new(),
+                        reason: self.stale_reason(pgid),
                     }
                 });
                 pgs.push(stat);
             }
         }
         pgs
+    }
+
+    /// Why a PG has no current report (listed `stale`).
+    fn stale_reason(&self, pgid: PgId) -> String {
+        match self.map.pg_mapping(pgid).and_then(|m| m.primary) {
+            Some(primary) if self.map.is_up(primary) => {
+                format!("stale: no report from its primary {primary} yet")
+            }
+            Some(primary) => format!("stale: its primary {primary} is down"),
+            None => "stale: no OSD is up to serve it".to_string(),
+        }
+    }
+
+    /// One check per PG that reports why it cannot serve (down, incomplete, peering
+    /// or activating), at most [`INACTIVE_PG_CHECKS_MAX`] of them (Ceph's
+    /// `PG_AVAILABILITY` detail lines).
+    fn inactive_pg_checks(&self) -> Vec<String> {
+        let inactive: Vec<PgStat> = self
+            .current_pg_stats()
+            .into_values()
+            .filter(|stat| !stat.reason.is_empty())
+            .collect();
+        let mut checks: Vec<String> = inactive
+            .iter()
+            .take(INACTIVE_PG_CHECKS_MAX)
+            .map(|stat| format!("PG_AVAILABILITY: pg {} is {}", stat.pgid, stat.reason))
+            .collect();
+        if inactive.len() > INACTIVE_PG_CHECKS_MAX {
+            checks.push(format!(
+                "PG_AVAILABILITY: {} more pgs cannot serve",
+                inactive.len() - INACTIVE_PG_CHECKS_MAX
+            ));
+        }
+        checks
     }
 
     fn current_pg_stats(&self) -> BTreeMap<PgId, PgStat> {
@@ -227,6 +265,7 @@ impl Monitor {
                 detail.join(", ")
             ));
         }
+        checks.extend(self.inactive_pg_checks());
         checks
     }
 }

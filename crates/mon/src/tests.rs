@@ -422,6 +422,7 @@ fn a_primary_gets_the_pg_temp_it_asks_for_until_its_pg_is_clean() {
         acting,
         interval_start: Epoch(0),
         want_acting,
+        reason: String::new(),
     };
 
     // A request from an OSD that is not the PG's primary is ignored.
@@ -510,4 +511,43 @@ fn unrepaired_corrupt_copies_raise_a_health_warning() {
     let report = stats(3, 3);
     mon.handle_message(now, 2, EntityName::osd(OsdId(1)), report);
     assert_eq!(scrub_check(&mon), None, "every copy was repaired");
+}
+
+#[test]
+fn why_a_pg_cannot_serve_is_kept_and_shown_in_status_and_pg_dump() {
+    use carmine_proto::{PgStat, PgState};
+    let (mut mon, now) = cluster(3);
+    command(
+        &mut mon,
+        now,
+        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 4)),
+    )
+    .unwrap();
+    let pgid = mon.map().all_pgs().next().unwrap();
+    let mapping = mon.map().pg_mapping(pgid).unwrap();
+    let primary = mapping.primary.unwrap();
+    let reason = "down: interval e4-e9 may have accepted writes; waiting for osd.3";
+    let stat = PgStat {
+        pgid,
+        state: PgState(PgState::DOWN),
+        object_count: 0,
+        data_bytes: 0,
+        last_update: Default::default(),
+        acting: mapping.acting.clone(),
+        interval_start: Epoch(10),
+        want_acting: Vec::new(),
+        reason: reason.into(),
+    };
+    report(&mut mon, now, primary, stat);
+    let checks = mon.status(now).health_checks;
+    let expected = format!("PG_AVAILABILITY: pg {pgid} is {reason}");
+    assert!(checks.contains(&expected), "{checks:?}");
+    let Ok(CommandOutput::PgStats { pgs, .. }) = command(&mut mon, now, Command::PgDump) else {
+        panic!("pg dump answers with stats");
+    };
+    let dumped = pgs.iter().find(|pg| pg.pgid == pgid).unwrap();
+    assert_eq!(dumped.reason, reason);
+    // The PGs no primary reported on are stale, and say so.
+    let other = pgs.iter().find(|pg| pg.pgid != pgid).unwrap();
+    assert!(other.reason.starts_with("stale: "), "{}", other.reason);
 }

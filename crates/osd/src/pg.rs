@@ -100,9 +100,15 @@ pub struct Pg {
     primary: Option<OsdId>,
     map_epoch: Epoch,
     interval_start: Epoch,
-    /// The primary, and its interval, whose query this copy last answered (since it
-    /// was opened): an activation that interval may carry an earlier date than ours.
-    queried_by: Option<(OsdId, Epoch)>,
+    /// The primaries, and their intervals, whose queries this copy answered (since it
+    /// was opened): an activation of such an interval may carry an earlier date than
+    /// ours.
+    /// (Several: a late query from an earlier primary must not make this copy ignore
+    /// the current one's activation. At most `peering::QUERIES_REMEMBERED_MAX`.)
+    queried_by: BTreeSet<(Epoch, OsdId)>,
+    /// This copy adopted an activation since it last answered a query: another
+    /// activation before the next query is a resend of the same one.
+    activated_since_query: bool,
     info: PgInfo,
     log: PgLog,
     tuning: OsdTuning,
@@ -159,6 +165,11 @@ pub struct Pg {
     deleting: bool,
     /// Primary: the strays of this interval were told to delete their copies.
     strays_purged: bool,
+    /// Primary: OSDs that announced a copy after booting (outside this interval's
+    /// peering), to be told to delete it once the PG is clean (see `pg/purge.rs`).
+    late_strays: BTreeSet<OsdId>,
+    /// Primary: the peering step it waits on and since when (see `peering_tick`).
+    resend_watch: Option<peering::ResendWatch>,
     /// Read leases: this copy's promises, and as primary its own lease and the wait
     /// for earlier promises (see `pg/lease.rs`).
     lease: lease::Lease,
@@ -190,7 +201,8 @@ impl Pg {
             primary: None,
             map_epoch: Epoch(0),
             interval_start: Epoch(0),
-            queried_by: None,
+            queried_by: BTreeSet::new(),
+            activated_since_query: false,
             info: PgInfo {
                 pgid,
                 ..PgInfo::default()
@@ -228,6 +240,8 @@ impl Pg {
             snap_trim_pass: None,
             deleting: false,
             strays_purged: false,
+            late_strays: BTreeSet::new(),
+            resend_watch: None,
             lease: lease::Lease::default(),
         };
         if store.collection_exists(coll) {
@@ -372,6 +386,7 @@ impl Pg {
             acting: self.acting.clone(),
             interval_start: self.interval_start,
             want_acting: self.want_acting.clone(),
+            reason: self.inactive_reason(),
         }
     }
 

@@ -3,7 +3,7 @@
 //! A shard owns its state outright (DESIGN.md §2): the runtime gives each shard thread
 //! its own `OsdShard`, and nothing in it is shared or locked.
 
-use crate::pg::purge::{marked_deleting, PurgeProgress, PURGE_OBJECTS_PER_TURN};
+use crate::pg::purge::{marked_deleting, stray_notices, PurgeProgress, PURGE_OBJECTS_PER_TURN};
 use crate::pg::Pg;
 use crate::recovery_budget::RecoveryBudget;
 use crate::{ClientRef, OsdTuning, Output};
@@ -132,14 +132,16 @@ impl<S: ObjectStore> OsdShard<S> {
         self.started.get_or_insert(now);
     }
 
-    /// The periodic tick (the daemon's every [`TICK_INTERVAL`]): renews the read
-    /// leases of the PGs this shard leads and serves the ops held while a PG waited.
+    /// The periodic tick (the daemon's every [`TICK_INTERVAL`]): resends the peering
+    /// requests left unanswered too long, renews the read leases of the PGs this
+    /// shard leads and serves the ops held while a PG waited.
     pub fn tick(&mut self, now: Instant, out: &mut Vec<Output>) {
         let start = out.len();
         self.set_clock(now);
         for pg in self.pgs.values_mut() {
             if pg.is_primary() {
                 self.clock.give(pg);
+                pg.peering_tick(now, &mut self.store, out);
                 pg.lease_tick(&mut self.store, out);
                 if pg.has_pending_commits() {
                     self.pending.insert(pg.pgid());
@@ -413,6 +415,9 @@ impl<S: ObjectStore> OsdShard<S> {
             return;
         }
         let first_map = self.map.is_none();
+        let up_from = |m: &OsdMap| m.osd(self.whoami).filter(|o| o.up).map(|o| o.up_from);
+        let joined =
+            up_from(&map).is_some() && self.map.as_deref().and_then(up_from) != up_from(&map);
         self.map = Some(map.clone());
         self.lease_duration = self
             .settings
@@ -478,6 +483,10 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.snap_trimming.insert(pg.pgid());
             }
             self.recovery.settle(pg, before);
+        }
+        if joined {
+            let owned = |pgid| pg_shard(pgid, self.shard_count) == self.index;
+            out.extend(stray_notices(&self.store, &map, self.whoami, owned));
         }
         self.release_waiting(out);
         self.after_io(out);

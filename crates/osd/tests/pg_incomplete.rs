@@ -73,6 +73,15 @@ fn a_pg_whose_only_newest_copy_is_a_partial_backfill_is_incomplete_not_down() {
     assert!(state.contains(PgState::INCOMPLETE), "{}", state.name());
     assert!(!state.contains(PgState::DOWN), "{}", state.name());
     assert!(!state.contains(PgState::ACTIVE), "{}", state.name());
+    let reason = cluster.pg_stat(pgid).reason;
+    let expected = format!("incomplete: the newest copy ({target}, at ");
+    assert!(reason.starts_with(&expected), "{reason}");
+    let lacking = "objects and no reachable copy with its history holds them";
+    assert!(reason.contains(lacking), "{reason}");
+    assert!(
+        reason.ends_with(&format!("not answering: {complete}")),
+        "{reason}"
+    );
     let op = read_op(&mut cluster, &names[39]);
     let reqid = cluster.send(op.clone());
     cluster.run();
@@ -122,7 +131,12 @@ fn a_pg_whose_past_interval_has_no_member_up_is_down_not_incomplete() {
     let state = cluster.pg_stat(pgid).state;
     assert!(state.contains(PgState::DOWN), "{}", state.name());
     assert!(!state.contains(PgState::INCOMPLETE), "{}", state.name());
+    // The report says why, naming the OSD it waits for.
+    let reason = cluster.pg_stat(pgid).reason;
+    assert!(reason.starts_with("down: interval e"), "{reason}");
+    assert!(reason.ends_with(&format!("waiting for {a}")), "{reason}");
     cluster.revive(a);
     cluster.run();
     assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean");
+    assert_eq!(cluster.pg_stat(pgid).reason, "");
 }

@@ -161,6 +161,31 @@ pub struct PgStat {
     /// report): its copy lacks data that a complete member can serve meanwhile.
     /// Empty: no request (encoding v3).
     pub want_acting: Vec<OsdId>,
+    /// Why the PG is not active, in one sentence starting with the state it explains
+    /// ("down: …", "incomplete: …", "peering: waiting for …"); empty when active or
+    /// from a reporter before encoding v4. At most [`PG_STAT_REASON_BYTES_MAX`] bytes.
+    pub reason: String,
+}
+
+/// The longest [`PgStat::reason`] carried (a reporter cuts a longer one short).
+pub const PG_STAT_REASON_BYTES_MAX: usize = 512;
+
+impl PgStat {
+    /// Cuts `reason` to at most [`PG_STAT_REASON_BYTES_MAX`] bytes, at a character
+    /// boundary, marking the cut with an ellipsis.
+    pub fn bounded_reason(mut reason: String) -> String {
+        if reason.len() <= PG_STAT_REASON_BYTES_MAX {
+            return reason;
+        }
+        let ellipsis = "…";
+        let mut end = PG_STAT_REASON_BYTES_MAX - ellipsis.len();
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+        reason.push_str(ellipsis);
+        reason
+    }
 }
 
 /// An OSD's periodic report: its primary PGs, its store usage, its op counters.
@@ -477,7 +502,11 @@ impl Decode for OsdBoot {
 
 impl Encode for PgStat {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(3, 1, |e| {
+        assert!(
+            self.reason.len() <= PG_STAT_REASON_BYTES_MAX,
+            "reason too long"
+        );
+        e.versioned(4, 1, |e| {
             self.pgid.encode(e);
             e.put_u32(self.state.0);
             e.put_u64(self.object_count);
@@ -486,13 +515,14 @@ impl Encode for PgStat {
             self.acting.encode(e);
             self.interval_start.encode(e);
             self.want_acting.encode(e);
+            self.reason.encode(e);
         });
     }
 }
 
 impl Decode for PgStat {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgStat", 3, |d, version| {
+        d.versioned("PgStat", 4, |d, version| {
             Ok(PgStat {
                 pgid: PgId::decode(d)?,
                 state: PgState(d.get_u32()?),
@@ -509,6 +539,11 @@ impl Decode for PgStat {
                     Vec::decode(d)?
                 } else {
                     Vec::new()
+                },
+                reason: if version >= 4 {
+                    d.get_string("pg stat reason", PG_STAT_REASON_BYTES_MAX)?
+                } else {
+                    String::new()
                 },
             })
         })
@@ -954,6 +989,55 @@ impl Decode for MonForward {
 mod tests {
     use super::*;
     use crate::Msg;
+
+    fn down_stat() -> PgStat {
+        PgStat {
+            pgid: PgId {
+                pool: carmine_types::PoolId(1),
+                seed: 3,
+            },
+            state: PgState(PgState::DOWN),
+            object_count: 10,
+            data_bytes: 4096,
+            last_update: EVersion::ZERO,
+            acting: vec![OsdId(0), OsdId(2)],
+            interval_start: Epoch(12),
+            want_acting: vec![OsdId(2)],
+            reason: "down: waiting for osd.3".into(),
+        }
+    }
+
+    #[test]
+    fn pg_stat_v4_carries_its_reason_and_v3_decodes_without_one() {
+        let stat = down_stat();
+        assert_eq!(PgStat::from_bytes(&stat.to_bytes()).unwrap(), stat);
+        // A version 3 body is the version 4 body without the trailing reason (a
+        // 4-byte length and the bytes).
+        let v3_source = PgStat {
+            reason: String::new(),
+            ..stat
+        };
+        let mut bytes = v3_source.to_bytes().to_vec();
+        bytes.truncate(bytes.len() - 4);
+        bytes[0] = 3;
+        let length = u32::from_le_bytes(bytes[2..6].try_into().unwrap()) - 4;
+        bytes[2..6].copy_from_slice(&length.to_le_bytes());
+        assert_eq!(PgStat::from_bytes(&bytes).unwrap(), v3_source);
+    }
+
+    #[test]
+    fn a_long_pg_stat_reason_is_cut_at_a_character_boundary() {
+        let long = "é".repeat(PG_STAT_REASON_BYTES_MAX);
+        let cut = PgStat::bounded_reason(long);
+        assert!(cut.len() <= PG_STAT_REASON_BYTES_MAX);
+        assert!(cut.ends_with('…'));
+        let stat = PgStat {
+            reason: cut,
+            ..down_stat()
+        };
+        assert_eq!(PgStat::from_bytes(&stat.to_bytes()).unwrap(), stat);
+        assert_eq!(PgStat::bounded_reason("short".into()), "short");
+    }
 
     #[test]
     fn cluster_status_v2_round_trips_and_v1_still_decodes() {

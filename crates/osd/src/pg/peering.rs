@@ -20,6 +20,16 @@
 //!    longer covers its copy or its copy diverged, a full backfill) and the list of
 //!    objects it must receive. Once all have acknowledged, the PG is active; missing
 //!    objects are pushed in the background (see `recovery.rs`).
+//!
+//! OSD-to-OSD sessions are lossless while both ends live, but a session reset (a
+//! peer that could not be reached, a connection the messenger gave up on) loses what
+//! was queued, and a lost query, log request or activation would leave the PG peering
+//! until the next interval. So a primary that has waited [`PEERING_RESEND_INTERVAL`]
+//! (by the clock its ticks bring) for the same step sends its request again to the
+//! peers it still waits for. Every request is idempotent: a query is answered again,
+//! a log request too, and a replica that adopted an activation since the primary's
+//! last query only acknowledges it again (adopting twice would undo pushes made
+//! since, or wipe a backfilled copy).
 
 use super::{peer_output, Pg, Phase};
 use crate::pglog::{missing_key, pgmeta_oid, INFO_KEY, MISSING_ALL};
@@ -34,11 +44,31 @@ use carmine_store::{ObjectStore, Transaction};
 use carmine_types::encoding::Encode;
 use carmine_types::{EVersion, OsdId, SnapId};
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 /// Most objects a primary pulls before it activates. A primary that lacks more (or
 /// must be backfilled) asks for a pg_temp led by a complete copy instead, so clients
 /// are served while it catches up as a replica (Ceph backfills behind pg_temp too).
 pub const PULL_BEFORE_ACTIVE_MAX: usize = 32;
+
+/// How long a primary waits on one peering step before it sends its requests again
+/// to the peers that have not answered (see the module comment).
+pub const PEERING_RESEND_INTERVAL: Duration = Duration::from_secs(3);
+const _: () =
+    assert!(PEERING_RESEND_INTERVAL.as_millis() >= 10 * crate::shard::TICK_INTERVAL.as_millis());
+
+/// The primaries' queries (interval, primary) a copy remembers answering, newest
+/// intervals kept: enough for the primaries of the intervals a copy goes through while
+/// messages are held up by a partition.
+pub const QUERIES_REMEMBERED_MAX: usize = 16;
+
+/// The peering step a primary waits on (its interval and phase) and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ResendWatch {
+    interval: carmine_types::Epoch,
+    phase: Phase,
+    since: Instant,
+}
 
 /// How a copy catches up with the authoritative log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +144,11 @@ impl Pg {
 
     /// Any role: a primary asks for this copy's info.
     pub fn handle_query(&mut self, from: OsdId, query: PgQuery, out: &mut Vec<Output>) {
-        self.queried_by = Some((from, query.interval));
+        self.queried_by.insert((query.interval, from));
+        while self.queried_by.len() > QUERIES_REMEMBERED_MAX {
+            self.queried_by.pop_first();
+        }
+        self.activated_since_query = false;
         let mut notify = self.my_notify();
         notify.interval = query.interval;
         notify.prior_lease_remaining_ns = self.lease.promise_remaining(from).as_nanos() as u64;
@@ -128,6 +162,7 @@ impl Pg {
         notify: PgNotify,
         out: &mut Vec<Output>,
     ) {
+        self.note_stray(from, &notify);
         if notify.interval == self.interval_start && self.is_primary() {
             // Whatever round it answers, the promise it reports must be waited out.
             let remaining = std::time::Duration::from_nanos(notify.prior_lease_remaining_ns);
@@ -655,7 +690,7 @@ impl Pg {
         // since it was opened (our answer to its query for that interval), never on
         // what an earlier incarnation of this copy held.
         let earlier_ours = activate.map_epoch >= self.interval_start
-            && self.queried_by == Some((from, activate.interval));
+            && self.queried_by.contains(&(activate.interval, from));
         let stale = activate.interval < self.interval_start && !earlier_ours;
         if stale || self.primary != Some(from) {
             return;
@@ -664,6 +699,20 @@ impl Pg {
         // this copy saw, or this copy came in mid-interval): leases, pushes and acks
         // of the interval carry it.
         self.interval_start = activate.interval;
+        // A resend (our acknowledgement was lost, or crossed it): this copy has
+        // adopted this round's history already, and pushes may have come since.
+        // Adopting again would put them back among the missing, or wipe a backfilled
+        // copy; acknowledging again is all the primary needs. A new round always
+        // queries this copy first, and an interval is not always new after a restart
+        // (a monitor that publishes no map meanwhile), so the interval alone does not
+        // tell a resend from a new round.
+        let resend = self.activated_since_query
+            && self.info.last_epoch_started == activate.interval
+            && self.queried_by.contains(&(activate.interval, from));
+        if resend {
+            self.queue_activated(from, activate.interval);
+            return;
+        }
         let mut missing = if activate.backfill {
             BTreeSet::new()
         } else {
@@ -691,16 +740,139 @@ impl Pg {
             wipe: activate.backfill,
         };
         self.adopt_log(store, adopted, &missing);
+        self.activated_since_query = true;
+        self.queue_activated(from, activate.interval);
+        let _ = out;
+    }
+
+    /// Replica: acknowledges an activation once the store has committed what this
+    /// copy submitted so far (the adopted history).
+    fn queue_activated(&mut self, primary: OsdId, interval: carmine_types::Epoch) {
         self.replica_acks.push_back(super::ReplicaAck {
             seq: self.last_submitted,
-            primary: from,
+            primary,
             reply: Msg::PgActivated(PgActivated {
                 pgid: self.pgid,
-                interval: activate.interval,
+                interval,
                 map_epoch: self.map_epoch,
             }),
         });
-        let _ = out;
+    }
+
+    /// Why the PG does not serve, for its stats (`PgStat::reason`); empty when it
+    /// is active or this copy is not the primary.
+    pub(super) fn inactive_reason(&self) -> String {
+        let names = |osds: &BTreeSet<OsdId>| {
+            let names: Vec<String> = osds.iter().map(OsdId::to_string).collect();
+            names.join(", ")
+        };
+        let reason = match &self.phase {
+            Phase::Replica => String::new(),
+            Phase::Down(why) => format!("down: {why}"),
+            Phase::Incomplete(why) => format!("incomplete: {why}"),
+            Phase::GetInfo { waiting } => {
+                format!("peering: waiting for the info of {}", names(waiting))
+            }
+            Phase::GetLog { auth } => format!("peering: waiting for the log of {auth}"),
+            Phase::Pull { source, .. } => format!(
+                "peering: pulling {} objects from {source} before serving",
+                self.pulling.len()
+            ),
+            Phase::WaitPgTemp { auth } => {
+                format!("peering: waiting for a pg_temp led by {auth}, which holds a complete copy")
+            }
+            Phase::Activating { waiting } => {
+                format!("activating: waiting for {} to activate", names(waiting))
+            }
+            Phase::Active if self.is_active() => String::new(),
+            Phase::Active => format!(
+                "inactive: {} members acting, fewer than min_size {}",
+                self.acting.len(),
+                self.pool.min_size
+            ),
+        };
+        carmine_proto::PgStat::bounded_reason(reason)
+    }
+
+    /// Primary, each tick: when the same peering step has waited
+    /// [`PEERING_RESEND_INTERVAL`], resends its requests to the peers that have not
+    /// answered (their answer, or our request, may have been lost with a session).
+    pub fn peering_tick(
+        &mut self,
+        now: Instant,
+        store: &mut dyn ObjectStore,
+        out: &mut Vec<Output>,
+    ) {
+        let waits_on_peers = matches!(
+            self.phase,
+            Phase::GetInfo { .. } | Phase::GetLog { .. } | Phase::Activating { .. }
+        );
+        if !self.is_primary() || !waits_on_peers {
+            self.resend_watch = None;
+            return;
+        }
+        match &mut self.resend_watch {
+            Some(watch) if watch.interval == self.interval_start && watch.phase == self.phase => {
+                if now.saturating_duration_since(watch.since) < PEERING_RESEND_INTERVAL {
+                    return;
+                }
+                watch.since = now;
+            }
+            _ => {
+                self.resend_watch = Some(ResendWatch {
+                    interval: self.interval_start,
+                    phase: self.phase.clone(),
+                    since: now,
+                });
+                return;
+            }
+        }
+        self.resend_peering(store, out);
+    }
+
+    /// Sends again what the current peering step waits for.
+    fn resend_peering(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+        match self.phase.clone() {
+            Phase::GetInfo { waiting } => {
+                tracing::info!(
+                    "{}: no info yet from {waiting:?}; querying again",
+                    self.pgid
+                );
+                for osd in waiting {
+                    let query = Msg::PgQuery(PgQuery {
+                        pgid: self.pgid,
+                        interval: self.interval_start,
+                        map_epoch: self.map_epoch,
+                    });
+                    self.send(osd, query, out);
+                }
+            }
+            Phase::GetLog { auth } => {
+                tracing::info!("{}: no log yet from {auth}; asking again", self.pgid);
+                let request = Msg::PgLogRequest(PgLogRequest {
+                    pgid: self.pgid,
+                    interval: self.interval_start,
+                    map_epoch: self.map_epoch,
+                    after: None,
+                });
+                self.send(auth, request, out);
+            }
+            Phase::Activating { waiting } => {
+                tracing::info!(
+                    "{}: {waiting:?} not activated yet; activating again",
+                    self.pgid
+                );
+                // Nothing changed since the first activation (no write is served
+                // before every replica has acknowledged), so this is the same message.
+                let versions = self.log_versions();
+                for replica in waiting {
+                    let notify = self.notifies.get(&replica).cloned();
+                    let activate = self.activation_for(store, replica, notify, &versions);
+                    self.send(replica, Msg::PgActivate(activate), out);
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Primary: a replica adopted our history.

@@ -13,15 +13,24 @@
 //! anything, so a restart mid-deletion resumes it; a deleting copy answers queries as
 //! if it held nothing, so half a copy is never used by peering. The objects go a
 //! bounded number per shard turn ([`PURGE_OBJECTS_PER_TURN`]); the collection goes last.
+//!
+//! A stray on an OSD that was down while the PG peered is never queried (peering asks
+//! only up OSDs, and only those of past intervals that may have accepted writes), so
+//! an OSD that joins the map again announces every copy it holds of a PG that the map
+//! no longer gives it ([`stray_notices`], an unsolicited `PgNotify`). The primary
+//! remembers it, and tells it to delete its copy once the PG is clean, as above and
+//! with the same checks on the stray's side.
 
 use super::{peer_output, Pg, Phase};
-use crate::pglog::pgmeta_oid;
+use crate::pglog::{pgmeta_oid, INFO_KEY};
 use crate::Output;
 use bytes::Bytes;
 use carmine_clustermap::OsdMap;
-use carmine_proto::{Msg, PgRemove, PgState};
-use carmine_store::{ObjectStore, Transaction};
-use carmine_types::OsdId;
+use carmine_proto::{Msg, PgInfo, PgNotify, PgRemove, PgState};
+use carmine_store::{CollectionId, ObjectStore, Transaction};
+use carmine_types::encoding::Decode;
+use carmine_types::{Epoch, OsdId, PgId};
+use std::collections::BTreeSet;
 
 /// Objects a shard removes per turn over all its deleting PGs (Ceph paces PG
 /// deletion too: `osd_delete_sleep`), so a large stray never stalls client IO.
@@ -47,9 +56,13 @@ impl Pg {
     }
 
     /// Primary: once the PG is clean with its whole up set acting, tells every stray
-    /// that answered this interval's peering to delete its copy. Once per interval.
+    /// that answered this interval's peering to delete its copy (once per interval),
+    /// and every stray that announced itself since (see [`Pg::note_stray`]).
     pub fn purge_strays(&mut self, out: &mut Vec<Output>) {
-        if self.strays_purged || !self.is_primary() || self.phase != Phase::Active {
+        if self.strays_purged && self.late_strays.is_empty() {
+            return;
+        }
+        if !self.is_primary() || self.phase != Phase::Active {
             return;
         }
         if !self.state().contains(PgState::CLEAN)
@@ -58,13 +71,17 @@ impl Pg {
         {
             return;
         }
-        self.strays_purged = true;
-        let strays: Vec<OsdId> = self
-            .notifies
-            .iter()
-            .filter(|(osd, n)| n.exists && !self.acting.contains(osd) && !self.up.contains(osd))
-            .map(|(osd, _)| *osd)
-            .collect();
+        let mut strays: BTreeSet<OsdId> = std::mem::take(&mut self.late_strays);
+        if !self.strays_purged {
+            self.strays_purged = true;
+            strays.extend(
+                self.notifies
+                    .iter()
+                    .filter(|(_, n)| n.exists)
+                    .map(|(osd, _)| *osd),
+            );
+        }
+        strays.retain(|osd| !self.acting.contains(osd) && !self.up.contains(osd));
         for stray in strays {
             tracing::info!("{}: clean; {stray} may delete its stray copy", self.pgid);
             let remove = PgRemove {
@@ -73,6 +90,19 @@ impl Pg {
                 map_epoch: self.map_epoch,
             };
             out.push(peer_output(stray, Msg::PgRemove(remove)));
+        }
+    }
+
+    /// Primary: `from`, outside the up and acting sets, holds a copy (it answered a
+    /// query, or announced the copy after booting): it is told to delete it once the
+    /// PG is clean, whether or not this interval's peering asked it.
+    pub(super) fn note_stray(&mut self, from: OsdId, notify: &PgNotify) {
+        if self.is_primary()
+            && notify.exists
+            && !self.acting.contains(&from)
+            && !self.up.contains(&from)
+        {
+            self.late_strays.insert(from);
         }
     }
 
@@ -151,6 +181,60 @@ impl Pg {
             PurgeProgress::More { removed }
         }
     }
+}
+
+/// An OSD that has just joined the map (booted, or marked up again): for each copy
+/// in `store` of a PG of `owned` whose mapping no longer names `whoami`, a notice to
+/// the PG's primary (an unsolicited `PgNotify`, interval 0), so that a copy left on
+/// an OSD that was down while the PG moved is purged too (see the module comment).
+pub fn stray_notices(
+    store: &dyn ObjectStore,
+    map: &OsdMap,
+    whoami: OsdId,
+    owned: impl Fn(PgId) -> bool,
+) -> Vec<Output> {
+    let mut notices = Vec::new();
+    for coll in store.list_collections() {
+        let CollectionId::Pg(pgid) = coll else {
+            continue;
+        };
+        if !owned(pgid) || marked_deleting(store, coll) {
+            continue;
+        }
+        let Some(mapping) = map.pg_mapping(pgid) else {
+            continue;
+        };
+        if mapping.acting.contains(&whoami) || mapping.up.contains(&whoami) {
+            continue;
+        }
+        let Some(primary) = mapping.primary else {
+            continue;
+        };
+        let keys = [Bytes::from_static(INFO_KEY)];
+        let info = match store.omap_get(coll, &pgmeta_oid(), &keys) {
+            Ok(found) => match found.into_iter().next() {
+                Some((_, raw)) => PgInfo::from_shared(raw).ok(),
+                None => None,
+            },
+            Err(_) => None,
+        };
+        let Some(info) = info else {
+            tracing::warn!("{whoami}: stray copy of {pgid} has no readable info; kept");
+            continue;
+        };
+        tracing::info!("{whoami}: holds a stray copy of {pgid}; telling {primary}");
+        let notify = PgNotify {
+            pgid,
+            interval: Epoch(0),
+            map_epoch: map.epoch,
+            info,
+            exists: true,
+            missing: Vec::new(),
+            prior_lease_remaining_ns: 0,
+        };
+        notices.push(peer_output(primary, Msg::PgNotify(notify)));
+    }
+    notices
 }
 
 /// Whether the copy in `store` carries the deleting marker (a restart resumes it).
