@@ -7,7 +7,7 @@
 mod harness;
 
 use carmine_osd::ShardCounters;
-use carmine_proto::{OpCode, OpError, OpOutput};
+use carmine_proto::{Msg, OpCode, OpError, OpOutput};
 use carmine_types::OsdId;
 use harness::{bytes, Cluster, Config};
 
@@ -164,4 +164,77 @@ fn a_scrub_of_the_primary_repairs_its_copy_without_any_read() {
         1
     );
     assert_clean_and_identical(&cluster, "victim");
+}
+
+/// Seed 3267 of the simulator: a replica lost the `RepOp` of a write (it restarted
+/// within the interval), the primary's copy then decayed, and its scrub pulled the
+/// object from that replica, whose copy predated the write. The write was later
+/// acknowledged with its data gone. A repair now pulls from a replica that has
+/// acknowledged the interval's writes to the object.
+#[test]
+fn a_repair_pulls_from_a_replica_that_acked_the_writes_to_the_object() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "victim", b"old");
+    let members = acting(&cluster, "victim");
+    let (primary, lagging, current) = (members[0], members[1], members[2]);
+    let reqid = send_write(&mut cluster, "victim", b"new");
+    // The RepOp to the first replica is held back (lost with a restart, say).
+    let held = cluster.take_where(|e| e.is_rep_op() && e.to.0 == lagging);
+    assert_eq!(held.len(), 1);
+    cluster.run();
+    assert!(
+        !cluster.has_reply(reqid),
+        "the write waits for every replica"
+    );
+
+    cluster.decay(primary, "victim");
+    cluster.scrub(primary);
+    assert_eq!(pull_targets(&cluster), vec![current]);
+    cluster.run();
+    assert_eq!(stored_data(&mut cluster, primary, "victim"), b"new");
+
+    for envelope in held {
+        cluster.inject(envelope.from, envelope.to, envelope.msg);
+    }
+    cluster.run();
+    let replies = cluster.take_replies_for(reqid);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].result, Ok(()));
+    assert_eq!(read(&mut cluster, "victim"), Ok(b"new".to_vec()));
+    assert_clean_and_identical(&cluster, "victim");
+}
+
+fn send_write(cluster: &mut Cluster, name: &str, content: &[u8]) -> carmine_types::ReqId {
+    let op = cluster.op(
+        name,
+        vec![OpCode::WriteFull {
+            data: bytes(content),
+        }],
+    );
+    cluster.send(op)
+}
+
+fn pull_targets(cluster: &Cluster) -> Vec<OsdId> {
+    cluster
+        .pending()
+        .iter()
+        .filter(|e| matches!(e.msg, Msg::PgPull(_)))
+        .map(|e| e.to.0)
+        .collect()
+}
+
+/// What `osd`'s own copy holds (an empty vector if it cannot be read).
+fn stored_data(cluster: &mut Cluster, osd: OsdId, name: &str) -> Vec<u8> {
+    let reply = cluster.local_read(
+        osd,
+        name,
+        vec![OpCode::Read {
+            offset: 0,
+            length: 0,
+        }],
+    );
+    match reply.outputs.first() {
+        Some(OpOutput::Data(data)) => data.to_vec(),
+        _ => Vec::new(),
+    }
 }

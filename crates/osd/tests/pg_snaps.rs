@@ -367,3 +367,25 @@ fn a_writer_with_a_stale_context_makes_no_clone_for_a_removed_snapshot() {
         Err(OpError::NotFound)
     );
 }
+
+/// A snapshot trim logs a change to the head that leaves its object info as it was:
+/// a repair of the head after a trim takes a replica's copy as current (it checks
+/// pulled copies against the newest change the log records for the object).
+#[test]
+fn a_head_trimmed_of_its_clones_is_repaired_from_a_replica() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "t", "v1", snapc(&[]));
+    let s1 = snap_create(&mut cluster);
+    write(&mut cluster, "t", "v2", snapc(&[s1]));
+    snap_remove(&mut cluster, s1);
+    for _ in 0..4 {
+        cluster.turn();
+    }
+    let pgid = cluster.pg_of("t");
+    let primary = cluster.primary_of(pgid);
+    assert!(clones_on(&cluster, primary, "t").is_empty(), "trimmed");
+    cluster.decay(primary, "t");
+    assert_eq!(read_at(&mut cluster, "t", SnapId::HEAD).unwrap(), b"v2");
+    cluster.run();
+    cluster.assert_all_replicas_identical();
+}

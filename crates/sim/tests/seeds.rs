@@ -212,3 +212,16 @@ fn regression_a_copy_that_came_in_mid_interval_answers_the_activation() {
 fn regression_a_resend_that_crossed_a_failure_gets_the_failure() {
     check(&[run_with_faults(761, FaultClasses::ALL)], 10, 300);
 }
+
+/// Seed 3267 (LogStore, bit flips), once error entries changed its timing: a replica
+/// crashed and restarted within the interval and lost the `RepOp` of a write the
+/// primary had applied; a bit flip then made the primary's copy unreadable, and its
+/// scrub repaired it by pulling from that replica, whose copy predated the write. The
+/// PG's next interval pushed that older copy everywhere and acknowledged the write, and
+/// a read returned the state before it (a stale read). A repair now pulls from a
+/// replica that has acknowledged the interval's writes to the object, and the primary
+/// refuses a pulled copy older than the newest change its log records for it.
+#[test]
+fn regression_a_repair_takes_no_copy_older_than_an_applied_write() {
+    check(&[run_with_faults(3267, FaultClasses::ALL)], 10, 100);
+}

@@ -4,7 +4,10 @@
 //!   object the primary knows it lacks) is not answered: the op waits, like a read
 //!   behind a write, while the primary pulls the object from an acting replica that
 //!   holds it (one not missing it and not known corrupt), then runs again. Writes to
-//!   the object wait too, so a pulled copy never overwrites a newer local write.
+//!   the object wait too, so a pulled copy never overwrites a newer local write, and
+//!   a pulled copy older than the newest change the log records for the object (its
+//!   source had yet to apply a write we applied) is refused: that source lacks the
+//!   object, and the primary pulls from another.
 //! - **Replica copies.** A replica asked to copy an object it cannot read names it in
 //!   its answer's `corrupt` list instead of sending bytes; a replica whose scrub finds
 //!   a corrupt copy reports it in a `PgPushReply`. The primary pushes its good copy.
@@ -16,10 +19,15 @@
 //! interval drops the repairs in flight and the ops run again once the PG is active
 //! (corruption is found again on the next read or scrub).
 
+use super::snap_trim::SNAP_TRIM_CLIENT;
 use super::{peer_output, Pg, Phase};
+use crate::exec::OBJECT_INFO_XATTR;
 use crate::{ClientRef, Output};
-use carmine_proto::{Msg, OpError, OsdOp, PgPull, PgPush, PgPushReply};
+use carmine_proto::{
+    LogOp, Msg, ObjectCopy, ObjectInfo, OpError, OsdOp, PgPull, PgPush, PgPushReply,
+};
 use carmine_store::{ObjectStore, StoreError};
+use carmine_types::encoding::Decode;
 use carmine_types::{ObjectId, OsdId, SnapId};
 use std::collections::BTreeSet;
 
@@ -126,6 +134,7 @@ impl Pg {
                 .get(replica)
                 .is_some_and(|missing| missing.contains(name))
                 && !self.replica_corrupt.contains(&(*replica, name.to_string()))
+                && !self.owes_write_ack(*replica, name)
         });
         let Some(source) = source else {
             tracing::error!(
@@ -162,7 +171,31 @@ impl Pg {
             .objects
             .into_iter()
             .partition(|copy| self.repairs.get(&copy.oid) == Some(&from));
-        let mut finished: Vec<String> = copies.iter().map(|c| c.oid.clone()).collect();
+        // A copy older than the newest change our log records for it (the source had
+        // not applied a write we applied: its RepOp is still on its way, or was lost
+        // with a restart inside the interval) would silently undo that write. That
+        // source lacks the object: it gets ours later, and we pull from another.
+        let (copies, behind): (Vec<_>, Vec<_>) = copies
+            .into_iter()
+            .partition(|copy| self.copy_is_current(copy));
+        let mut finished = Vec::new();
+        for copy in behind {
+            tracing::warn!(
+                "{}: {from}'s copy of {} predates our log; pulling it elsewhere",
+                self.pgid,
+                copy.oid
+            );
+            self.repairs.remove(&copy.oid);
+            self.peer_missing
+                .entry(from)
+                .or_default()
+                .insert(copy.oid.clone());
+            if !self.start_repair(&copy.oid, out) {
+                // No other source: the ops waiting on it run again and fail (EIO).
+                finished.push(copy.oid);
+            }
+        }
+        finished.extend(copies.iter().map(|c| c.oid.clone()));
         for name in &finished {
             self.repairs.remove(name);
             self.local_corrupt.remove(name);
@@ -184,6 +217,52 @@ impl Pg {
             self.release_reads(store, &name, out);
         }
         self.schedule_recovery(store, out);
+    }
+
+    /// Primary: whether `replica` has yet to acknowledge a `RepOp` of this interval
+    /// that changed `name`: its copy may predate that write (a pull overtakes nothing
+    /// on the ordered session, but the `RepOp` may have been lost with a restart).
+    /// Writes carried over from an earlier interval wait on every replica until it
+    /// has our copy by push; peering already told which replicas lack the object.
+    fn owes_write_ack(&self, replica: OsdId, name: &str) -> bool {
+        self.in_flight.iter().any(|write| {
+            write.is_write
+                && write.oid == name
+                && write.version.epoch >= self.interval_start
+                && write.waiting_on.contains(&replica)
+        })
+    }
+
+    /// Primary: whether a pulled copy holds the newest change to its object that our
+    /// log records (a removal: no object, or a whiteout at least that new). A copy
+    /// whose object info is absent or unreadable, or one of an object the log no
+    /// longer mentions, cannot be dated and is taken as it is.
+    fn copy_is_current(&self, copy: &ObjectCopy) -> bool {
+        let Some(newest) = self
+            .log
+            .entries()
+            .rev()
+            .find(|entry| entry.oid == copy.oid && entry.changes_object())
+        else {
+            return true;
+        };
+        let Some(state) = &copy.state else {
+            return matches!(newest.op, LogOp::Delete);
+        };
+        // A snapshot trim changes the head's snapshot set but not its object info.
+        let required = if newest.reqid.client == SNAP_TRIM_CLIENT {
+            newest.prior_version
+        } else {
+            newest.version
+        };
+        match state
+            .xattrs
+            .get(OBJECT_INFO_XATTR)
+            .map(|raw| ObjectInfo::from_shared(raw.clone()))
+        {
+            Some(Ok(info)) => info.version >= required,
+            _ => true,
+        }
     }
 
     /// Primary: `replica`'s copy of `name` is unreadable; push it ours.
