@@ -6,8 +6,7 @@ mod harness;
 
 use carmine_osd::OsdTuning;
 use carmine_proto::OpCode;
-use carmine_types::{OsdId, PgId};
-use harness::{bytes, read, write, Cluster, Config};
+use harness::{boot_as_primary, bytes, read, write, Cluster, Config};
 
 /// Entries each PG log keeps: five writes trim the first.
 const LOG_ENTRIES: usize = 4;
@@ -21,24 +20,6 @@ fn cluster() -> Cluster {
         },
         ..Config::default()
     })
-}
-
-/// `osd` boots again and leads the PG through a pg_temp (the monitor would grant one
-/// for other reasons; here it just makes `osd` the primary).
-fn boot_as_primary(cluster: &mut Cluster, pgid: PgId, osd: OsdId, others: &[OsdId]) {
-    cluster.heal(osd);
-    let info = cluster.map.osd(osd).expect("in map").clone();
-    let mut temp = vec![osd];
-    temp.extend_from_slice(others);
-    cluster.change_map(|map| {
-        if !map.is_up(osd) {
-            map.boot_osd(osd, info.shard_addrs, info.host).unwrap();
-        }
-        map.set_pg_temp(pgid, temp).unwrap();
-    });
-    cluster.run();
-    assert_eq!(cluster.primary_of(pgid), osd);
-    assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean+remapped");
 }
 
 #[test]

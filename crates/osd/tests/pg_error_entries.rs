@@ -6,8 +6,7 @@ mod harness;
 
 use carmine_osd::OsdTuning;
 use carmine_proto::{OpCode, OpError, OpOutput};
-use carmine_types::{OsdId, PgId};
-use harness::{bytes, read, write, Cluster, Config};
+use harness::{boot_as_primary, bytes, read, write, Cluster, Config};
 
 fn stat_version(cluster: &mut Cluster, name: &str) -> u64 {
     let reply = cluster.call(name, vec![OpCode::Stat]);
@@ -92,23 +91,6 @@ fn a_failed_guarded_create_stays_failed_on_every_primary() {
 
 /// Entries each PG log keeps in the trimming test.
 const LOG_ENTRIES: usize = 4;
-
-/// `osd` boots again and leads the PG through a pg_temp.
-fn boot_as_primary(cluster: &mut Cluster, pgid: PgId, osd: OsdId, others: &[OsdId]) {
-    cluster.heal(osd);
-    let info = cluster.map.osd(osd).expect("in map").clone();
-    let mut temp = vec![osd];
-    temp.extend_from_slice(others);
-    cluster.change_map(|map| {
-        if !map.is_up(osd) {
-            map.boot_osd(osd, info.shard_addrs, info.host).unwrap();
-        }
-        map.set_pg_temp(pgid, temp).unwrap();
-    });
-    cluster.run();
-    assert_eq!(cluster.primary_of(pgid), osd);
-    assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean+remapped");
-}
 
 /// The error entry is trimmed (into a dup carrying the error) on the copies that
 /// stayed up; a copy that was down meanwhile adopts their log and dups, leads, and

@@ -862,3 +862,21 @@ pub fn read(cluster: &mut Cluster, name: &str) -> Vec<u8> {
         other => panic!("read {name}: {other:?}"),
     }
 }
+
+/// `osd` boots again and leads `pgid` through a pg_temp of `osd` then `others` (the
+/// monitor would grant one for other reasons; here it just makes `osd` the primary).
+pub fn boot_as_primary(cluster: &mut Cluster, pgid: PgId, osd: OsdId, others: &[OsdId]) {
+    cluster.heal(osd);
+    let info = cluster.map.osd(osd).expect("in map").clone();
+    let mut temp = vec![osd];
+    temp.extend_from_slice(others);
+    cluster.change_map(|map| {
+        if !map.is_up(osd) {
+            map.boot_osd(osd, info.shard_addrs, info.host).unwrap();
+        }
+        map.set_pg_temp(pgid, temp).unwrap();
+    });
+    cluster.run();
+    assert_eq!(cluster.primary_of(pgid), osd);
+    assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean+remapped");
+}
