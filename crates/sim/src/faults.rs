@@ -362,7 +362,7 @@ impl Sim {
         }
     }
 
-    fn schedule_released(&mut self, released: Vec<(Nanos, crate::network::Wire)>) {
+    pub(crate) fn schedule_released(&mut self, released: Vec<(Nanos, crate::network::Wire)>) {
         for (at, wire) in released {
             self.queue.push(at, Event::Deliver(Box::new(wire)));
         }

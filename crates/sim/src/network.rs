@@ -99,6 +99,30 @@ struct Link {
     last_delivered: u64,
     next_free: Nanos,
     held: BTreeMap<u64, Wire>,
+    /// Held messages a heal rescheduled that have not arrived yet. A message sent
+    /// before the cut may still be on its way when the cut heals, and it arrives
+    /// before the released ones (they are scheduled after it): it must wait for
+    /// them, as the messenger replays its unacknowledged messages before new ones.
+    released: BTreeSet<u64>,
+}
+
+impl Link {
+    /// Whether the message `seq`, arriving, must wait behind an earlier one (held,
+    /// or released and still on its way).
+    fn behind_earlier(&self, seq: u64) -> bool {
+        let earlier = |first: Option<u64>| first.is_some_and(|first| first < seq);
+        earlier(self.held.keys().next().copied()) || earlier(self.released.first().copied())
+    }
+
+    /// Whether held messages wait for nothing but a release: no cut (the caller
+    /// checks), and none of them is behind a released message still on its way.
+    fn ready_to_release(&self) -> bool {
+        match (self.held.keys().next(), self.released.first()) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(held), Some(released)) => held < released,
+        }
+    }
 }
 
 /// What the network did with a message handed to it.
@@ -354,6 +378,8 @@ impl Network {
             if from.node() == Node::Osd(osd) || to.node() == Node::Osd(osd) {
                 self.lost_total += link.held.len() as u64;
                 link.held.clear();
+                // Those on their way are lost on arrival (`admit` sees the incarnation).
+                link.released.clear();
             }
         }
     }
@@ -419,7 +445,8 @@ impl Network {
                     .links
                     .get_mut(&(wire.from, wire.to))
                     .expect("sent on it");
-                if blocked || !link.held.is_empty() {
+                link.released.remove(&seq);
+                if blocked || link.behind_earlier(seq) {
                     link.held.insert(seq, *wire);
                     return None;
                 }
@@ -432,6 +459,26 @@ impl Network {
                 Some(wire)
             }
         }
+    }
+
+    /// After a lossless message from `from` to `to` was delivered: reschedules, in
+    /// order, what that link held behind the released messages it waited for.
+    pub fn release_after_delivery(
+        &mut self,
+        now: Nanos,
+        from: Endpoint,
+        to: Endpoint,
+    ) -> Vec<(Nanos, Wire)> {
+        let ready = !self.is_blocked(from.node(), to.node())
+            && self
+                .links
+                .get(&(from, to))
+                .is_some_and(Link::ready_to_release);
+        let mut released = Vec::new();
+        if ready {
+            self.release_link(now, from, to, &mut released);
+        }
+        released
     }
 
     /// Reschedules, in order, what links hold whose cut has healed.
@@ -447,16 +494,27 @@ impl Network {
             if self.is_blocked(from.node(), to.node()) {
                 continue;
             }
-            let held = std::mem::take(&mut self.links.get_mut(&(from, to)).expect("listed").held);
-            for (_, wire) in held {
-                let latency = self.latency(from.node(), to.node());
-                let link = self.links.get_mut(&(from, to)).expect("listed");
-                let at = (now + latency).max(link.next_free);
-                link.next_free = at;
-                released.push((at, wire));
-            }
+            self.release_link(now, from, to, &mut released);
         }
         released
+    }
+
+    fn release_link(
+        &mut self,
+        now: Nanos,
+        from: Endpoint,
+        to: Endpoint,
+        released: &mut Vec<(Nanos, Wire)>,
+    ) {
+        let held = std::mem::take(&mut self.links.get_mut(&(from, to)).expect("listed").held);
+        for (seq, wire) in held {
+            let latency = self.latency(from.node(), to.node());
+            let link = self.links.get_mut(&(from, to)).expect("listed");
+            let at = (now + latency).max(link.next_free);
+            link.next_free = at;
+            link.released.insert(seq);
+            released.push((at, wire));
+        }
     }
 }
 
@@ -466,4 +524,67 @@ pub fn all_nodes(osds: &[OsdId], mons: u64, clients: u32) -> BTreeSet<Node> {
     nodes.extend((0..mons).map(Node::Mon));
     nodes.extend((0..clients).map(Node::Client));
     nodes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use carmine_proto::PgQuery;
+    use carmine_types::{Epoch, PgId, PoolId};
+
+    fn query(map_epoch: u32) -> Msg {
+        Msg::PgQuery(PgQuery {
+            pgid: PgId {
+                pool: PoolId(1),
+                seed: 0,
+            },
+            interval: Epoch(1),
+            map_epoch: Epoch(map_epoch),
+        })
+    }
+
+    fn scheduled(sent: Sent) -> (Nanos, Box<Wire>) {
+        match sent {
+            Sent::At(at, wire) => (at, wire),
+            other => panic!("expected a delivery time, got {other:?}"),
+        }
+    }
+
+    fn seq(wire: &Wire) -> u64 {
+        match wire.via {
+            Via::Link { seq, .. } => seq,
+            Via::Session(_) => unreachable!("a link message"),
+        }
+    }
+
+    /// A cut holds the first of two messages in flight and heals before the second
+    /// arrives: the second, though it arrives first, is delivered after the first.
+    #[test]
+    fn a_healed_cut_keeps_a_lossless_link_in_order() {
+        let mut net = Network::new(Rng::new(7), LatencyConfig::default());
+        let (a, b) = (
+            Endpoint::Osd(OsdId(0), ShardIndex(0)),
+            Endpoint::Osd(OsdId(1), ShardIndex(0)),
+        );
+        let (first_at, first) = scheduled(net.send_link(0, a, b, query(1)));
+        let (second_at, second) = scheduled(net.send_link(0, a, b, query(2)));
+        assert!(second_at >= first_at, "a link is FIFO in time");
+        net.block(a.node(), b.node());
+        assert!(net.admit(first).is_none(), "held by the cut");
+        let released = net.unblock(first_at, a.node(), b.node());
+        assert_eq!(released.len(), 1);
+        let (released_at, first) = released.into_iter().next().expect("one");
+        assert!(released_at >= second_at, "scheduled after the one in flight");
+        assert!(
+            net.admit(second).is_none(),
+            "the second waits for the first"
+        );
+        let first = net.admit(Box::new(first)).expect("delivered");
+        assert_eq!(seq(&first), 1);
+        let again = net.release_after_delivery(released_at, a, b);
+        assert_eq!(again.len(), 1, "the second is released behind the first");
+        let (_, second) = again.into_iter().next().expect("one");
+        let second = net.admit(Box::new(second)).expect("delivered");
+        assert_eq!(seq(&second), 2);
+    }
 }

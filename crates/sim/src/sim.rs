@@ -274,6 +274,10 @@ impl Sim {
             self.trace.mix(b"lost");
             return;
         };
+        if matches!(wire.via, crate::network::Via::Link { .. }) {
+            let released = self.net.release_after_delivery(now, wire.from, wire.to);
+            self.schedule_released(released);
+        }
         if self.canary_strikes(&wire) {
             return;
         }
