@@ -236,3 +236,18 @@ fn regression_a_repair_takes_no_copy_older_than_an_applied_write() {
 fn regression_a_healed_cut_keeps_a_lossless_link_in_order() {
     check(&[run_with_faults(4233, FaultClasses::ALL)], 10, 100);
 }
+
+/// Seed 3176 (LogStore, bit flips): with the monitor down, osd.0 crashed and missed
+/// two writes the primary osd.2 and osd.1 applied (never acknowledged). When the
+/// monitor came back, osd.0 was the only up member of PG 1.6 for one map: it
+/// activated alone, below min_size, and recorded that interval as started. Its older
+/// log then outranked osd.2's newer one, so the next peering rolled back the two
+/// writes and pulled the objects from osd.0 alone, whose `shared-2` had taken a bit
+/// flip; osd.1 was backfilled from the rolled-back log, and no copy of `shared-2` was
+/// readable. An acting set below min_size now never records its interval as started
+/// (Ceph's `acting_set_writeable`), so osd.2's copy stays authoritative and repairs
+/// osd.0's.
+#[test]
+fn regression_an_interval_below_min_size_does_not_outrank_newer_copies() {
+    check(&[run_with_faults(3176, FaultClasses::ALL)], 10, 100);
+}

@@ -565,7 +565,16 @@ impl Pg {
 
     /// Primary: we are up to date; send each replica what it lacks.
     pub(super) fn activate_replicas(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
-        self.info.last_epoch_started = self.interval_start;
+        // Only an interval that can take writes is recorded as started (Ceph's
+        // `acting_set_writeable`): an acting set smaller than min_size never accepts a
+        // write, and the past intervals call it never read-write. Recording it anyway
+        // made this copy's log outrank copies holding newer writes of the interval
+        // before (writes those copies applied but not every member acknowledged), so
+        // peering rolled them back and took the object from this copy alone, which
+        // may be the corrupt one (seed 3176).
+        if self.acting_writeable() {
+            self.info.last_epoch_started = self.interval_start;
+        }
         let mut tx = Transaction::new();
         tx.omap_set(
             self.coll,
@@ -596,6 +605,12 @@ impl Pg {
         self.renew_lease(out);
         self.phase = Phase::Activating { waiting };
         self.after_activated(store, out);
+    }
+
+    /// Whether the acting set is large enough to accept writes (min_size), the same
+    /// rule the past intervals use for `maybe_went_rw`.
+    fn acting_writeable(&self) -> bool {
+        self.acting.len() >= usize::from(self.pool.min_size)
     }
 
     fn activation_for(
@@ -706,8 +721,12 @@ impl Pg {
         // queries this copy first, and an interval is not always new after a restart
         // (a monitor that publishes no map meanwhile), so the interval alone does not
         // tell a resend from a new round.
+        // A primary that records the interval as started sends that in its info; one
+        // whose acting set cannot take writes does not (see `activate_replicas`), and
+        // this copy then keeps the newer of the two.
+        let writeable = activate.info.last_epoch_started == activate.interval;
         let resend = self.activated_since_query
-            && self.info.last_epoch_started == activate.interval
+            && (!writeable || self.info.last_epoch_started == activate.interval)
             && self.queried_by.contains(&(activate.interval, from));
         if resend {
             self.queue_activated(from, activate.interval);
@@ -732,7 +751,11 @@ impl Pg {
         };
         entries.extend(activate.entries);
         let mut info = activate.info;
-        info.last_epoch_started = activate.interval;
+        info.last_epoch_started = if writeable {
+            activate.interval
+        } else {
+            info.last_epoch_started.max(self.info.last_epoch_started)
+        };
         let adopted = Adopted {
             info,
             entries,
