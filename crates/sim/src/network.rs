@@ -574,7 +574,10 @@ mod tests {
         let released = net.unblock(first_at, a.node(), b.node());
         assert_eq!(released.len(), 1);
         let (released_at, first) = released.into_iter().next().expect("one");
-        assert!(released_at >= second_at, "scheduled after the one in flight");
+        assert!(
+            released_at >= second_at,
+            "scheduled after the one in flight"
+        );
         assert!(
             net.admit(second).is_none(),
             "the second waits for the first"
