@@ -170,6 +170,9 @@ pub struct Pg {
     late_strays: BTreeSet<OsdId>,
     /// Primary: the peering step it waits on and since when (see `peering_tick`).
     resend_watch: Option<peering::ResendWatch>,
+    /// Primary, active: the repairs and pushes it waits on and since when (see
+    /// `recovery_tick`).
+    recovery_watch: Option<recovery::RecoveryWatch>,
     /// Read leases: this copy's promises, and as primary its own lease and the wait
     /// for earlier promises (see `pg/lease.rs`).
     lease: lease::Lease,
@@ -242,6 +245,7 @@ impl Pg {
             strays_purged: false,
             late_strays: BTreeSet::new(),
             resend_watch: None,
+            recovery_watch: None,
             lease: lease::Lease::default(),
         };
         if store.collection_exists(coll) {

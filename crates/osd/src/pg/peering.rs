@@ -820,15 +820,20 @@ impl Pg {
     /// Primary, each tick: when the same peering step has waited
     /// [`PEERING_RESEND_INTERVAL`], resends its requests to the peers that have not
     /// answered (their answer, or our request, may have been lost with a session).
+    /// Recovery's pulls and pushes are resent likewise (`recovery_tick`).
     pub fn peering_tick(
         &mut self,
         now: Instant,
         store: &mut dyn ObjectStore,
         out: &mut Vec<Output>,
     ) {
+        self.recovery_tick(now, store, out);
         let waits_on_peers = matches!(
             self.phase,
-            Phase::GetInfo { .. } | Phase::GetLog { .. } | Phase::Activating { .. }
+            Phase::GetInfo { .. }
+                | Phase::GetLog { .. }
+                | Phase::Pull { .. }
+                | Phase::Activating { .. }
         );
         if !self.is_primary() || !waits_on_peers {
             self.resend_watch = None;
@@ -879,6 +884,23 @@ impl Pg {
                     after: None,
                 });
                 self.send(auth, request, out);
+            }
+            Phase::Pull { source, all } => {
+                // Only what has not arrived: the source answers a pull again in full,
+                // and copies that arrive twice replace the same object.
+                tracing::info!(
+                    "{}: {} objects not pulled yet from {source}; pulling again",
+                    self.pgid,
+                    self.pulling.len()
+                );
+                let pull = Msg::PgPull(carmine_proto::PgPull {
+                    pgid: self.pgid,
+                    interval: self.interval_start,
+                    map_epoch: self.map_epoch,
+                    oids: self.pulling.iter().cloned().collect(),
+                    all,
+                });
+                self.send(source, pull, out);
             }
             Phase::Activating { waiting } => {
                 tracing::info!(

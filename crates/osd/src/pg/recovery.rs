@@ -15,7 +15,8 @@ use crate::Output;
 use carmine_proto::{Msg, ObjectCopy, ObjectState, PgPull, PgPush, PgPushReply};
 use carmine_store::{CollectionId, ObjectStore, Transaction};
 use carmine_types::{ObjectId, OsdId};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 /// Pushes a primary keeps in flight to one replica (recovery is throttled so client
 /// IO keeps most of the shard).
@@ -23,7 +24,105 @@ pub const PUSHES_IN_FLIGHT_MAX: usize = 4;
 /// Objects per push message when answering a pull.
 pub const OBJECTS_PER_PUSH_MAX: usize = 16;
 
+/// The repairs and pushes an active primary waits on, and since when. Like a lost
+/// peering request (see `peering.rs`), a pull or push lost with a session reset, or
+/// with a peer that restarted within the interval, is never answered; one that has
+/// waited [`super::peering::PEERING_RESEND_INTERVAL`] with nothing answered in
+/// between is sent again. Both are idempotent: a copy that arrives twice replaces the
+/// same object, and answers to a request no longer waited on are ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RecoveryWatch {
+    interval: carmine_types::Epoch,
+    repairs: BTreeMap<String, OsdId>,
+    pushing: BTreeMap<OsdId, BTreeSet<String>>,
+    since: Instant,
+}
+
 impl Pg {
+    /// Primary, each tick: resends the repairs and pushes that have waited too long
+    /// with no answer (see [`RecoveryWatch`]).
+    pub(super) fn recovery_tick(
+        &mut self,
+        now: Instant,
+        store: &mut dyn ObjectStore,
+        out: &mut Vec<Output>,
+    ) {
+        let waiting = !self.repairs.is_empty() || self.pushing.values().any(|p| !p.is_empty());
+        if !self.is_primary() || self.phase != Phase::Active || !waiting {
+            self.recovery_watch = None;
+            return;
+        }
+        match &mut self.recovery_watch {
+            Some(watch)
+                if watch.interval == self.interval_start
+                    && watch.repairs == self.repairs
+                    && watch.pushing == self.pushing =>
+            {
+                let waited = now.saturating_duration_since(watch.since);
+                if waited < super::peering::PEERING_RESEND_INTERVAL {
+                    return;
+                }
+                watch.since = now;
+            }
+            _ => {
+                self.recovery_watch = Some(RecoveryWatch {
+                    interval: self.interval_start,
+                    repairs: self.repairs.clone(),
+                    pushing: self.pushing.clone(),
+                    since: now,
+                });
+                return;
+            }
+        }
+        self.resend_recovery(store, out);
+    }
+
+    fn resend_recovery(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+        tracing::info!(
+            "{}: {} repairs and {} pushes unanswered; sending them again",
+            self.pgid,
+            self.repairs.len(),
+            self.pushes_in_flight()
+        );
+        for (name, source) in self.repairs.clone() {
+            let pull = Msg::PgPull(PgPull {
+                pgid: self.pgid,
+                interval: self.interval_start,
+                map_epoch: self.map_epoch,
+                oids: vec![name],
+                all: false,
+            });
+            out.push(peer_output(source, pull));
+        }
+        for (replica, names) in self.pushing.clone() {
+            for name in names {
+                // Our copy as it is now: it holds every write whose RepOp went out
+                // before, so the replica ends where those writes leave it.
+                match self.object_copy(store, &name) {
+                    Ok(copy) => {
+                        let push = Msg::PgPush(PgPush {
+                            pgid: self.pgid,
+                            interval: self.interval_start,
+                            map_epoch: self.map_epoch,
+                            objects: vec![copy],
+                            last: None,
+                            corrupt: Vec::new(),
+                        });
+                        out.push(peer_output(replica, push));
+                    }
+                    Err(_) => {
+                        // Unreadable here since: back in the queue, which repairs it.
+                        if let Some(pushing) = self.pushing.get_mut(&replica) {
+                            pushing.remove(&name);
+                        }
+                        self.peer_missing.entry(replica).or_default().insert(name);
+                    }
+                }
+            }
+        }
+        self.schedule_recovery(store, out);
+    }
+
     /// Reads one object's whole state from our store, its snapshot clones included;
     /// `Err` when our copy cannot be trusted: its data (or a clone's) fails its checksum
     /// or cannot be read, or we know we lack the object. Never an empty or partial copy
@@ -200,6 +299,8 @@ impl Pg {
         out: &mut Vec<Output>,
     ) {
         let pulled_from = self.phase.clone();
+        // Progress: the pull's resend timer starts again (see `peering_tick`).
+        self.resend_watch = None;
         for copy in &push.objects {
             self.pulling.remove(&copy.oid);
         }
