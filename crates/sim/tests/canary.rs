@@ -31,12 +31,14 @@ fn the_checkers_catch_an_acknowledgement_before_a_replica_commits() {
 /// crash loses writes that were acknowledged. On these seeds (crash faults only) the
 /// crashes hit such writes on every copy, and the checkers must report them lost;
 /// without the canary the same seeds pass. (Traffic changes move these seeds: seeds 31
-/// and 34 stopped catching it when stray purge and read leases changed the traces.)
+/// and 34 stopped catching it when stray purge and read leases changed the traces, and
+/// seed 6 with the change that a primary alone below min_size no longer records its
+/// interval as started: that seed no longer loses a write with the canary.)
 #[test]
 fn the_checkers_catch_an_acknowledgement_before_the_disk_sync() {
     use carmine_sim::FaultClasses;
     let crashes = FaultClasses::parse("crashes").unwrap();
-    for seed in [5, 6, 23] {
+    for seed in [5, 13, 23] {
         let honest = SimConfig::from_seed(seed)
             .with_faults(crashes)
             .with_disk(carmine_sim::disk::DiskKind::Log);
