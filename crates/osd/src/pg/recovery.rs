@@ -458,17 +458,7 @@ impl Pg {
                     self.note_local_corrupt(name);
                 }
                 tracing::warn!("{}: cannot push {why}; repairing our copy", self.pgid);
-                // The caller took `name` off `replica`'s queue to push it: for as long
-                // as the repair picks its source, `replica` is still one that lacks it
-                // (once, a backfill target was asked for the object it was waiting for).
-                let queue = self.peer_missing.entry(replica).or_default();
-                let taken = queue.insert(name.to_string());
                 self.start_repair(name, out);
-                if taken {
-                    if let Some(queue) = self.peer_missing.get_mut(&replica) {
-                        queue.remove(name);
-                    }
-                }
                 return false;
             }
         };
