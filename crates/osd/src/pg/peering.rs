@@ -563,9 +563,24 @@ impl Pg {
         }
     }
 
+    /// Primary: records that the PG activated in this interval, but only when the
+    /// acting set can take writes (at least `min_size` members). A PG peered with
+    /// fewer members serves nothing, and its log may lack writes the members of the
+    /// interval before it still hold and will bring back (writes that were never
+    /// acknowledged, but not to be thrown away): were its `last_epoch_started` this
+    /// interval, the next peering would rank its shorter log above theirs
+    /// (`choose_auth`) and roll their copies back onto ours, a lone copy whose
+    /// objects may since have rotted (seed 6236). Ceph's `activate` likewise updates
+    /// `last_epoch_started` only when `acting_set_writeable()`.
+    fn record_activation_epoch(&mut self) {
+        if self.acting.len() >= usize::from(self.pool.min_size) {
+            self.info.last_epoch_started = self.interval_start;
+        }
+    }
+
     /// Primary: we are up to date; send each replica what it lacks.
     pub(super) fn activate_replicas(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
-        self.info.last_epoch_started = self.interval_start;
+        self.record_activation_epoch();
         let mut tx = Transaction::new();
         tx.omap_set(
             self.coll,
@@ -707,7 +722,7 @@ impl Pg {
         // (a monitor that publishes no map meanwhile), so the interval alone does not
         // tell a resend from a new round.
         let resend = self.activated_since_query
-            && self.info.last_epoch_started == activate.interval
+            && self.info.last_epoch_started == activate.info.last_epoch_started
             && self.queried_by.contains(&(activate.interval, from));
         if resend {
             self.queue_activated(from, activate.interval);
@@ -731,8 +746,11 @@ impl Pg {
                 .collect()
         };
         entries.extend(activate.entries);
-        let mut info = activate.info;
-        info.last_epoch_started = activate.interval;
+        // The primary's info already says whether this activation counts (see
+        // `record_activation_epoch`): a PG peered below `min_size` takes no writes,
+        // so this copy must not claim it was activated in this interval either.
+        // (Primaries before this rule always recorded the interval here.)
+        let info = activate.info;
         let adopted = Adopted {
             info,
             entries,
