@@ -447,6 +447,9 @@ impl Pg {
         if changed {
             self.want_acting.clear();
             let was_primary = self.is_primary();
+            if was_primary {
+                self.roll_back_unreadable_writes(store);
+            }
             self.acting = mapping.acting;
             self.primary = mapping.primary;
             self.interval_start = map.epoch;
