@@ -81,7 +81,10 @@ fn an_unacknowledged_write_whose_only_copy_rots_is_rolled_back() {
     cluster.crash(leaving);
     cluster.run();
     assert_eq!(cluster.primary_of(pgid), primary);
-    assert_eq!(read(&mut cluster, "victim"), Some(Ok(b"acknowledged".to_vec())));
+    assert_eq!(
+        read(&mut cluster, "victim"),
+        Some(Ok(b"acknowledged".to_vec()))
+    );
     assert!(
         !cluster.has_reply(lost.reqid),
         "a rolled-back write is never answered"
@@ -119,7 +122,10 @@ fn a_pg_peered_below_min_size_does_not_outrank_newer_members() {
     let newer = send_write(&mut cluster, "shared", b"new");
     cluster.drop_where(|env| env.is_rep_op() && env.to.0 == lagging);
     cluster.run();
-    assert!(!cluster.has_reply(newer.reqid), "the lagging replica lacks it");
+    assert!(
+        !cluster.has_reply(newer.reqid),
+        "the lagging replica lacks it"
+    );
 
     // Only the lagging replica is up: it leads the PG alone, below min_size.
     cluster.crash(primary);
