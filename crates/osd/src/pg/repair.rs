@@ -10,7 +10,13 @@
 //!   object, and the primary pulls from another.
 //! - **Replica copies.** A replica asked to copy an object it cannot read names it in
 //!   its answer's `corrupt` list instead of sending bytes; a replica whose scrub finds
-//!   a corrupt copy reports it in a `PgPushReply`. The primary pushes its good copy.
+//!   a corrupt copy reports it in a `PgPushReply` (once, and again only every
+//!   [`CORRUPT_REPORT_PASSES`] passes while it stays corrupt). The primary pushes its
+//!   good copy.
+//! - **An unacknowledged write with no readable copy.** A primary whose copy of a
+//!   write still in flight (never acknowledged) rots rolls that write back at the
+//!   next interval (`Pg::roll_back_unreadable_writes`), so the object's acknowledged
+//!   version is recovered instead of an unreadable one waited for.
 //! - **No good copy.** When no acting member can supply the object, ops on it fail
 //!   with `OpError::Io` (EIO) naming the object: never wrong data.
 //!
