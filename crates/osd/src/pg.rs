@@ -157,6 +157,9 @@ pub struct Pg {
     local_corrupt: BTreeSet<String>,
     /// Primary: replica copies found unreadable and not yet replaced by a push.
     replica_corrupt: BTreeSet<(OsdId, String)>,
+    /// Replica: the interval, and the corrupt copies a scrub reported to its primary
+    /// in it with the scrub passes since (see `Pg::corrupt_to_report`).
+    corrupt_reported: (carmine_types::Epoch, BTreeMap<String, u32>),
     repair_counters: RepairCounters,
     /// Primary: removed snapshots whose clones are trimmed, and the pass under way.
     snap_trimmed: BTreeSet<u64>,
@@ -238,6 +241,7 @@ impl Pg {
             repairs: BTreeMap::new(),
             local_corrupt: BTreeSet::new(),
             replica_corrupt: BTreeSet::new(),
+            corrupt_reported: (carmine_types::Epoch(0), BTreeMap::new()),
             repair_counters: RepairCounters::default(),
             snap_trimmed: BTreeSet::new(),
             snap_trim_pass: None,
@@ -447,6 +451,9 @@ impl Pg {
         if changed {
             self.want_acting.clear();
             let was_primary = self.is_primary();
+            if was_primary {
+                self.roll_back_unreadable_writes(store);
+            }
             self.acting = mapping.acting;
             self.primary = mapping.primary;
             self.interval_start = map.epoch;

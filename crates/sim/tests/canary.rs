@@ -32,8 +32,9 @@ fn the_checkers_catch_an_acknowledgement_before_a_replica_commits() {
 /// crashes hit such writes on every copy, and the checkers must report them lost;
 /// without the canary the same seeds pass. (Traffic changes move these seeds: seeds 31
 /// and 34 stopped catching it when stray purge and read leases changed the traces, and
-/// seed 6 with the change that a primary alone below min_size no longer records its
-/// interval as started: that seed no longer loses a write with the canary.)
+/// seed 6 when a PG peered below min_size stopped recording an activation: there the
+/// copy that lost the writes had led the PG alone, and its shorter log then outranked
+/// the copies that still held them; now theirs wins and nothing acknowledged is lost.)
 #[test]
 fn the_checkers_catch_an_acknowledgement_before_the_disk_sync() {
     use carmine_sim::FaultClasses;

@@ -251,3 +251,28 @@ fn regression_a_healed_cut_keeps_a_lossless_link_in_order() {
 fn regression_an_interval_below_min_size_does_not_outrank_newer_copies() {
     check(&[run_with_faults(3176, FaultClasses::ALL)], 10, 100);
 }
+
+/// Seed 7290 (LogStore, bit flips): the primary applied a write while its replicas
+/// were cut off from it (never acknowledged), then a bit flip hit that only copy. Its
+/// log stayed the newest at the next interval, the replicas were told they lack the
+/// object, nobody could supply it, and the PG stayed degraded for good (the writes
+/// behind the carried-over one waited forever too). The primary now rolls back its
+/// never-acknowledged writes from the first one whose object it cannot read, and
+/// recovers the acknowledged version from a replica.
+#[test]
+fn regression_an_unacknowledged_write_whose_only_copy_rots_is_rolled_back() {
+    check(&[run_with_faults(7290, FaultClasses::ALL)], 10, 50);
+}
+
+/// Seed 6236 (LogStore, bit flips): a replica crashed before two writes reached it,
+/// came back alone and led the PG by itself, below min_size, recording that interval
+/// as activated. The next peering ranked its shorter log first (highest
+/// `last_epoch_started`) and rolled the other members' newer copies back onto its
+/// own, which a bit flip had hit: the object had no readable copy, clients got EIO,
+/// and the replica reported the corrupt copy every 300 ms forever. A PG peered below
+/// min_size records no activation now (as in Ceph), and a replica reports a corrupt
+/// copy once, and again only after many scrub passes.
+#[test]
+fn regression_a_pg_peered_below_min_size_does_not_outrank_newer_members() {
+    check(&[run_with_faults(6236, FaultClasses::ALL)], 3, 100);
+}

@@ -1017,6 +1017,82 @@ impl Pg {
     }
 }
 
+impl Pg {
+    /// Former primary, new interval: rolls back our writes that were never
+    /// acknowledged when one of them left its object unreadable here.
+    ///
+    /// A write in flight from an earlier interval is carried over: it is acknowledged
+    /// once every new replica has our copy by push. But when our copy of its object
+    /// fails its checksum, no push can ever be made; the members that acknowledged
+    /// nothing of it lack that version, so no copy anywhere can serve it (it is
+    /// unfound) and, as our log is the newest, peering would make every member wait
+    /// for it forever (seed 7290: a write applied only here while the replicas were
+    /// cut off, then a bit flip on its only copy). That version was never
+    /// acknowledged: only this OSD acknowledges the writes it logged, and only in log
+    /// order, once every member has them (`complete_writes`), so the writes still in
+    /// flight are exactly our newest log entries, and nobody was told of them. They
+    /// are as safe to throw away as a divergent history (Ceph rolls back a copy's
+    /// divergent entries; a write that was never acknowledged may be lost): we
+    /// forget them from the first one whose object we cannot read, and their objects
+    /// become missing here, so that peering takes the newest readable version from a
+    /// member that holds the history up to that point, or from whichever copy turns
+    /// out authoritative. Their clients get no answer; they resend, and the write
+    /// runs again (as for the divergent writes of `requeue_in_flight`). Ceph would
+    /// instead leave the object unfound until an operator runs
+    /// `mark_unfound_lost revert`; here no acknowledged version can be lost by it, so
+    /// the PG need not wait for one.
+    pub(super) fn roll_back_unreadable_writes(&mut self, store: &mut dyn ObjectStore) {
+        let Some(first) = self
+            .in_flight
+            .iter()
+            .filter(|write| write.is_write)
+            .find(|write| self.copy_is_corrupt(store, &write.oid))
+            .map(|write| write.version)
+        else {
+            return;
+        };
+        let in_flight: BTreeSet<EVersion> = self.in_flight.iter().map(|w| w.version).collect();
+        let (kept, forgotten): (Vec<LogEntry>, Vec<LogEntry>) = self
+            .log
+            .entries()
+            .cloned()
+            .partition(|entry| entry.version < first);
+        // What `complete_writes` guarantees (in-order answers); without it an entry
+        // after `first` might have been acknowledged, so nothing is rolled back.
+        if let Some(done) = forgotten.iter().find(|e| !in_flight.contains(&e.version)) {
+            tracing::error!(
+                "{}: cannot roll back from {first}: {} after it is not in flight",
+                self.pgid,
+                done.version
+            );
+            return;
+        }
+        tracing::warn!(
+            "{}: our copy of a write never acknowledged ({first}) is unreadable; \
+             rolling back {} entries from it",
+            self.pgid,
+            forgotten.len()
+        );
+        let mut missing = self.missing.clone();
+        missing.extend(
+            forgotten
+                .iter()
+                .filter(|entry| entry.changes_object())
+                .map(|entry| entry.oid.clone()),
+        );
+        let mut info = self.info.clone();
+        info.last_update = kept.last().map_or(info.log_tail, |entry| entry.version);
+        let adopted = Adopted {
+            info,
+            entries: kept,
+            dups: &[],
+            wipe: false,
+        };
+        self.adopt_log(store, adopted, &missing);
+        self.in_flight.retain(|write| write.version < first);
+    }
+}
+
 /// The history a copy adopts: the authoritative info, log and dups; `wipe`: its own
 /// copy is emptied for a backfill.
 struct Adopted<'a> {

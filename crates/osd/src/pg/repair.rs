@@ -10,7 +10,13 @@
 //!   object, and the primary pulls from another.
 //! - **Replica copies.** A replica asked to copy an object it cannot read names it in
 //!   its answer's `corrupt` list instead of sending bytes; a replica whose scrub finds
-//!   a corrupt copy reports it in a `PgPushReply`. The primary pushes its good copy.
+//!   a corrupt copy reports it in a `PgPushReply` (once, and again only every
+//!   [`CORRUPT_REPORT_PASSES`] passes while it stays corrupt). The primary pushes its
+//!   good copy.
+//! - **An unacknowledged write with no readable copy.** A primary whose copy of a
+//!   write still in flight (never acknowledged) rots rolls that write back at the
+//!   next interval (`Pg::roll_back_unreadable_writes`), so the object's acknowledged
+//!   version is recovered instead of an unreadable one waited for.
 //! - **No good copy.** When no acting member can supply the object, ops on it fail
 //!   with `OpError::Io` (EIO) naming the object: never wrong data.
 //!
@@ -30,6 +36,10 @@ use carmine_store::{ObjectStore, StoreError};
 use carmine_types::encoding::Decode;
 use carmine_types::{ObjectId, OsdId, SnapId};
 use std::collections::BTreeSet;
+
+/// Scrub passes a replica lets go by before it reports a copy that is still corrupt
+/// to its primary again.
+pub const CORRUPT_REPORT_PASSES: u32 = 32;
 
 /// Corrupt copies found and repaired by one PG, summed into the shard's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -327,16 +337,21 @@ impl Pg {
         let next = (listed == objects_max)
             .then(|| page.last().map(|oid| oid.name.clone()))
             .flatten();
-        let corrupt: Vec<String> = page
+        let checked: Vec<String> = page
             .into_iter()
             .filter(|oid| !oid.name.is_empty() && oid.snap == SnapId::HEAD)
             .map(|oid| oid.name)
             .filter(|name| !self.missing.contains(name) && !self.repairs.contains_key(name))
-            .filter(|name| self.copy_is_corrupt(store, name))
             .collect();
+        let (corrupt, readable): (Vec<String>, Vec<String>) = checked
+            .into_iter()
+            .partition(|name| self.copy_is_corrupt(store, name));
         if self.is_primary() {
             self.repair_after_scrub(corrupt, out);
-        } else if let Some(primary) = self.primary.filter(|_| !corrupt.is_empty()) {
+            return (listed, next);
+        }
+        let corrupt = self.corrupt_to_report(corrupt, &readable);
+        if let Some(primary) = self.primary.filter(|_| !corrupt.is_empty()) {
             let report = Msg::PgPushReply(PgPushReply {
                 pgid: self.pgid,
                 interval: self.interval_start,
@@ -347,6 +362,41 @@ impl Pg {
             out.push(peer_output(primary, report));
         }
         (listed, next)
+    }
+
+    /// Replica: of the corrupt copies a scrub step found, those to report to the
+    /// primary now: one not reported yet in this interval, or one reported
+    /// [`CORRUPT_REPORT_PASSES`] scrub passes ago and still corrupt. The primary keeps
+    /// a reported copy among the objects to push until a push replaces it, so
+    /// reporting it on every pass (a pass over a small PG takes a tick) only floods a
+    /// primary that has no good copy to push either (seed 6236: a `PgPushReply` every
+    /// 300 ms, forever). It is still reported again now and then: a primary that was
+    /// not active yet ignored the report, and a session reset may have lost it. A new
+    /// interval forgets the reports (its primary has not heard them), and a copy found
+    /// readable again (replaced by a push) is forgotten too.
+    fn corrupt_to_report(&mut self, corrupt: Vec<String>, readable: &[String]) -> Vec<String> {
+        let (interval, reported) = &mut self.corrupt_reported;
+        if *interval != self.interval_start {
+            *interval = self.interval_start;
+            reported.clear();
+        }
+        for name in readable {
+            reported.remove(name);
+        }
+        corrupt
+            .into_iter()
+            .filter(|name| {
+                let passes = reported
+                    .entry(name.clone())
+                    .or_insert(CORRUPT_REPORT_PASSES);
+                *passes += 1;
+                if *passes < CORRUPT_REPORT_PASSES {
+                    return false;
+                }
+                *passes = 0;
+                true
+            })
+            .collect()
     }
 
     fn repair_after_scrub(&mut self, corrupt: Vec<String>, out: &mut Vec<Output>) {
