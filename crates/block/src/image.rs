@@ -236,6 +236,20 @@ impl Image {
     ) -> Result<(), BlockError> {
         self.check_writable()?;
         self.check_range(offset, data.len() as u64)?;
+        if data.len() <= WRITE_BYTES_MAX {
+            let mut pieces = extents(offset, data.len() as u64, self.order);
+            if let (Some(extent), None) = (pieces.next(), pieces.next()) {
+                // One object, one op (every 4 KiB NBD write): awaited right here, with
+                // no shared guard, no join and no copies of the pool name or client.
+                let op = OpCode::Write {
+                    offset: extent.offset_in_object,
+                    data,
+                };
+                let result = self.object_op_here(extent.object_number, vec![op]).await;
+                drop(guard);
+                return result;
+            }
+        }
         let guard = Arc::new(guard);
         let mut writes = Vec::new();
         for extent in extents(offset, data.len() as u64, self.order) {
@@ -345,12 +359,47 @@ impl Image {
                     .map(drop),
             };
             drop(guard);
-            match result {
-                Ok(_) => Ok(()),
-                Err(error) if error.is_not_found() => Ok(()),
-                Err(error) => Err(error.into()),
-            }
+            object_op_result(result)
         }
+    }
+
+    /// [`Image::object_op`] run by the caller's future, borrowing what it needs (the
+    /// caller holds the write's guard).
+    async fn object_op_here(&self, object_number: u64, ops: Vec<OpCode>) -> Result<(), BlockError> {
+        let oid = data_object(&self.id, object_number);
+        let snaps = OpSnaps {
+            snapc: self.snap_context(),
+            snapid: SnapId::HEAD,
+        };
+        let result = if self.parent_covers(object_number) {
+            write_with_copyup(
+                &self.client,
+                &self.spec.pool,
+                &oid,
+                ops,
+                snaps,
+                &self.ancestry,
+                object_number,
+                self.order,
+            )
+            .await
+        } else {
+            self.client
+                .operate_snaps(&self.spec.pool, &oid, ops, snaps)
+                .await
+                .map(drop)
+        };
+        object_op_result(result)
+    }
+}
+
+/// An object op's outcome for the image: a missing object is fine for removes and
+/// zeroes.
+fn object_op_result(result: Result<(), ClientError>) -> Result<(), BlockError> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(error) if error.is_not_found() => Ok(()),
+        Err(error) => Err(error.into()),
     }
 }
 

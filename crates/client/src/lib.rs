@@ -16,6 +16,7 @@ mod api;
 mod blocking;
 mod client;
 mod driver;
+mod fast_hash;
 mod mon_hunt;
 pub mod objecter;
 mod sessions;

@@ -5,10 +5,11 @@
 //! Resending is safe because writes carry a request id that the primary's PG log
 //! remembers: a write that already applied is answered, not applied again.
 
+use crate::fast_hash::FastHashMap;
 use carmine_clustermap::{pg_shard, OsdMap};
 use carmine_proto::{OpCode, OpError, OsdOp, OsdOpReply, SnapContext};
 use carmine_types::{Epoch, OsdId, PgId, PoolId, ReqId, ShardIndex, SnapId};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -86,7 +87,7 @@ pub struct Objecter {
     op_timeout: Duration,
     /// Each PG's target under the current map: CRUSH runs once per PG and map, not
     /// once per op (it was a third of the client's instructions per 4 KiB write).
-    pg_targets: HashMap<PgId, Option<Target>>,
+    pg_targets: FastHashMap<PgId, Option<Target>>,
 }
 
 impl Objecter {
@@ -98,7 +99,7 @@ impl Objecter {
             next_tid: 1,
             ops: BTreeMap::new(),
             op_timeout,
-            pg_targets: HashMap::new(),
+            pg_targets: FastHashMap::default(),
         }
     }
 

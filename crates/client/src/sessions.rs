@@ -14,12 +14,12 @@
 //! task of any runtime, so a lock (uncontended on a current-thread runtime) is the
 //! cheapest way to share it.
 
+use crate::fast_hash::FastHashMap;
 use crate::objecter::{Objecter, ObjecterError, ObjecterOutput, OpSnaps, Target};
 use carmine_msgr::tcp::{connect_with, ConnId, ConnectionHandle, Dispatch, Outbox};
 use carmine_msgr::{Message, SessionConfig};
 use carmine_proto::{MonGetMap, Msg, OpCode, OsdOp, OsdOpReply};
 use carmine_types::{Epoch, OsdId, PgId, PoolId};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::oneshot;
@@ -57,8 +57,8 @@ pub(crate) struct State {
     pub objecter: Objecter,
     /// The monitor session (the driver opens and replaces it); maps are asked for on it.
     pub mon: Option<ConnectionHandle>,
-    osds: HashMap<Target, OsdConn>,
-    op_waiters: HashMap<u64, OpReplySender>,
+    osds: FastHashMap<Target, OsdConn>,
+    op_waiters: FastHashMap<u64, OpReplySender>,
     /// Set once the last handle is gone: no new connections, and every one open is
     /// closed.
     shut_down: bool,
@@ -73,8 +73,8 @@ impl Shared {
             state: Mutex::new(State {
                 objecter,
                 mon: None,
-                osds: HashMap::new(),
-                op_waiters: HashMap::new(),
+                osds: FastHashMap::default(),
+                op_waiters: FastHashMap::default(),
                 shut_down: false,
                 outputs: Vec::new(),
             }),

@@ -23,6 +23,7 @@ mod direct;
 mod exec;
 mod fast_hash;
 pub mod heartbeat;
+mod osd_set;
 mod pg;
 mod pglog;
 mod recovery_budget;

@@ -7,6 +7,7 @@
 
 use crate::exec::{self, store_error};
 use crate::fast_hash::FastHash;
+use crate::osd_set::OsdSet;
 use crate::pglog::{pgmeta_oid, PgLog, INFO_KEY};
 use crate::tuning::OsdTuning;
 use crate::{ClientRef, Output};
@@ -40,7 +41,7 @@ struct InFlightWrite {
     reply: OsdOpReply,
     local_seq: TxSeq,
     local_committed: bool,
-    waiting_on: BTreeSet<OsdId>,
+    waiting_on: OsdSet,
 }
 
 /// A message a replica sends once its store has committed through `seq`.

@@ -399,7 +399,7 @@ impl<S: ObjectStore> OsdShard<S> {
     }
 
     fn owns(&self, pgid: PgId) -> bool {
-        pg_shard(pgid, self.shard_count) == self.index
+        shard_of(pgid, self.shard_count) == self.index
     }
 
     /// A new map epoch: create the PGs this shard now serves, update every PG, remove
@@ -829,7 +829,7 @@ impl<S: ObjectStore> OsdShard<S> {
                     continue;
                 };
                 if info.shard_count() > 0 {
-                    *shard = pg_shard(pgid, info.shard_count());
+                    *shard = shard_of(pgid, info.shard_count());
                 }
             }
         }
@@ -900,6 +900,15 @@ impl ShardClock {
 }
 
 /// The PG and the sender's epoch of an OSD-to-OSD message.
+/// [`pg_shard`] without its hash when there is one shard: every client op and peer
+/// message asks, and OSDs often run a single shard.
+fn shard_of(pgid: PgId, shard_count: u16) -> ShardIndex {
+    match shard_count {
+        1 => ShardIndex(0),
+        _ => pg_shard(pgid, shard_count),
+    }
+}
+
 fn peer_message_pg(msg: &Msg) -> Option<(PgId, Epoch)> {
     Some(match msg {
         Msg::RepOp(m) => (m.pgid, m.map_epoch),
@@ -937,4 +946,23 @@ fn error_reply(client: ClientRef, op: &OsdOp, error: OpError, epoch: Epoch) -> O
             map_epoch: epoch,
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use carmine_types::PoolId;
+
+    #[test]
+    fn shard_of_matches_pg_shard() {
+        for shard_count in 1..=4 {
+            for seed in 0..64 {
+                let pgid = PgId {
+                    pool: PoolId(3),
+                    seed,
+                };
+                assert_eq!(shard_of(pgid, shard_count), pg_shard(pgid, shard_count));
+            }
+        }
+    }
 }

@@ -242,7 +242,7 @@ mod tests {
                 user_version: 1,
             },
             info: PgInfo::default(),
-            tx,
+            tx: std::sync::Arc::new(tx),
         })
     }
 

@@ -7,6 +7,7 @@ use carmine_store::Transaction;
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 use carmine_types::limits::{OBJECT_NAME_BYTES_MAX, OPS_PER_REQUEST_MAX};
 use carmine_types::{EVersion, Epoch, PgId, ReqId, SnapId};
+use std::sync::Arc;
 
 /// A client request: a compound op on one object of one PG.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +107,11 @@ pub struct RepOp {
     pub entry: LogEntry,
     /// The PG's info after this write, so a replica's counters match the primary's.
     pub info: PgInfo,
-    pub tx: Transaction,
+    /// Shared: a primary sends the same transaction to every replica, and copying it
+    /// per replica cloned every op's object name. The wire format is the plain
+    /// transaction; a decoded `RepOp` holds the only reference, so a replica takes the
+    /// transaction out without a copy.
+    pub tx: Arc<Transaction>,
 }
 
 /// What a PG member knows about its PG: how far its log goes and what it holds.
@@ -352,7 +357,7 @@ impl Decode for RepOp {
                 rep_tid: d.get_u64()?,
                 entry: LogEntry::decode(d)?,
                 info: PgInfo::decode(d)?,
-                tx: Transaction::decode(d)?,
+                tx: Arc::new(Transaction::decode(d)?),
             })
         })
     }

@@ -8,6 +8,7 @@ use crate::{ClientRef, Output};
 use carmine_proto::{LogEntry, LogOp, Msg, OpError, OsdOp, OsdOpReply, PgInfo, RepOp, RepOpReply};
 use carmine_store::{ObjectStore, Transaction, TxSeq};
 use carmine_types::{EVersion, ObjectId, OsdId};
+use std::sync::Arc;
 
 /// A log entry ready to submit: the PG info after it, the transaction that carries it
 /// (the write's, or empty for an error entry), who waits for it and their answer.
@@ -264,8 +265,9 @@ impl Pg {
         let name = entry.oid.clone();
         self.log.persist_append(&entry, &info, &mut tx);
         let replicas = self.replicas();
-        // The replicas apply the same transaction; copy it only when there are any.
-        let replica_tx = (!replicas.is_empty()).then(|| tx.clone());
+        // The replicas apply the same transaction; copy it only when there are any
+        // (once: their messages share the copy).
+        let replica_tx = (!replicas.is_empty()).then(|| Arc::new(tx.clone()));
         let local_seq = store.submit(tx).map_err(store_error)?;
         self.last_submitted = local_seq;
         self.info = info;
@@ -281,9 +283,12 @@ impl Pg {
                 info: self.info.clone(),
                 tx,
             };
-            for &osd in &replicas {
+            // The last replica's message takes `rep` itself rather than a copy.
+            let (&last, others) = replicas.split_last().expect("replica_tx implies replicas");
+            for &osd in others {
                 out.push(peer_output(osd, Msg::RepOp(rep.clone())));
             }
+            out.push(peer_output(last, Msg::RepOp(rep)));
         }
         *self.writes_per_object.entry(name.clone()).or_default() += 1;
         self.in_flight.push_back(InFlightWrite {
@@ -334,9 +339,14 @@ impl Pg {
             .front()
             .is_some_and(|w| w.local_committed && w.waiting_on.is_empty())
         {
-            let write = self.in_flight.pop_front().expect("checked non-empty");
-            for client in write.clients {
-                out.push(Output::Client(client, Msg::OsdOpReply(write.reply.clone())));
+            let mut write = self.in_flight.pop_front().expect("checked non-empty");
+            // A resent write has more than one client waiting; the last takes the reply
+            // itself, so the usual single client costs no copy of it.
+            if let Some(last) = write.clients.pop() {
+                for &client in &write.clients {
+                    out.push(Output::Client(client, Msg::OsdOpReply(write.reply.clone())));
+                }
+                out.push(Output::Client(last, Msg::OsdOpReply(write.reply)));
             }
             let remaining = self
                 .writes_per_object
@@ -439,7 +449,10 @@ impl Pg {
             );
             return;
         }
-        match store.submit(rep.tx) {
+        // A decoded RepOp holds the only reference; one passed in memory (the
+        // simulator) may share it with the primary's other replicas.
+        let tx = Arc::try_unwrap(rep.tx).unwrap_or_else(|shared| (*shared).clone());
+        match store.submit(tx) {
             Ok(seq) => {
                 self.last_submitted = seq;
                 self.info = rep.info;
