@@ -11,6 +11,12 @@
 //! connections' handles. The tasks share the shard through an `Rc<RefCell<_>>`: one
 //! thread, so never a lock, and a borrow never spans an `.await`.
 //!
+//! The exception: a primary's RepOps claim nothing about its own store
+//! ([`Output::may_leave_before_flush`]), so they go to the replicas' sessions as soon
+//! as the message that made them is handled, and the replicas apply the write while
+//! this shard finishes its turn and flushes (as Ceph's primary sends its repops in
+//! parallel with its local commit). Everything else waits for the flush.
+//!
 //! A store whose flush costs a sync (LogStore) asks for group commit instead: a turn
 //! only marks the flush wanted and wakes the shard's own task, which runs after the
 //! connection tasks already woken, so one sync covers every connection that had
@@ -61,7 +67,12 @@ struct ShardState<S: ObjectStore> {
     shard: OsdShard<S>,
     inbound: HashMap<ConnId, (ConnectionHandle, EntityName)>,
     peers: Peers,
+    /// What the turn produced that waits for its flush (see [`finish_turn`]).
+    ///
+    /// [`finish_turn`]: ShardState::finish_turn
     outputs: Vec<Output>,
+    /// Outputs being sent before the flush (kept to reuse its buffer).
+    before_flush: Vec<Output>,
     report_tx: mpsc::Sender<ShardReport>,
     settings: SettingsReader,
     last_scrub: Instant,
@@ -115,6 +126,7 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
                 inbound: HashMap::new(),
                 peers: Peers::new(peer_session, make_dispatch, connected_tx),
                 outputs: Vec::new(),
+                before_flush: Vec::new(),
                 report_tx,
                 settings: SettingsReader::default(),
                 last_scrub: Instant::now(),
@@ -230,7 +242,8 @@ impl<S: ObjectStore> ShardState<S> {
         self.shard.set_clock(Instant::now());
         self.clock_set = false;
         self.shard.flush(&mut self.outputs);
-        self.carry_out(out);
+        let outputs = std::mem::take(&mut self.outputs);
+        self.outputs = self.carry_out(outputs, out);
         if self.shard.take_report_urgent() {
             self.report(true);
         }
@@ -243,6 +256,7 @@ impl<S: ObjectStore> ShardState<S> {
             self.shard.set_clock(Instant::now());
             self.clock_set = true;
         }
+        let start = self.outputs.len();
         match (peer.kind, msg) {
             (EntityKind::Osd, Msg::OsdPing(ping)) => self.answer_ping(&ping, out),
             (EntityKind::Client, Msg::OsdOp(op)) => {
@@ -258,6 +272,18 @@ impl<S: ObjectStore> ShardState<S> {
                 msg.msg_type()
             ),
         }
+        self.send_before_flush(start, out);
+    }
+
+    /// Sends at once what the message just handled produced that makes no durability
+    /// claim (the RepOps of a write this shard leads), so the replicas get it before
+    /// this shard's flush; the rest stays in `outputs` for `finish_turn`. With group
+    /// commit the sessions' tasks, woken now, write it out before the shard's own task
+    /// runs the sync.
+    fn send_before_flush(&mut self, start: usize, out: &mut Outbox<'_>) {
+        let mut before_flush = std::mem::take(&mut self.before_flush);
+        carmine_osd::take_outputs_before_flush(&mut self.outputs, start, &mut before_flush);
+        self.before_flush = self.carry_out(before_flush, Some(out));
     }
 
     /// Echoes a heartbeat on the connection it came on (the pinger's own session).
@@ -271,13 +297,18 @@ impl<S: ObjectStore> ShardState<S> {
         }
     }
 
-    fn carry_out(&mut self, mut out: Option<&mut Outbox<'_>>) {
-        if self.outputs.is_empty() {
-            return;
+    /// Sends `outputs` and hands back the emptied vector (to keep its buffer).
+    fn carry_out(
+        &mut self,
+        mut outputs: Vec<Output>,
+        mut out: Option<&mut Outbox<'_>>,
+    ) -> Vec<Output> {
+        if outputs.is_empty() {
+            return outputs;
         }
         let epoch = self.shard.epoch();
         let map = self.shard.map().cloned();
-        for output in std::mem::take(&mut self.outputs) {
+        for output in outputs.drain(..) {
             match output {
                 Output::Client(conn_id, msg) => {
                     let message = to_message(&msg, epoch);
@@ -302,6 +333,7 @@ impl<S: ObjectStore> ShardState<S> {
                 }
             }
         }
+        outputs
     }
 
     fn send_inbound(&mut self, conn_id: ConnId, message: Message) {

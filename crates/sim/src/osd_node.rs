@@ -363,6 +363,15 @@ impl Sim {
     }
 
     /// Carries out a shard's outputs, as the daemon's `ShardLoop::carry_out`.
+    ///
+    /// Everything a handled message produced leaves at once, even on a shard whose
+    /// flush waits for a [`Event::DiskSync`]. That covers the daemon's order (a
+    /// primary's RepOps leave before its flush, see
+    /// `carmine_osd::Output::may_leave_before_flush`) and is stricter than it (the
+    /// daemon holds everything else until the flush): the checkers see that the PGs'
+    /// own wait for the store's `committed_through` keeps every durability claim
+    /// honest, which the [`crate::Canary::AckBeforeSync`] canary relies on (holding
+    /// replies until the sync here would hide the lying store from the checkers).
     pub(crate) fn osd_outputs(&mut self, osd: OsdId, shard: ShardIndex, outputs: Vec<Output>) {
         let from = Endpoint::Osd(osd, shard);
         for output in outputs {
