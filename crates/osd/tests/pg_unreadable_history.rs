@@ -1,10 +1,11 @@
 //! Histories whose newest version of an object has no readable copy, and what peering
-//! makes of them (swarm seeds 7290 and 6236; `MemStore::inject_decay` stands in for
+//! makes of them (swarm seeds 7290, 4040 and 6236; `MemStore::inject_decay` stands in for
 //! the flipped bit):
 //!
 //! - a write applied only on the primary (its replicas never got the `RepOp`, so it
 //!   was never acknowledged) whose only copy then rots is rolled back at the next
-//!   interval, instead of leaving the object unfound and the PG degraded forever;
+//!   interval, instead of leaving the object unfound and the PG degraded forever,
+//!   also when the primary restarted meanwhile (seed 4040);
 //! - a PG that peers below `min_size` records no activation, so its shorter log does
 //!   not outrank the members that hold newer writes (and a rotten copy of the older
 //!   version does not become the only source);
@@ -102,6 +103,45 @@ fn an_unacknowledged_write_whose_only_copy_rots_is_rolled_back() {
         read(&mut cluster, "victim"),
         Some(Ok(b"never acknowledged".to_vec()))
     );
+    cluster.assert_replicas_identical(pgid);
+}
+
+/// Seed 4040: as for seed 7290, but the primary crashed before any new interval (the
+/// monitor was down) and came back with the never-acknowledged write as the newest
+/// entry of its log and nothing in flight to say it was never acknowledged. Its log
+/// was chosen, the replicas were told they lack the object, and nobody could supply
+/// it. The replicas' `last_update`s prove the write was never acknowledged (they were
+/// members of the interval it was made in), so peering rolls it back.
+#[test]
+fn an_unacknowledged_write_whose_only_copy_rots_is_rolled_back_after_a_restart() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "victim", b"acknowledged");
+    let pgid = cluster.pg_of("victim");
+    let members = cluster.acting(pgid);
+    let primary = members[0];
+    let lost = send_write(&mut cluster, "victim", b"never acknowledged");
+    cluster.drop_where(|env| env.is_rep_op());
+    cluster.run();
+    assert!(!cluster.has_reply(lost.reqid), "answered without replicas");
+    cluster.decay(primary, "victim");
+
+    // The primary restarts before its replicas see any map without it.
+    for &replica in &members[1..] {
+        cluster.partition(replica);
+    }
+    cluster.restart_process(primary, false);
+    for &replica in &members[1..] {
+        cluster.heal(replica);
+    }
+    cluster.revive(primary);
+    cluster.run();
+    assert_eq!(cluster.acting(pgid), members);
+    assert_eq!(
+        read(&mut cluster, "victim"),
+        Some(Ok(b"acknowledged".to_vec()))
+    );
+    cluster.run();
+    assert_eq!(state(&cluster, "victim"), "active+clean");
     cluster.assert_replicas_identical(pgid);
 }
 

@@ -276,3 +276,19 @@ fn regression_an_unacknowledged_write_whose_only_copy_rots_is_rolled_back() {
 fn regression_a_pg_peered_below_min_size_does_not_outrank_newer_members() {
     check(&[run_with_faults(6236, FaultClasses::ALL)], 3, 100);
 }
+
+/// Seed 4040 (LogStore, bit flips): the primary osd.2 of PG 1.9 applied a write of
+/// `shared-1` (v5'44) while cut off from both replicas, so it was never acknowledged;
+/// a bit flip then hit that only copy, and osd.2 crashed while the monitor was down,
+/// so no interval passed before it came back. After the restart nothing in flight
+/// said v5'44 was never acknowledged, so the rollback of seed 7290 did not apply: its
+/// log, the newest, was chosen, the replicas (both holding the acknowledged v5'43)
+/// were told they lack the object, and no copy could serve it (PG degraded forever,
+/// logs and missing sets differing). Peering now rolls back the entries only the
+/// primary holds, from the first whose object it cannot read, when a member of the
+/// interval that entry was written in answers with an older `last_update` (so the
+/// write was never acknowledged), and recovers the acknowledged version.
+#[test]
+fn regression_an_unreadable_unacknowledged_write_is_rolled_back_after_a_restart() {
+    check(&[run_with_faults(4040, FaultClasses::ALL)], 10, 100);
+}

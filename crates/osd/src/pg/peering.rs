@@ -190,6 +190,11 @@ impl Pg {
             self.phase = Phase::Down(reason);
             return;
         }
+        // Before our log can outrank the others: a write only this copy holds whose
+        // object it cannot read is served by nobody (seed 4040).
+        if self.roll_back_unreadable_history(store) {
+            self.notifies.insert(self.whoami, self.my_notify());
+        }
         let auth = match self.complete_auth() {
             Ok(auth) => auth,
             Err(reason) => {
@@ -1090,6 +1095,100 @@ impl Pg {
         };
         self.adopt_log(store, adopted, &missing);
         self.in_flight.retain(|write| write.version < first);
+    }
+}
+
+impl Pg {
+    /// Primary, peering: rolls back the entries of our log that no answering copy
+    /// holds, from the first whose object we cannot read, when they provably were
+    /// never acknowledged. Returns whether it rolled anything back.
+    ///
+    /// `roll_back_unreadable_writes` knows which writes were never acknowledged from
+    /// the ops still in flight, which a restart forgets (seed 4040: the primary
+    /// applied a write while cut off from both replicas, a bit flip hit its copy, it
+    /// crashed, and came back with that write as the newest entry of its log; peering
+    /// made its log authoritative, told the replicas they lack the object, and no copy
+    /// could ever serve it, although both replicas held the acknowledged version).
+    /// The log itself proves it: a write is acknowledged only once every member of
+    /// the acting set it was written in has applied it, and a member's `last_update`
+    /// counts every entry it applied, so an answering member of that interval whose
+    /// `last_update` is older never applied it and the write was never acknowledged.
+    /// Writes are acknowledged in log order, so nor was any entry after it. Those
+    /// entries are then as safe to throw away as a divergent history, and their
+    /// objects become missing here: peering takes their newest readable version from
+    /// a copy that holds the history up to that point.
+    fn roll_back_unreadable_history(&mut self, store: &mut dyn ObjectStore) -> bool {
+        let Some(others) = self
+            .notifies
+            .iter()
+            .filter(|(osd, n)| **osd != self.whoami && n.exists)
+            .map(|(_, n)| n.info.last_update)
+            .max()
+        else {
+            return false;
+        };
+        let Some(first) = self
+            .log
+            .entries()
+            .filter(|e| e.version > others && e.changes_object())
+            .find(|e| self.copy_is_corrupt(store, &e.oid))
+            .map(|e| e.version)
+        else {
+            return false;
+        };
+        let Some(interval) = self
+            .past_intervals
+            .iter()
+            .find(|i| i.first <= first.epoch && first.epoch <= i.last)
+        else {
+            return false;
+        };
+        let lacked_by_member = self.notifies.iter().any(|(osd, n)| {
+            *osd != self.whoami
+                && n.exists
+                && n.info.last_update < first
+                && interval.acting.contains(osd)
+        });
+        if !lacked_by_member {
+            return false;
+        }
+        let (kept, forgotten): (Vec<LogEntry>, Vec<LogEntry>) = self
+            .log
+            .entries()
+            .cloned()
+            .partition(|entry| entry.version < first);
+        // The in-order argument holds within the interval the write was made in; an
+        // activation since (ours, or an entry taken from a later primary) could have
+        // carried the entries on to members that answered a client's resend of them.
+        if self.info.last_epoch_started > interval.last
+            || forgotten.iter().any(|e| e.version.epoch > interval.last)
+        {
+            return false;
+        }
+        tracing::warn!(
+            "{}: our copy of {first}, which no answering copy holds and a member of its \
+             interval never applied, is unreadable; rolling back {} entries from it",
+            self.pgid,
+            forgotten.len()
+        );
+        let mut missing = self.missing.clone();
+        missing.extend(
+            forgotten
+                .iter()
+                .filter(|entry| entry.changes_object())
+                .map(|entry| entry.oid.clone()),
+        );
+        let mut info = self.info.clone();
+        info.last_update = kept.last().map_or(info.log_tail, |entry| entry.version);
+        let adopted = Adopted {
+            info,
+            entries: kept,
+            dups: &[],
+            wipe: false,
+        };
+        self.adopt_log(store, adopted, &missing);
+        self.in_flight.retain(|write| write.version < first);
+        true
     }
 }
 
