@@ -1023,6 +1023,35 @@ impl Pg {
 }
 
 impl Pg {
+    /// Forgets the log from `first` on (`forgotten`; `kept` is what stays): their
+    /// objects become missing here and in-flight writes from `first` on are dropped
+    /// unanswered (the clients resend). Shared by both unreadable-write rollbacks.
+    fn roll_back_log(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        kept: Vec<LogEntry>,
+        forgotten: &[LogEntry],
+        first: EVersion,
+    ) {
+        let mut missing = self.missing.clone();
+        missing.extend(
+            forgotten
+                .iter()
+                .filter(|entry| entry.changes_object())
+                .map(|entry| entry.oid.clone()),
+        );
+        let mut info = self.info.clone();
+        info.last_update = kept.last().map_or(info.log_tail, |entry| entry.version);
+        let adopted = Adopted {
+            info,
+            entries: kept,
+            dups: &[],
+            wipe: false,
+        };
+        self.adopt_log(store, adopted, &missing);
+        self.in_flight.retain(|write| write.version < first);
+    }
+
     /// Former primary, new interval: rolls back our writes that were never
     /// acknowledged when one of them left its object unreadable here.
     ///
@@ -1078,23 +1107,7 @@ impl Pg {
             self.pgid,
             forgotten.len()
         );
-        let mut missing = self.missing.clone();
-        missing.extend(
-            forgotten
-                .iter()
-                .filter(|entry| entry.changes_object())
-                .map(|entry| entry.oid.clone()),
-        );
-        let mut info = self.info.clone();
-        info.last_update = kept.last().map_or(info.log_tail, |entry| entry.version);
-        let adopted = Adopted {
-            info,
-            entries: kept,
-            dups: &[],
-            wipe: false,
-        };
-        self.adopt_log(store, adopted, &missing);
-        self.in_flight.retain(|write| write.version < first);
+        self.roll_back_log(store, kept, &forgotten, first);
     }
 }
 
@@ -1171,23 +1184,7 @@ impl Pg {
             self.pgid,
             forgotten.len()
         );
-        let mut missing = self.missing.clone();
-        missing.extend(
-            forgotten
-                .iter()
-                .filter(|entry| entry.changes_object())
-                .map(|entry| entry.oid.clone()),
-        );
-        let mut info = self.info.clone();
-        info.last_update = kept.last().map_or(info.log_tail, |entry| entry.version);
-        let adopted = Adopted {
-            info,
-            entries: kept,
-            dups: &[],
-            wipe: false,
-        };
-        self.adopt_log(store, adopted, &missing);
-        self.in_flight.retain(|write| write.version < first);
+        self.roll_back_log(store, kept, &forgotten, first);
         true
     }
 }
