@@ -3,6 +3,12 @@
 //! and must be backfilled), an OSD marked out and back in; then every object must hold
 //! exactly its last acknowledged version (or a later attempt that was not
 //! acknowledged), replicas must match, and every PG must be active+clean.
+//!
+//! The default run (in `cargo test`) kills osd.1, osd.3, osd.0, osd.2, osd.1 and then
+//! marks osd.2 out and in. A longer soak is the same test with more rounds:
+//! `CARMINE_CHAOS_ROUNDS=60 CARMINE_CHAOS_SEED=7 cargo test --release -p carmine-cli
+//! --test e2e_chaos -- --nocapture`: each extra round picks an OSD with a seeded PRNG
+//! and either kills and restarts it or marks it out and back in.
 
 mod common;
 
@@ -71,6 +77,50 @@ fn wait_clean(cluster: &DevCluster, within: Duration) {
     }
 }
 
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// SIGKILL the OSD, restart it 1.5 s later (MemStore: it comes back empty).
+    Kill(u32),
+    /// Mark the OSD out, and back in 1.5 s later.
+    OutIn(u32),
+}
+
+/// The fixed rounds of the default run, then `CARMINE_CHAOS_ROUNDS` minus 6 more drawn
+/// from `CARMINE_CHAOS_SEED` (a soak; see the module doc).
+fn chaos_rounds() -> Vec<Fault> {
+    let mut rounds = vec![
+        Fault::Kill(1),
+        Fault::Kill(3),
+        Fault::Kill(0),
+        Fault::Kill(2),
+        Fault::Kill(1),
+        Fault::OutIn(2),
+    ];
+    let total: usize = std::env::var("CARMINE_CHAOS_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(rounds.len());
+    let mut state: u64 = std::env::var("CARMINE_CHAOS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    while rounds.len() < total {
+        // splitmix64: a fixed sequence per seed, so a failing soak can be rerun.
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let osd = (z % 4) as u32;
+        rounds.push(if (z >> 8) % 4 == 0 {
+            Fault::OutIn(osd)
+        } else {
+            Fault::Kill(osd)
+        });
+    }
+    rounds
+}
+
 #[test]
 fn writes_survive_kills_restarts_and_out_in() {
     let cluster = DevCluster::start("chaos", &["--osds", "4", "--osd-down-grace-seconds", "1"]);
@@ -88,22 +138,29 @@ fn writes_survive_kills_restarts_and_out_in() {
     let client = runtime.block_on(Client::connect(config)).unwrap();
     let task = runtime.spawn(writer(client.clone(), ledger.clone(), stop.clone()));
 
-    for (round, osd) in [1, 3, 0, 2, 1].into_iter().enumerate() {
+    for (round, fault) in chaos_rounds().into_iter().enumerate() {
         std::thread::sleep(Duration::from_millis(700));
-        let name = format!("osd.{osd}");
-        let killed = carmine()
-            .args(["vstop", "--only", &name, "--kill", "--dir", &dir])
-            .output()
-            .unwrap();
-        assert!(killed.status.success(), "round {round}");
-        std::thread::sleep(Duration::from_millis(1500));
-        cluster.ok(&["vstart", "--only", &name, "--dir", &dir]);
+        match fault {
+            Fault::Kill(osd) => {
+                let name = format!("osd.{osd}");
+                let killed = carmine()
+                    .args(["vstop", "--only", &name, "--kill", "--dir", &dir])
+                    .output()
+                    .unwrap();
+                assert!(killed.status.success(), "round {round}");
+                std::thread::sleep(Duration::from_millis(1500));
+                cluster.ok(&["vstart", "--only", &name, "--dir", &dir]);
+            }
+            Fault::OutIn(osd) => {
+                let id = osd.to_string();
+                cluster.ok(&["osd", "out", &id]);
+                std::thread::sleep(Duration::from_millis(1500));
+                cluster.ok(&["osd", "in", &id]);
+            }
+        }
+        eprintln!("chaos round {round}: {fault:?}");
         wait_clean(&cluster, Duration::from_secs(60));
     }
-    cluster.ok(&["osd", "out", "2"]);
-    std::thread::sleep(Duration::from_millis(1500));
-    cluster.ok(&["osd", "in", "2"]);
-    wait_clean(&cluster, Duration::from_secs(60));
 
     stop.store(true, Ordering::Relaxed);
     runtime.block_on(task).unwrap();
