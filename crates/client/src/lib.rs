@@ -16,7 +16,6 @@ mod api;
 mod blocking;
 mod client;
 mod driver;
-mod fast_hash;
 mod mon_hunt;
 pub mod objecter;
 mod sessions;

@@ -5,9 +5,9 @@
 //! Resending is safe because writes carry a request id that the primary's PG log
 //! remembers: a write that already applied is answered, not applied again.
 
-use crate::fast_hash::FastHashMap;
 use carmine_clustermap::{pg_shard, OsdMap};
 use carmine_proto::{OpCode, OpError, OsdOp, OsdOpReply, SnapContext};
+use carmine_types::fast_hash::FastHashMap;
 use carmine_types::{Epoch, OsdId, PgId, PoolId, ReqId, ShardIndex, SnapId};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

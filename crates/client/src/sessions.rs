@@ -14,11 +14,11 @@
 //! task of any runtime, so a lock (uncontended on a current-thread runtime) is the
 //! cheapest way to share it.
 
-use crate::fast_hash::FastHashMap;
 use crate::objecter::{Objecter, ObjecterError, ObjecterOutput, OpSnaps, Target};
 use carmine_msgr::tcp::{connect_with, ConnId, ConnectionHandle, Dispatch, Outbox};
 use carmine_msgr::{Message, SessionConfig};
 use carmine_proto::{MonGetMap, Msg, OpCode, OsdOp, OsdOpReply};
+use carmine_types::fast_hash::FastHashMap;
 use carmine_types::{Epoch, OsdId, PgId, PoolId};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;

@@ -21,7 +21,6 @@
 
 mod direct;
 mod exec;
-mod fast_hash;
 pub mod heartbeat;
 mod osd_set;
 mod pg;

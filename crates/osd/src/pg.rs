@@ -6,7 +6,6 @@
 //! handed and returns messages as [`Output`]s.
 
 use crate::exec::{self, store_error};
-use crate::fast_hash::FastHash;
 use crate::osd_set::OsdSet;
 use crate::pglog::{pgmeta_oid, PgLog, INFO_KEY};
 use crate::tuning::OsdTuning;
@@ -17,6 +16,7 @@ use carmine_proto::{
 };
 use carmine_store::{CollectionId, ObjectStore, Transaction, TxSeq};
 use carmine_types::encoding::{Decode, Encode};
+use carmine_types::fast_hash::FastHash;
 use carmine_types::limits::LIST_ENTRIES_MAX;
 use carmine_types::{EVersion, Epoch, ObjectId, OsdId, PgId, ShardIndex};
 pub use repair::RepairCounters;

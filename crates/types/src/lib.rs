@@ -16,6 +16,7 @@
 //! ```
 
 pub mod encoding;
+pub mod fast_hash;
 pub mod ids;
 pub mod limits;
 
