@@ -7,45 +7,14 @@
 mod harness;
 
 use carmine_proto::{Msg, PgState};
-use carmine_types::{OsdId, PgId};
-use harness::{read, write, Cluster, Config, TICK};
-
-/// Ticks (of [`TICK`]) a test waits for a resend: well past the resend interval.
-const TICKS_MAX: usize = 100;
-
-fn one_pg() -> Cluster {
-    Cluster::new(Config {
-        osd_count: 3,
-        pg_num: 1,
-        ..Config::default()
-    })
-}
-
-fn state(cluster: &Cluster, pgid: PgId) -> PgState {
-    cluster.pg_stat(pgid).state
-}
-
-/// Moves time on a tick at a time (the network run dry after each) until the PG's
-/// state has `wanted`; returns how many ticks that took. Panics if it never does.
-fn tick_until(cluster: &mut Cluster, pgid: PgId, wanted: u32) -> usize {
-    for ticks in 0..TICKS_MAX {
-        if state(cluster, pgid).contains(wanted) {
-            return ticks;
-        }
-        cluster.advance(TICK);
-        cluster.run_network();
-    }
-    panic!(
-        "{pgid} still {} after {TICKS_MAX} ticks",
-        state(cluster, pgid).name()
-    );
-}
+use carmine_types::OsdId;
+use harness::{read, write, Cluster, Config};
 
 /// The old primary comes back lacking a write made while it was away: it pulls the
 /// object before it activates. The pull is lost; the primary pulls again.
 #[test]
 fn a_lost_pull_is_sent_again_and_the_pg_goes_active() {
-    let mut cluster = one_pg();
+    let mut cluster = Cluster::new(Config::one_pg());
     write(&mut cluster, "object", "v1");
     let pgid = cluster.pg_of("object");
     let primary = cluster.primary_of(pgid);
@@ -59,11 +28,11 @@ fn a_lost_pull_is_sent_again_and_the_pg_goes_active() {
     assert_eq!(cluster.drop_where(is_pull), 1, "one pull is lost");
     cluster.run_network();
     assert_eq!(cluster.pending_count(), 0);
-    assert!(!state(&cluster, pgid).contains(PgState::ACTIVE));
-    let ticks = tick_until(&mut cluster, pgid, PgState::ACTIVE);
+    assert!(!cluster.pg_state(pgid).contains(PgState::ACTIVE));
+    let ticks = cluster.tick_until(pgid, PgState::ACTIVE);
     assert!(ticks > 1, "not before the resend interval ({ticks} ticks)");
     cluster.run();
-    tick_until(&mut cluster, pgid, PgState::CLEAN);
+    cluster.tick_until(pgid, PgState::CLEAN);
     assert_eq!(read(&mut cluster, "object"), b"v2");
     cluster.assert_replicas_identical(pgid);
 }
@@ -73,7 +42,7 @@ fn a_lost_pull_is_sent_again_and_the_pg_goes_active() {
 /// clean.
 #[test]
 fn a_lost_push_is_sent_again_and_the_pg_ends_clean() {
-    let mut cluster = one_pg();
+    let mut cluster = Cluster::new(Config::one_pg());
     write(&mut cluster, "object", "v1");
     let pgid = cluster.pg_of("object");
     let primary = cluster.primary_of(pgid);
@@ -89,10 +58,10 @@ fn a_lost_push_is_sent_again_and_the_pg_ends_clean() {
     assert_eq!(cluster.drop_where(is_push), 1, "one push is lost");
     cluster.run_network();
     assert_eq!(cluster.pending_count(), 0);
-    let now = state(&cluster, pgid);
+    let now = cluster.pg_state(pgid);
     assert!(now.contains(PgState::ACTIVE), "{}", now.name());
     assert!(!now.contains(PgState::CLEAN), "{}", now.name());
-    let ticks = tick_until(&mut cluster, pgid, PgState::CLEAN);
+    let ticks = cluster.tick_until(pgid, PgState::CLEAN);
     assert!(ticks > 1, "not before the resend interval ({ticks} ticks)");
     assert_eq!(read(&mut cluster, "object"), b"v2");
     cluster.assert_replicas_identical(pgid);

@@ -7,38 +7,7 @@ mod harness;
 
 use carmine_proto::{Msg, PgState};
 use carmine_types::{OsdId, PgId};
-use harness::{read, write, Cluster, Config, Envelope, TICK};
-
-/// Ticks (of [`TICK`]) a test waits for a resend: well past the resend interval.
-const TICKS_MAX: usize = 100;
-
-fn one_pg() -> Cluster {
-    Cluster::new(Config {
-        osd_count: 3,
-        pg_num: 1,
-        ..Config::default()
-    })
-}
-
-fn state(cluster: &Cluster, pgid: PgId) -> PgState {
-    cluster.pg_stat(pgid).state
-}
-
-/// Moves time on a tick at a time (the network run dry after each) until the PG is
-/// active; returns how many ticks that took. Panics if it never gets there.
-fn tick_until_active(cluster: &mut Cluster, pgid: PgId) -> usize {
-    for ticks in 0..TICKS_MAX {
-        if state(cluster, pgid).contains(PgState::ACTIVE) {
-            return ticks;
-        }
-        cluster.advance(TICK);
-        cluster.run_network();
-    }
-    panic!(
-        "{pgid} still {} after {TICKS_MAX} ticks",
-        state(cluster, pgid).name()
-    );
-}
+use harness::{read, write, Cluster, Config, Envelope};
 
 /// A replica of the PG that is not its primary.
 fn a_replica(cluster: &Cluster, pgid: PgId) -> OsdId {
@@ -77,9 +46,9 @@ fn finish(cluster: &mut Cluster, pgid: PgId) {
         .expect("one OSD is out");
     cluster.revive(gone);
     cluster.run();
-    tick_until_active(cluster, pgid);
+    cluster.tick_until(pgid, PgState::ACTIVE);
     cluster.run();
-    let state = state(cluster, pgid);
+    let state = cluster.pg_state(pgid);
     assert!(state.contains(PgState::CLEAN), "{}", state.name());
     assert_eq!(read(cluster, "after"), b"written after the resend");
     cluster.assert_replicas_identical(pgid);
@@ -87,41 +56,41 @@ fn finish(cluster: &mut Cluster, pgid: PgId) {
 
 #[test]
 fn a_lost_activation_is_sent_again_and_the_pg_goes_active() {
-    let mut cluster = one_pg();
+    let mut cluster = Cluster::new(Config::one_pg());
     let pgid = new_interval_losing(&mut cluster, |e| matches!(e.msg, Msg::PgActivate(_)));
     // Nothing else is on its way: without a resend the PG would wait for good.
     assert_eq!(cluster.pending_count(), 0);
-    assert!(!state(&cluster, pgid).contains(PgState::ACTIVE));
-    let ticks = tick_until_active(&mut cluster, pgid);
+    assert!(!cluster.pg_state(pgid).contains(PgState::ACTIVE));
+    let ticks = cluster.tick_until(pgid, PgState::ACTIVE);
     assert!(ticks > 1, "not before the resend interval ({ticks} ticks)");
     finish(&mut cluster, pgid);
 }
 
 #[test]
 fn a_lost_query_is_sent_again_and_the_pg_goes_active() {
-    let mut cluster = one_pg();
+    let mut cluster = Cluster::new(Config::one_pg());
     let pgid = new_interval_losing(&mut cluster, |e| matches!(e.msg, Msg::PgQuery(_)));
     assert_eq!(cluster.pending_count(), 0);
-    assert!(state(&cluster, pgid).contains(PgState::PEERING));
-    tick_until_active(&mut cluster, pgid);
+    assert!(cluster.pg_state(pgid).contains(PgState::PEERING));
+    cluster.tick_until(pgid, PgState::ACTIVE);
     finish(&mut cluster, pgid);
 }
 
 #[test]
 fn a_lost_info_answer_is_asked_for_again() {
-    let mut cluster = one_pg();
+    let mut cluster = Cluster::new(Config::one_pg());
     let pgid = new_interval_losing(&mut cluster, |e| matches!(e.msg, Msg::PgNotify(_)));
-    assert!(state(&cluster, pgid).contains(PgState::PEERING));
-    tick_until_active(&mut cluster, pgid);
+    assert!(cluster.pg_state(pgid).contains(PgState::PEERING));
+    cluster.tick_until(pgid, PgState::ACTIVE);
     finish(&mut cluster, pgid);
 }
 
 #[test]
 fn a_lost_activation_ack_gets_an_ack_again_without_a_second_adoption() {
-    let mut cluster = one_pg();
+    let mut cluster = Cluster::new(Config::one_pg());
     let pgid = new_interval_losing(&mut cluster, |e| matches!(e.msg, Msg::PgActivated(_)));
-    assert!(!state(&cluster, pgid).contains(PgState::ACTIVE));
-    tick_until_active(&mut cluster, pgid);
+    assert!(!cluster.pg_state(pgid).contains(PgState::ACTIVE));
+    cluster.tick_until(pgid, PgState::ACTIVE);
     finish(&mut cluster, pgid);
 }
 
@@ -151,7 +120,7 @@ fn a_late_duplicate_activation_does_not_undo_recovery() {
     let activation = activations[0].clone();
     cluster.inject(activation.from, activation.to, activation.msg.clone());
     cluster.run();
-    assert!(state(&cluster, pgid).contains(PgState::CLEAN));
+    assert!(cluster.pg_state(pgid).contains(PgState::CLEAN));
     // The duplicate (a resend that crossed the acknowledgement) arrives after the push.
     cluster.inject(activation.from, activation.to, activation.msg);
     cluster.run();
@@ -172,6 +141,6 @@ fn a_late_duplicate_activation_does_not_undo_recovery() {
         }
     });
     cluster.run();
-    tick_until_active(&mut cluster, pgid);
+    cluster.tick_until(pgid, PgState::ACTIVE);
     assert_eq!(read(&mut cluster, "before"), b"v2");
 }

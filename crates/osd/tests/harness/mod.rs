@@ -30,6 +30,9 @@ use std::time::{Duration, Instant};
 
 /// How far `run` moves time per step while a PG waits for its read lease (a tick).
 pub const TICK: Duration = Duration::from_millis(100);
+
+/// Ticks (of [`TICK`]) [`Cluster::tick_until`] waits: well past the resend interval.
+pub const RESEND_TICKS_MAX: usize = 100;
 /// Ticks one `run` may take while PGs still wait (a partitioned replica keeps one
 /// laggy for good): a few lease lengths.
 pub const TICKS_PER_RUN_MAX: usize = 100;
@@ -90,6 +93,16 @@ impl Default for Config {
             pg_num: 8,
             capacity_bytes_of: BTreeMap::new(),
             tuning: OsdTuning::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Three OSDs serving one size-3 PG: the shape the resend tests use.
+    pub fn one_pg() -> Self {
+        Self {
+            pg_num: 1,
+            ..Self::default()
         }
     }
 }
@@ -412,6 +425,28 @@ impl Cluster {
             .into_iter()
             .find(|stat| stat.pgid == pgid)
             .expect("primary reports its PG")
+    }
+
+    /// The state the PG's primary reports.
+    pub fn pg_state(&self, pgid: PgId) -> PgState {
+        self.pg_stat(pgid).state
+    }
+
+    /// Moves time on a tick at a time (the network run dry after each) until the PG's
+    /// state has `wanted`; returns how many ticks that took. Panics if it never does
+    /// within [`RESEND_TICKS_MAX`].
+    pub fn tick_until(&mut self, pgid: PgId, wanted: u32) -> usize {
+        for ticks in 0..RESEND_TICKS_MAX {
+            if self.pg_state(pgid).contains(wanted) {
+                return ticks;
+            }
+            self.advance(TICK);
+            self.run_network();
+        }
+        panic!(
+            "{pgid} still {} after {RESEND_TICKS_MAX} ticks",
+            self.pg_state(pgid).name()
+        );
     }
 
     // --- the client ---------------------------------------------------------------
