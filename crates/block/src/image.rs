@@ -347,6 +347,7 @@ impl Image {
         let parent = self
             .parent_covers(object_number)
             .then(|| (self.ancestry.clone(), object_number, self.order));
+        let missing_ok = missing_object_is_success(&ops);
         async move {
             let result = match parent {
                 Some((parent, number, order)) => {
@@ -359,7 +360,7 @@ impl Image {
                     .map(drop),
             };
             drop(guard);
-            object_op_result(result)
+            object_op_result(result, missing_ok)
         }
     }
 
@@ -371,6 +372,7 @@ impl Image {
             snapc: self.snap_context(),
             snapid: SnapId::HEAD,
         };
+        let missing_ok = missing_object_is_success(&ops);
         let result = if self.parent_covers(object_number) {
             write_with_copyup(
                 &self.client,
@@ -389,16 +391,23 @@ impl Image {
                 .await
                 .map(drop)
         };
-        object_op_result(result)
+        object_op_result(result, missing_ok)
     }
 }
 
-/// An object op's outcome for the image: a missing object is fine for removes and
-/// zeroes.
-fn object_op_result(result: Result<(), ClientError>) -> Result<(), BlockError> {
+/// Whether a missing object means the ops are done: removing or zeroing what is not
+/// there leaves it reading as zeros. A write answered "not found" is an error.
+fn missing_object_is_success(ops: &[OpCode]) -> bool {
+    ops.iter()
+        .all(|op| matches!(op, OpCode::Remove | OpCode::Zero { .. }))
+}
+
+/// An object op's outcome for the image (`missing_ok` from
+/// [`missing_object_is_success`]).
+fn object_op_result(result: Result<(), ClientError>, missing_ok: bool) -> Result<(), BlockError> {
     match result {
         Ok(()) => Ok(()),
-        Err(error) if error.is_not_found() => Ok(()),
+        Err(error) if missing_ok && error.is_not_found() => Ok(()),
         Err(error) => Err(error.into()),
     }
 }
@@ -547,5 +556,23 @@ mod tests {
             matches!(&ops[2], OpCode::Write { offset, data } if *offset == 2 * WRITE_BYTES_MAX as u64 && data.len() == 3)
         );
         assert_eq!(whole_object_writes(Bytes::from_static(b"x")).len(), 1);
+    }
+
+    #[test]
+    fn only_removes_and_zeroes_take_a_missing_object_as_done() {
+        let not_found = || Err(ClientError::Op(OpError::NotFound));
+        let remove = [OpCode::Remove];
+        let zero = [OpCode::Zero {
+            offset: 0,
+            length: 1,
+        }];
+        let write = [OpCode::Write {
+            offset: 0,
+            data: Bytes::from_static(b"x"),
+        }];
+        assert!(object_op_result(not_found(), missing_object_is_success(&remove)).is_ok());
+        assert!(object_op_result(not_found(), missing_object_is_success(&zero)).is_ok());
+        assert!(object_op_result(not_found(), missing_object_is_success(&write)).is_err());
+        assert!(object_op_result(Ok(()), missing_object_is_success(&write)).is_ok());
     }
 }
