@@ -12,6 +12,7 @@
 
 pub mod files;
 mod heartbeat;
+pub mod malloc;
 pub mod mon_daemon;
 pub mod osd_daemon;
 mod peers;

@@ -94,6 +94,9 @@ pub fn run_osd(config: OsdDaemonConfig) -> Result<(), DaemonError> {
             "no monitor addresses configured".into(),
         ));
     }
+    // Before any thread starts: large write buffers are reused, not faulted in again.
+    let malloc_setup = crate::malloc::keep_freed_memory();
+    tracing::info!("{} malloc: {malloc_setup:?}", config.id);
     std::fs::create_dir_all(&config.data_dir)?;
     let listeners = bind_listeners(&config)?;
     let shard_addrs: Vec<SocketAddr> = listeners
