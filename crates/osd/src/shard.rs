@@ -8,7 +8,7 @@ use crate::pg::Pg;
 use crate::recovery_budget::RecoveryBudget;
 use crate::reserver::ShardReservations;
 use crate::{ClientRef, OsdTuning, Output};
-use carmine_clustermap::settings::{SettingsReader, OSD_READ_LEASE_INTERVAL};
+use carmine_clustermap::settings::{SettingsReader, OSD_MAX_BACKFILLS, OSD_READ_LEASE_INTERVAL};
 use carmine_clustermap::{pg_shard, OsdMap};
 use carmine_proto::{Msg, OpError, OsdOp, OsdOpReply, PgStat};
 use carmine_store::{CollectionId, ObjectStore, StoreUsage, Transaction};
@@ -443,6 +443,9 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.tuning.lease_duration,
             )
             .max(crate::pg::LEASE_DURATION_MIN);
+        let max_backfills = self.tuning.max_backfills.try_into().unwrap_or(u32::MAX);
+        let max_backfills = (self.settings).count(&map.config, OSD_MAX_BACKFILLS, max_backfills);
+        self.reservations.set_max_backfills(max_backfills as usize);
         for warning in self.settings.take_warnings() {
             tracing::warn!("osd.{}: {warning}", self.whoami.0);
         }

@@ -10,8 +10,8 @@
 //!
 //! What clients wait on never waits for a reservation: the object of a write that
 //! reaches a missing object, the objects of writes carried over from the previous
-//! interval, repairs of corrupt copies and the pulls a primary makes before it
-//! activates all go at once (Ceph likewise recovers an object a blocked op needs
+//! interval, repairs of the primary's own corrupt copies and the pulls a primary
+//! makes before it activates all go at once (Ceph likewise recovers an object a blocked op needs
 //! ahead of the queue). A scrub that finds a replica's copy corrupt while the PG holds
 //! its reservation has the copy pushed under it even if that replica was not a target.
 //!
@@ -172,11 +172,15 @@ impl Pg {
     /// The shard granted the local slot: ask the first target. Returns `false` if
     /// this PG no longer wants it (the shard takes it back).
     pub(crate) fn local_reservation_granted(&mut self, out: &mut Vec<Output>) -> bool {
-        if self.reservation.step != Step::WaitLocal
-            || self.reservation.interval != self.interval_start
+        if self.reservation.step != Step::WaitLocal {
+            return false;
+        }
+        if self.reservation.interval != self.interval_start
             || !self.is_primary()
             || self.phase != Phase::Active
         {
+            // Cannot happen (an interval change releases), but never wait for ever.
+            self.reservation.step = Step::Idle;
             return false;
         }
         let mut left = self.reservation_targets();
