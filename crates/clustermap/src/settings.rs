@@ -41,6 +41,10 @@ pub const OSD_SCRUB_INTERVAL: &str = "osd_scrub_interval";
 /// may wait before serving. Keep it well under `osd_heartbeat_grace`.
 pub const OSD_READ_LEASE_INTERVAL: &str = "osd_read_lease_interval";
 
+/// Recovery/backfill reservation slots per OSD shard, local and remote (Ceph's
+/// `osd_max_backfills`): how many PGs may push from, and into, one shard at a time.
+pub const OSD_MAX_BACKFILLS: &str = "osd_max_backfills";
+
 /// The longest interval or grace accepted: a day (longer is surely a typo).
 pub const SECONDS_MAX: f64 = 86_400.0;
 /// The most down reporters a monitor can be asked to wait for.
@@ -63,7 +67,7 @@ fn kind(key: &str) -> Option<Kind> {
             Some(Kind::PositiveSeconds)
         }
         MON_OSD_DOWN_OUT_INTERVAL | OSD_SCRUB_INTERVAL => Some(Kind::Seconds),
-        MON_OSD_MIN_DOWN_REPORTERS => Some(Kind::Count),
+        MON_OSD_MIN_DOWN_REPORTERS | OSD_MAX_BACKFILLS => Some(Kind::Count),
         _ => None,
     }
 }

@@ -26,6 +26,7 @@ mod osd_set;
 mod pg;
 mod pglog;
 mod recovery_budget;
+pub mod reserver;
 mod shard;
 mod snaps;
 mod tuning;

@@ -180,6 +180,9 @@ pub struct Pg {
     /// Read leases: this copy's promises, and as primary its own lease and the wait
     /// for earlier promises (see `pg/lease.rs`).
     lease: lease::Lease,
+    /// Primary: the recovery/backfill reservation it holds or waits for (see
+    /// `pg/reserve.rs`).
+    reservation: reserve::Reservation,
 }
 
 impl Pg {
@@ -252,6 +255,7 @@ impl Pg {
             resend_watch: None,
             recovery_watch: None,
             lease: lease::Lease::default(),
+            reservation: reserve::Reservation::default(),
         };
         if store.collection_exists(coll) {
             pg.load(store)?;
@@ -367,7 +371,8 @@ impl Pg {
         }
         if !self.fully_recovered() {
             bits |= PgState::DEGRADED;
-            let waiting = self.waiting_for_budget && self.pushes_in_flight() == 0;
+            let waiting = (self.waiting_for_budget && self.pushes_in_flight() == 0)
+                || self.waiting_for_reservation();
             bits |= match (self.backfilling.is_empty(), waiting) {
                 (true, false) => PgState::RECOVERING,
                 (true, true) => PgState::RECOVERY_WAIT,
@@ -450,6 +455,8 @@ impl Pg {
         self.past_intervals = map.pg_history.get(&self.pgid).cloned().unwrap_or_default();
         self.up = mapping.up;
         if changed {
+            // Slots of the interval that ended go back (the targets drop them too).
+            self.release_reservation(out);
             self.want_acting.clear();
             let was_primary = self.is_primary();
             if was_primary {
@@ -740,4 +747,5 @@ pub(crate) mod purge;
 pub(crate) mod recovery;
 mod repair;
 mod replication;
+mod reserve;
 mod snap_trim;

@@ -6,8 +6,9 @@
 use crate::pg::purge::{marked_deleting, stray_notices, PurgeProgress, PURGE_OBJECTS_PER_TURN};
 use crate::pg::Pg;
 use crate::recovery_budget::RecoveryBudget;
+use crate::reserver::ShardReservations;
 use crate::{ClientRef, OsdTuning, Output};
-use carmine_clustermap::settings::{SettingsReader, OSD_READ_LEASE_INTERVAL};
+use carmine_clustermap::settings::{SettingsReader, OSD_MAX_BACKFILLS, OSD_READ_LEASE_INTERVAL};
 use carmine_clustermap::{pg_shard, OsdMap};
 use carmine_proto::{Msg, OpError, OsdOp, OsdOpReply, PgStat};
 use carmine_store::{CollectionId, ObjectStore, StoreUsage, Transaction};
@@ -67,6 +68,8 @@ pub struct OsdShard<S: ObjectStore> {
     /// Recovery pushes in flight over all PGs, bounded by
     /// `OsdTuning::recovery_max_active`.
     recovery: RecoveryBudget,
+    /// Recovery/backfill reservations: local and remote slots (see `reserver.rs`).
+    reservations: ShardReservations,
     /// Where the next scrub step starts: a PG and the last object verified in it.
     scrub_cursor: Option<(PgId, Option<String>)>,
     /// Stray copies being deleted, a few objects per turn (see `pg/purge.rs`).
@@ -102,6 +105,7 @@ impl<S: ObjectStore> OsdShard<S> {
             deferred_flush: false,
             tuning: OsdTuning::default(),
             recovery: RecoveryBudget::default(),
+            reservations: ShardReservations::new(OsdTuning::default().max_backfills),
             scrub_cursor: None,
             deleting: BTreeSet::new(),
             clock: ShardClock::default(),
@@ -143,13 +147,22 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.clock.give(pg);
                 pg.peering_tick(now, &mut self.store, out);
                 pg.lease_tick(&mut self.store, out);
+                self.reservations.settle(pg, out);
                 if pg.has_pending_commits() {
                     self.pending.insert(pg.pgid());
                 }
             }
         }
+        let epoch = self.epoch();
+        self.reservations.sweep(&mut self.pgs, epoch, out);
         self.after_io(out);
         self.route_peer_messages(out, start);
+    }
+
+    /// Recovery reservation slots of this shard: local in use, local waiting, remote
+    /// in use, remote waiting.
+    pub fn reservation_counts(&self) -> [usize; 4] {
+        self.reservations.counts()
     }
 
     /// The read lease length in force.
@@ -196,6 +209,7 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.pending.insert(pgid);
             }
             self.recovery.settle(pg, before);
+            self.reservations.settle(pg, out);
         }
     }
 
@@ -204,6 +218,8 @@ impl<S: ObjectStore> OsdShard<S> {
     pub fn set_tuning(&mut self, tuning: OsdTuning) {
         self.tuning = tuning.sanitized();
         self.lease_duration = self.tuning.lease_duration;
+        self.reservations
+            .set_max_backfills(self.tuning.max_backfills);
     }
 
     pub fn whoami(&self) -> OsdId {
@@ -427,6 +443,9 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.tuning.lease_duration,
             )
             .max(crate::pg::LEASE_DURATION_MIN);
+        let max_backfills = self.tuning.max_backfills.try_into().unwrap_or(u32::MAX);
+        let max_backfills = (self.settings).count(&map.config, OSD_MAX_BACKFILLS, max_backfills);
+        self.reservations.set_max_backfills(max_backfills as usize);
         for warning in self.settings.take_warnings() {
             tracing::warn!("osd.{}: {warning}", self.whoami.0);
         }
@@ -483,11 +502,14 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.snap_trimming.insert(pg.pgid());
             }
             self.recovery.settle(pg, before);
+            self.reservations.settle(pg, out);
         }
         if joined {
             let owned = |pgid| pg_shard(pgid, self.shard_count) == self.index;
             out.extend(stray_notices(&self.store, &map, self.whoami, owned));
         }
+        // Slots of intervals that ended here, or of PGs gone, go to the next in line.
+        self.reservations.sweep(&mut self.pgs, map.epoch, out);
         self.release_waiting(out);
         self.after_io(out);
     }
@@ -658,6 +680,7 @@ impl<S: ObjectStore> OsdShard<S> {
             self.pending.insert(pg.pgid());
         }
         self.recovery.settle(pg, before);
+        self.reservations.settle(pg, out);
         self.after_io(out);
     }
 
@@ -699,6 +722,17 @@ impl<S: ObjectStore> OsdShard<S> {
             self.handle_remove(from, remove, out);
             return;
         }
+        if let Msg::PgReserve(reserve) = &msg {
+            // A primary asks this shard for a remote slot, or gives one back; answers
+            // go to the primary's PG below.
+            use carmine_proto::ReserveKind::{Release, Request};
+            if matches!(reserve.kind, Request | Release) {
+                let reserve = reserve.clone();
+                let reservations = &mut self.reservations;
+                reservations.handle_remote(&self.pgs, epoch, from, reserve, out);
+                return;
+            }
+        }
         if !self.pgs.contains_key(&pgid) && !self.open_stray(pgid, from, &msg, out) {
             return;
         }
@@ -725,6 +759,7 @@ impl<S: ObjectStore> OsdShard<S> {
             Msg::PgPushReply(reply) => pg.handle_push_reply(store, from, reply, out),
             Msg::PgLease(lease) => pg.handle_lease(from, lease, out),
             Msg::PgLeaseAck(ack) => pg.handle_lease_ack(store, from, ack, out),
+            Msg::PgReserve(answer) => pg.handle_reserve(store, from, answer, out),
             _ => unreachable!("filtered by peer_message_pg"),
         }
         pg.purge_strays(out);
@@ -732,6 +767,7 @@ impl<S: ObjectStore> OsdShard<S> {
             self.pending.insert(pgid);
         }
         self.recovery.settle(pg, before);
+        self.reservations.settle(pg, out);
         self.after_io(out);
     }
 
@@ -844,6 +880,9 @@ impl<S: ObjectStore> OsdShard<S> {
     }
 
     fn after_io_inner(&mut self, out: &mut Vec<Output>) {
+        if self.reservations.has_news() {
+            self.reservations.tell_granted(&mut self.pgs, out);
+        }
         // Budget freed by an interval change or a completed push goes to starved PGs.
         if self.recovery.has_starved() {
             self.resume_starved(out);
@@ -875,6 +914,7 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.pending.insert(pgid);
             }
             self.recovery.settle(pg, before);
+            self.reservations.settle(pg, out);
         }
     }
 }
@@ -925,6 +965,7 @@ fn peer_message_pg(msg: &Msg) -> Option<(PgId, Epoch)> {
         Msg::PgRemove(m) => (m.pgid, m.map_epoch),
         Msg::PgLease(m) => (m.pgid, m.map_epoch),
         Msg::PgLeaseAck(m) => (m.pgid, m.map_epoch),
+        Msg::PgReserve(m) => (m.pgid, m.map_epoch),
         _ => return None,
     })
 }

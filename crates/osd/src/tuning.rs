@@ -8,6 +8,7 @@ use crate::pg::recovery::{OBJECTS_PER_PUSH_MAX, PUSHES_IN_FLIGHT_MAX};
 use crate::pg::LEASE_DURATION;
 use crate::pg::{IN_FLIGHT_WRITES_MAX, WAITING_OPS_MAX};
 use crate::pglog::LOG_ENTRIES_MAX;
+use crate::reserver::MAX_BACKFILLS;
 use crate::shard::WAITING_FOR_MAP_MAX;
 
 /// Default shard-wide recovery budget, in pushes in flight (each one object).
@@ -39,6 +40,10 @@ pub struct OsdTuning {
     /// Most objects a primary pulls before it activates; with more to copy it asks
     /// for a pg_temp led by a complete copy instead (0: whenever it lacks anything).
     pub pull_before_active_max: usize,
+    /// Recovery/backfill reservation slots per shard, local and remote (Ceph's
+    /// `osd_max_backfills`): at most this many PGs push from, and into, one shard
+    /// at a time (see `reserver.rs`).
+    pub max_backfills: usize,
 }
 
 impl Default for OsdTuning {
@@ -53,6 +58,7 @@ impl Default for OsdTuning {
             waiting_for_map_max: WAITING_FOR_MAP_MAX,
             recovery_max_active: RECOVERY_MAX_ACTIVE,
             pull_before_active_max: PULL_BEFORE_ACTIVE_MAX,
+            max_backfills: MAX_BACKFILLS,
         }
     }
 }
@@ -70,6 +76,7 @@ impl OsdTuning {
             waiting_for_map_max: self.waiting_for_map_max.max(1),
             recovery_max_active: self.recovery_max_active.max(1),
             pull_before_active_max: self.pull_before_active_max,
+            max_backfills: self.max_backfills.max(1),
         }
     }
 }

@@ -21,6 +21,7 @@ mod op;
 mod osd;
 mod peering;
 mod purge;
+mod reserve;
 mod snap;
 
 pub use heartbeat::*;
@@ -31,4 +32,5 @@ pub use op::*;
 pub use osd::*;
 pub use peering::*;
 pub use purge::*;
+pub use reserve::*;
 pub use snap::*;

@@ -11,6 +11,7 @@ use crate::peering::{
     PgQuery,
 };
 use crate::purge::PgRemove;
+use crate::reserve::PgReserve;
 use bytes::Bytes;
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 
@@ -42,6 +43,7 @@ pub enum Msg {
     PgPush(PgPush),
     PgPushReply(PgPushReply),
     PgRemove(PgRemove),
+    PgReserve(PgReserve),
     PgLease(PgLease),
     PgLeaseAck(PgLeaseAck),
     MonRaft(MonRaft),
@@ -72,6 +74,7 @@ pub mod msg_type {
     pub const PG_PUSH: u16 = 47;
     pub const PG_PUSH_REPLY: u16 = 48;
     pub const PG_REMOVE: u16 = 51;
+    pub const PG_RESERVE: u16 = 52;
     pub const PG_LEASE: u16 = 49;
     pub const PG_LEASE_ACK: u16 = 50;
     pub const MON_RAFT: u16 = 60;
@@ -113,6 +116,7 @@ impl Msg {
             Msg::PgPush(_) => PG_PUSH,
             Msg::PgPushReply(_) => PG_PUSH_REPLY,
             Msg::PgRemove(_) => PG_REMOVE,
+            Msg::PgReserve(_) => PG_RESERVE,
             Msg::PgLease(_) => PG_LEASE,
             Msg::PgLeaseAck(_) => PG_LEASE_ACK,
             Msg::MonRaft(_) => MON_RAFT,
@@ -161,6 +165,7 @@ impl Msg {
             Msg::PgPush(m) => m.encode(e),
             Msg::PgPushReply(m) => m.encode(e),
             Msg::PgRemove(m) => m.encode(e),
+            Msg::PgReserve(m) => m.encode(e),
             Msg::PgLease(m) => m.encode(e),
             Msg::PgLeaseAck(m) => m.encode(e),
             Msg::MonRaft(m) => m.encode(e),
@@ -205,6 +210,7 @@ impl Msg {
             PG_PUSH => Msg::PgPush(PgPush::decode(&mut d).map_err(malformed)?),
             PG_PUSH_REPLY => Msg::PgPushReply(PgPushReply::decode(&mut d).map_err(malformed)?),
             PG_REMOVE => Msg::PgRemove(PgRemove::decode(&mut d).map_err(malformed)?),
+            PG_RESERVE => Msg::PgReserve(PgReserve::decode(&mut d).map_err(malformed)?),
             PG_LEASE => Msg::PgLease(PgLease::decode(&mut d).map_err(malformed)?),
             PG_LEASE_ACK => Msg::PgLeaseAck(PgLeaseAck::decode(&mut d).map_err(malformed)?),
             MON_RAFT => Msg::MonRaft(MonRaft::decode(&mut d).map_err(malformed)?),

@@ -306,6 +306,7 @@ impl SimConfig {
                 recovery_max_active: rng.between(1, 4) as usize,
                 pull_before_active_max: rng.between(0, 4) as usize,
                 lease_duration: OsdTuning::default().lease_duration,
+                max_backfills: OsdTuning::default().max_backfills,
             };
             // Drawn last, so the limits above are what they were before it.
             self.tuning.log_entries_max = rng.between(8, 64) as usize;

@@ -531,6 +531,7 @@ fn peer_message_pgid(msg: &Msg) -> Option<PgId> {
         Msg::PgRemove(m) => m.pgid,
         Msg::PgLease(m) => m.pgid,
         Msg::PgLeaseAck(m) => m.pgid,
+        Msg::PgReserve(m) => m.pgid,
         _ => return None,
     })
 }

@@ -833,6 +833,7 @@ impl Pg {
         out: &mut Vec<Output>,
     ) {
         self.recovery_tick(now, store, out);
+        self.reservation_tick(now, store, out);
         let waits_on_peers = matches!(
             self.phase,
             Phase::GetInfo { .. }

@@ -400,6 +400,10 @@ impl Pg {
         if self.phase != Phase::Active {
             return;
         }
+        // Background pushes wait for the PG's reservations (`pg/reserve.rs`).
+        if !self.reserve_for_recovery(out) {
+            return;
+        }
         let mut total = self.pushes_in_flight();
         for replica in self.replicas() {
             let mut deferred = Vec::new();
