@@ -143,6 +143,7 @@ impl<S: ObjectStore> OsdShard<S> {
                 self.clock.give(pg);
                 pg.peering_tick(now, &mut self.store, out);
                 pg.lease_tick(&mut self.store, out);
+                pg.resend_refused(out);
                 if pg.has_pending_commits() {
                     self.pending.insert(pg.pgid());
                 }

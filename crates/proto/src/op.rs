@@ -92,6 +92,20 @@ pub enum OpCode {
 
 impl OpCode {
     /// Whether the op changes the object (and so needs replication).
+    /// Whether the op may add data to the store (refused while a PG's OSD is full);
+    /// removals, truncates, zeroes and key/xattr removals free space and are not.
+    pub fn adds_data(&self) -> bool {
+        matches!(
+            self,
+            OpCode::Create { .. }
+                | OpCode::WriteFull { .. }
+                | OpCode::Write { .. }
+                | OpCode::Append { .. }
+                | OpCode::SetXattr { .. }
+                | OpCode::OmapSet { .. }
+        )
+    }
+
     pub fn is_write(&self) -> bool {
         matches!(
             self,
