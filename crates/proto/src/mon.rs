@@ -1124,6 +1124,30 @@ mod tests {
     }
 
     #[test]
+    fn osd_stats_v4_carries_metadata_bytes_and_v3_decodes_without_them() {
+        let stats = OsdStats {
+            osd: OsdId(1),
+            data_bytes: 100,
+            capacity_bytes: 1000,
+            copies_repaired_total: 2,
+            metadata_bytes: 40,
+            ..OsdStats::default()
+        };
+        let bytes = stats.to_bytes();
+        assert_eq!(bytes[0], 4, "version");
+        assert_eq!(OsdStats::from_bytes(&bytes).unwrap(), stats);
+        // Version 3 wrote the same fields less the trailing u64.
+        let mut v3 = bytes.to_vec();
+        v3.truncate(v3.len() - 8);
+        v3[0] = 3;
+        let body = u32::from_le_bytes(v3[2..6].try_into().unwrap()) - 8;
+        v3[2..6].copy_from_slice(&body.to_le_bytes());
+        let decoded = OsdStats::from_bytes(&v3).unwrap();
+        assert_eq!(decoded.metadata_bytes, 0);
+        assert_eq!(decoded.copies_repaired_total, 2);
+    }
+
+    #[test]
     fn monitor_messages_round_trip() {
         let raft = Msg::MonRaft(MonRaft {
             from_rank: 2,

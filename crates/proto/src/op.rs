@@ -171,7 +171,7 @@ pub enum OpError {
     Invalid(String),
     #[error("object would exceed the size limit of {limit_bytes} bytes")]
     TooLarge { limit_bytes: u64 },
-    #[error("no space left in the cluster")]
+    #[error("no space left (NoSpace): an OSD of the PG is full; delete objects, add OSDs or raise the ratio (see `carmine health`)")]
     NoSpace,
     #[error("this OSD is not the primary for the PG; retry with a newer map")]
     WrongPrimary,

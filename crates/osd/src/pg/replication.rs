@@ -428,12 +428,13 @@ impl Pg {
             // freed) or the interval ends and peering settles it. Meanwhile writes
             // that add data are refused ([`Pg::is_full`]); the replica's report makes
             // the monitor mark it full.
-            tracing::warn!(
-                "{}: {from} is out of space for {}; holding the write until it has room",
-                self.pgid,
-                reply.version
-            );
-            self.in_flight[index].refused_by.insert(from);
+            if self.in_flight[index].refused_by.insert(from) {
+                tracing::warn!(
+                    "{}: {from} is out of space for {}; holding the write until it has room",
+                    self.pgid,
+                    reply.version
+                );
+            }
             return;
         }
         if let (Err(error), true) = (&reply.result, changed_object) {
@@ -531,7 +532,7 @@ impl Pg {
                 // keeps no hole, and the primary resends this write until it fits.
                 reply.result = Err(store_error(error));
                 if reply.result == Err(OpError::NoSpace) {
-                    tracing::warn!(
+                    tracing::debug!(
                         "{}: out of space for {} from {from}; it will be resent",
                         self.pgid,
                         rep.entry.version
