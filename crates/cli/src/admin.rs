@@ -3,7 +3,10 @@
 use crate::output::{bytes, count};
 use anyhow::{bail, Context, Result};
 use carmine_client::Client;
-use carmine_clustermap::{OsdFlags, PoolSpec, WEIGHT_IN};
+use carmine_clustermap::settings::{
+    MON_OSD_BACKFILLFULL_RATIO, MON_OSD_FULL_RATIO, MON_OSD_NEARFULL_RATIO,
+};
+use carmine_clustermap::{Fullness, OsdFlags, PoolSpec, WEIGHT_IN};
 use carmine_proto::{ClusterStatus, Command, CommandOutput};
 use carmine_types::OsdId;
 use clap::Subcommand;
@@ -131,6 +134,15 @@ pub enum OsdCommand {
     Set { flag: String },
     /// Clear a cluster flag, as `ceph osd unset`.
     Unset { flag: String },
+    /// Set the usage ratio at which an OSD is marked full and writes that add data
+    /// are refused (default 0.95), as `ceph osd set-full-ratio`.
+    SetFullRatio { ratio: f64 },
+    /// Set the usage ratio at which an OSD is marked backfillfull (default 0.90), as
+    /// `ceph osd set-backfillfull-ratio`.
+    SetBackfillfullRatio { ratio: f64 },
+    /// Set the usage ratio at which an OSD is marked nearfull, a warning (default
+    /// 0.85), as `ceph osd set-nearfull-ratio`.
+    SetNearfullRatio { ratio: f64 },
 }
 
 async fn command(client: &Client, command: Command) -> Result<CommandOutput> {
@@ -366,7 +378,30 @@ pub async fn osd(client: &Client, command_: OsdCommand, json: bool) -> Result<()
         }
         OsdCommand::Set { flag } => set_flag(client, &flag, true, json).await,
         OsdCommand::Unset { flag } => set_flag(client, &flag, false, json).await,
+        OsdCommand::SetFullRatio { ratio } => {
+            set_ratio(client, MON_OSD_FULL_RATIO, ratio, json).await
+        }
+        OsdCommand::SetBackfillfullRatio { ratio } => {
+            set_ratio(client, MON_OSD_BACKFILLFULL_RATIO, ratio, json).await
+        }
+        OsdCommand::SetNearfullRatio { ratio } => {
+            set_ratio(client, MON_OSD_NEARFULL_RATIO, ratio, json).await
+        }
     }
+}
+
+/// The ratios live in the map's config (as Ceph keeps them in the OSD map); the
+/// monitor checks the value, and reports ratios out of order as a health warning.
+async fn set_ratio(client: &Client, key: &str, ratio: f64, json: bool) -> Result<()> {
+    let value = ratio.to_string();
+    if let Err(error) = carmine_clustermap::settings::validate(key, &value) {
+        bail!("{error}");
+    }
+    let command = Command::ConfigSet {
+        key: key.to_string(),
+        value: Some(value),
+    };
+    done(client, command, json).await
 }
 
 async fn set_flag(client: &Client, name: &str, set: bool, json: bool) -> Result<()> {
@@ -549,7 +584,7 @@ fn osd_dump(client: &Client, json: bool) {
         let osds: Vec<_> = map
             .osds
             .values()
-            .map(|o| json!({"osd": o.id.0, "up": o.up, "in": o.is_in(), "weight": f64::from(o.weight) / f64::from(WEIGHT_IN), "up_from": o.up_from.0, "down_at": o.down_at.0, "host": o.host, "primary_affinity": f64::from(o.primary_affinity) / 65536.0, "addrs": o.shard_addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>()}))
+            .map(|o| json!({"osd": o.id.0, "up": o.up, "in": o.is_in(), "weight": f64::from(o.weight) / f64::from(WEIGHT_IN), "up_from": o.up_from.0, "down_at": o.down_at.0, "host": o.host, "primary_affinity": f64::from(o.primary_affinity) / 65536.0, "state": o.fullness.name(), "addrs": o.shard_addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>()}))
             .collect();
         let pools: Vec<_> = map
             .pools
@@ -565,6 +600,10 @@ fn osd_dump(client: &Client, json: bool) {
     println!("epoch {}", map.epoch.0);
     println!("fsid {:032x}", map.fsid);
     println!("flags {}", map.flags.names().join(","));
+    let ratios = map.full_ratios();
+    println!("full_ratio {}", ratios.full);
+    println!("backfillfull_ratio {}", ratios.backfillfull);
+    println!("nearfull_ratio {}", ratios.nearfull);
     for pool in map.pools.values() {
         println!(
             "pool {} '{}' replicated size {} min_size {} crush_rule {} pg_num {} pgp_num {}",
@@ -580,10 +619,14 @@ fn osd_dump(client: &Client, json: bool) {
     for osd in map.osds.values() {
         let addrs: Vec<String> = osd.shard_addrs.iter().map(|a| a.to_string()).collect();
         println!(
-            "{} {} {} weight {:.5} up_from {} down_at {} host {} shards [{}]",
+            "{} {} {}{} weight {:.5} up_from {} down_at {} host {} shards [{}]",
             osd.id,
             if osd.up { "up" } else { "down" },
             if osd.is_in() { "in" } else { "out" },
+            match osd.fullness {
+                Fullness::None => String::new(),
+                state => format!(" {}", state.name()),
+            },
             f64::from(osd.weight) / f64::from(WEIGHT_IN),
             osd.up_from.0,
             osd.down_at.0,

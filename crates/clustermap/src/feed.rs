@@ -177,6 +177,7 @@ mod tests {
                 host: "stray".into(),
                 primary_affinity: crate::OsdInfo::PRIMARY_AFFINITY_DEFAULT,
                 instance: 0,
+                fullness: crate::Fullness::None,
             },
         );
         let step = advance(Some(&Arc::new(diverged)), None, &incs);

@@ -30,8 +30,8 @@ pub use feed::{advance, AdvanceError, MapAdvance};
 pub use history::{HistoryTracker, PastInterval, PAST_INTERVALS_MAX};
 pub use incremental::{map_crc, ApplyError, MapDelta, OsdMapIncremental};
 pub use osdmap::{
-    OsdFlags, OsdInfo, OsdMap, OsdMapError, CONFIG_KEYS_MAX, CONFIG_KEY_BYTES_MAX,
-    CONFIG_VALUE_BYTES_MAX, OSD_MAP_VERSION, WEIGHT_IN,
+    FullRatios, Fullness, OsdFlags, OsdInfo, OsdMap, OsdMapError, CONFIG_KEYS_MAX,
+    CONFIG_KEY_BYTES_MAX, CONFIG_VALUE_BYTES_MAX, FULLNESS_HYSTERESIS, OSD_MAP_VERSION, WEIGHT_IN,
 };
 pub use placement::{pg_shard, PgMapping};
 pub use pool::{PoolInfo, PoolSpec};

@@ -86,6 +86,126 @@ pub struct OsdInfo {
     /// The running process's instance id (random per start): a boot with another
     /// instance while the map shows the OSD up is a restart the monitor must see.
     pub instance: u64,
+    /// How full the monitor last found its store (Ceph's `CEPH_OSD_FULL`,
+    /// `BACKFILLFULL`, `NEARFULL` state bits; encoding v4, `None` from older).
+    pub fullness: Fullness,
+}
+
+/// An OSD's fullness as the map publishes it, from its usage reports against the
+/// ratios [`FullRatios`]: a primary refuses writes that add data to a PG with a `Full`
+/// member; `NearFull` and `BackfillFull` only warn (backfill is not throttled yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Fullness {
+    #[default]
+    None = 0,
+    NearFull = 1,
+    BackfillFull = 2,
+    Full = 3,
+}
+
+impl Fullness {
+    pub fn from_u8(value: u8) -> Option<Self> {
+        match value {
+            0 => Some(Self::None),
+            1 => Some(Self::NearFull),
+            2 => Some(Self::BackfillFull),
+            3 => Some(Self::Full),
+            _ => None,
+        }
+    }
+
+    /// The Ceph health-check word for this state (`None` has none).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "ok",
+            Self::NearFull => "nearfull",
+            Self::BackfillFull => "backfillfull",
+            Self::Full => "full",
+        }
+    }
+}
+
+/// The fullness thresholds (fractions of an OSD's capacity) with Ceph's defaults,
+/// kept as config keys in the map (`carmine osd set-full-ratio` and friends set them).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FullRatios {
+    pub nearfull: f64,
+    pub backfillfull: f64,
+    pub full: f64,
+    /// The OSD's own last line: above it a primary refuses writes that add data even
+    /// before the monitor marked anything full (Ceph's `osd_failsafe_full_ratio`).
+    pub failsafe: f64,
+}
+
+impl Default for FullRatios {
+    fn default() -> Self {
+        Self {
+            nearfull: 0.85,
+            backfillfull: 0.90,
+            full: 0.95,
+            failsafe: 0.97,
+        }
+    }
+}
+
+/// How far below a threshold an OSD's usage must fall before the monitor clears the
+/// state it marked, so usage hovering at a threshold does not publish a map per report.
+pub const FULLNESS_HYSTERESIS: f64 = 0.01;
+
+impl FullRatios {
+    /// The ratios in `config`, each falling back to its default when absent or bad.
+    pub fn from_config(config: &BTreeMap<String, String>) -> Self {
+        use crate::settings::{
+            MON_OSD_BACKFILLFULL_RATIO, MON_OSD_FULL_RATIO, MON_OSD_NEARFULL_RATIO,
+            OSD_FAILSAFE_FULL_RATIO,
+        };
+        let default = Self::default();
+        let read = |key: &str, fallback: f64| {
+            config
+                .get(key)
+                .and_then(|value| crate::settings::parse_ratio(key, value).ok())
+                .unwrap_or(fallback)
+        };
+        Self {
+            nearfull: read(MON_OSD_NEARFULL_RATIO, default.nearfull),
+            backfillfull: read(MON_OSD_BACKFILLFULL_RATIO, default.backfillfull),
+            full: read(MON_OSD_FULL_RATIO, default.full),
+            failsafe: read(OSD_FAILSAFE_FULL_RATIO, default.failsafe),
+        }
+    }
+
+    /// Whether the ratios ascend as they must (Ceph's `OSD_OUT_OF_ORDER_FULL` check).
+    pub fn in_order(&self) -> bool {
+        self.nearfull <= self.backfillfull
+            && self.backfillfull <= self.full
+            && self.full <= self.failsafe
+    }
+
+    /// The state an OSD at `used / capacity` is in, given the state the map shows
+    /// now: a state is entered at its threshold and left only [`FULLNESS_HYSTERESIS`]
+    /// below it.
+    pub fn fullness(&self, used_bytes: u64, capacity_bytes: u64, now: Fullness) -> Fullness {
+        if capacity_bytes == 0 || capacity_bytes == u64::MAX {
+            return Fullness::None;
+        }
+        let ratio = used_bytes as f64 / capacity_bytes as f64;
+        let thresholds = [
+            (Fullness::Full, self.full),
+            (Fullness::BackfillFull, self.backfillfull),
+            (Fullness::NearFull, self.nearfull),
+        ];
+        for (state, threshold) in thresholds {
+            let margin = if now >= state {
+                FULLNESS_HYSTERESIS
+            } else {
+                0.0
+            };
+            if ratio >= threshold - margin {
+                return state;
+            }
+        }
+        Fullness::None
+    }
 }
 
 impl OsdInfo {
@@ -181,6 +301,18 @@ impl OsdMap {
 
     pub fn is_up(&self, id: OsdId) -> bool {
         self.osds.get(&id).is_some_and(|osd| osd.up)
+    }
+
+    /// The fullness the map shows for `id` (`None` for an unknown OSD).
+    pub fn fullness(&self, id: OsdId) -> Fullness {
+        self.osds
+            .get(&id)
+            .map_or(Fullness::None, |osd| osd.fullness)
+    }
+
+    /// The fullness thresholds in force (the config keys, else Ceph's defaults).
+    pub fn full_ratios(&self) -> FullRatios {
+        FullRatios::from_config(&self.config)
     }
 
     pub fn up_count(&self) -> usize {
@@ -474,6 +606,7 @@ impl OsdMap {
             host: host.clone(),
             primary_affinity: OsdInfo::PRIMARY_AFFINITY_DEFAULT,
             instance: 0,
+            fullness: Fullness::None,
         });
         entry.up = true;
         entry.up_from = next;
@@ -494,6 +627,13 @@ impl OsdMap {
         let osd = self.osds.get_mut(&id).ok_or(OsdMapError::NoSuchOsd(id))?;
         osd.up = false;
         osd.down_at = next;
+        Ok(())
+    }
+
+    /// Publishes `id`'s fullness (the monitor, from its usage reports).
+    pub fn set_fullness(&mut self, id: OsdId, fullness: Fullness) -> Result<(), OsdMapError> {
+        let osd = self.osds.get_mut(&id).ok_or(OsdMapError::NoSuchOsd(id))?;
+        osd.fullness = fullness;
         Ok(())
     }
 
@@ -532,7 +672,8 @@ impl OsdMap {
 
 /// Version 2 appended `primary_affinity`; version 1 decodes with the default (1.0).
 /// Version 3 appended `instance` (older versions decode as 0).
-const OSD_INFO_VERSION: u8 = 3;
+/// Version 4 appended `fullness` as a u8 (older versions decode as `None`).
+const OSD_INFO_VERSION: u8 = 4;
 
 impl Encode for OsdInfo {
     fn encode(&self, e: &mut Encoder) {
@@ -547,6 +688,7 @@ impl Encode for OsdInfo {
             self.host.encode(e);
             e.put_u32(self.primary_affinity);
             e.put_u64(self.instance);
+            e.put_u8(self.fullness as u8);
         });
     }
 }
@@ -568,6 +710,15 @@ impl Decode for OsdInfo {
                     OsdInfo::PRIMARY_AFFINITY_DEFAULT
                 },
                 instance: if version >= 3 { d.get_u64()? } else { 0 },
+                fullness: if version >= 4 {
+                    let value = d.get_u8()?;
+                    Fullness::from_u8(value).ok_or(DecodeError::Invalid {
+                        what: "OSD fullness",
+                        value: u64::from(value),
+                    })?
+                } else {
+                    Fullness::None
+                },
             };
             if info.primary_affinity > OsdInfo::PRIMARY_AFFINITY_MAX {
                 return Err(DecodeError::Invalid {
@@ -701,7 +852,57 @@ mod tests {
             host: "node7".to_string(),
             primary_affinity: 0x8000,
             instance: 42,
+            fullness: Fullness::NearFull,
         }
+    }
+
+    #[test]
+    fn osd_info_v3_decodes_without_fullness_and_v4_round_trips_it() {
+        let info = booted_info();
+        let bytes = info.to_bytes();
+        assert_eq!(bytes[0], 4, "version");
+        assert_eq!(OsdInfo::from_bytes(&bytes).unwrap(), info);
+        // Version 3 wrote the same fields less the trailing fullness byte.
+        let mut v3 = bytes.to_vec();
+        v3.pop();
+        v3[0] = 3;
+        let body = u32::from_le_bytes(v3[2..6].try_into().unwrap()) - 1;
+        v3[2..6].copy_from_slice(&body.to_le_bytes());
+        let decoded = OsdInfo::from_bytes(&v3).unwrap();
+        assert_eq!(decoded.fullness, Fullness::None);
+        assert_eq!(decoded.instance, 42);
+    }
+
+    #[test]
+    fn fullness_has_ceph_defaults_and_hysteresis() {
+        let ratios = FullRatios::default();
+        assert!(ratios.in_order());
+        let at = |percent: u64, now| ratios.fullness(percent, 100, now);
+        assert_eq!(at(50, Fullness::None), Fullness::None);
+        assert_eq!(at(85, Fullness::None), Fullness::NearFull);
+        assert_eq!(at(90, Fullness::None), Fullness::BackfillFull);
+        assert_eq!(at(95, Fullness::None), Fullness::Full);
+        // Leaving full needs a drop below 0.94, not just below 0.95.
+        assert_eq!(
+            ratios.fullness(9_450, 10_000, Fullness::Full),
+            Fullness::Full
+        );
+        assert_eq!(
+            ratios.fullness(9_350, 10_000, Fullness::Full),
+            Fullness::BackfillFull
+        );
+        assert_eq!(
+            ratios.fullness(10, u64::MAX, Fullness::Full),
+            Fullness::None
+        );
+        let config = BTreeMap::from([(
+            crate::settings::MON_OSD_FULL_RATIO.to_string(),
+            "0.5".to_string(),
+        )]);
+        let low = FullRatios::from_config(&config);
+        assert_eq!(low.full, 0.5);
+        assert!(!low.in_order());
+        assert_eq!(low.fullness(60, 100, Fullness::None), Fullness::Full);
     }
 
     /// `OsdInfo` as version 1 wrote it (before primary affinity), kept as bytes.
@@ -725,7 +926,7 @@ mod tests {
     fn osd_info_round_trips_with_primary_affinity() {
         let info = booted_info();
         let bytes = info.to_bytes();
-        assert_eq!(bytes[0], 3, "version");
+        assert_eq!(bytes[0], OSD_INFO_VERSION, "version");
         assert_eq!(bytes[1], 1, "compat: version 1 readers skip the new field");
         assert_eq!(OsdInfo::from_bytes(&bytes).unwrap(), info);
     }
@@ -740,6 +941,7 @@ mod tests {
         let expected = OsdInfo {
             primary_affinity: OsdInfo::PRIMARY_AFFINITY_DEFAULT,
             instance: 0,
+            fullness: Fullness::None,
             ..booted_info()
         };
         assert_eq!(info, expected);

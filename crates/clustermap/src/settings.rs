@@ -45,6 +45,13 @@ pub const OSD_READ_LEASE_INTERVAL: &str = "osd_read_lease_interval";
 /// `osd_max_backfills`): how many PGs may push from, and into, one shard at a time.
 pub const OSD_MAX_BACKFILLS: &str = "osd_max_backfills";
 
+/// Fullness thresholds, fractions of an OSD's capacity (Ceph's names and defaults:
+/// 0.95, 0.90, 0.85, 0.97); `carmine osd set-full-ratio` and friends set them.
+pub const MON_OSD_FULL_RATIO: &str = "mon_osd_full_ratio";
+pub const MON_OSD_BACKFILLFULL_RATIO: &str = "mon_osd_backfillfull_ratio";
+pub const MON_OSD_NEARFULL_RATIO: &str = "mon_osd_nearfull_ratio";
+pub const OSD_FAILSAFE_FULL_RATIO: &str = "osd_failsafe_full_ratio";
+
 /// The longest interval or grace accepted: a day (longer is surely a typo).
 pub const SECONDS_MAX: f64 = 86_400.0;
 /// The most down reporters a monitor can be asked to wait for.
@@ -59,6 +66,8 @@ enum Kind {
     Seconds,
     /// A whole number from 1.
     Count,
+    /// A fraction above 0 and at most 1.
+    Ratio,
 }
 
 fn kind(key: &str) -> Option<Kind> {
@@ -68,6 +77,10 @@ fn kind(key: &str) -> Option<Kind> {
         }
         MON_OSD_DOWN_OUT_INTERVAL | OSD_SCRUB_INTERVAL => Some(Kind::Seconds),
         MON_OSD_MIN_DOWN_REPORTERS | OSD_MAX_BACKFILLS => Some(Kind::Count),
+        MON_OSD_FULL_RATIO
+        | MON_OSD_BACKFILLFULL_RATIO
+        | MON_OSD_NEARFULL_RATIO
+        | OSD_FAILSAFE_FULL_RATIO => Some(Kind::Ratio),
         _ => None,
     }
 }
@@ -80,7 +93,19 @@ pub fn validate(key: &str, value: &str) -> Result<(), String> {
         Some(Kind::Count) => parse_count(key, value).map(|_| ()),
         Some(Kind::PositiveSeconds) => parse_seconds(key, value, false).map(|_| ()),
         Some(Kind::Seconds) => parse_seconds(key, value, true).map(|_| ()),
+        Some(Kind::Ratio) => parse_ratio(key, value).map(|_| ()),
     }
+}
+
+/// A fraction above 0 and at most 1 (`0.95`).
+pub fn parse_ratio(key: &str, value: &str) -> Result<f64, String> {
+    let error =
+        || format!("{key} must be a ratio above 0 and at most 1 (e.g. 0.95), not {value:?}");
+    let ratio: f64 = value.trim().parse().map_err(|_| error())?;
+    if !(ratio.is_finite() && ratio > 0.0 && ratio <= 1.0) {
+        return Err(error());
+    }
+    Ok(ratio)
 }
 
 fn parse_seconds(key: &str, value: &str, zero_ok: bool) -> Result<Duration, String> {
@@ -191,6 +216,10 @@ mod tests {
         assert!(validate(MON_OSD_MIN_DOWN_REPORTERS, "2").is_ok());
         assert!(validate(MON_OSD_MIN_DOWN_REPORTERS, "0").is_err());
         assert!(validate(MON_OSD_MIN_DOWN_REPORTERS, "1.5").is_err());
+        assert!(validate(MON_OSD_FULL_RATIO, "0.9").is_ok());
+        assert!(validate(MON_OSD_FULL_RATIO, "1").is_ok());
+        assert!(validate(MON_OSD_NEARFULL_RATIO, "0").is_err());
+        assert!(validate(MON_OSD_NEARFULL_RATIO, "95").is_err());
         let error = validate(OSD_HEARTBEAT_GRACE, "soon").unwrap_err();
         assert!(error.contains("osd_heartbeat_grace"), "{error}");
         assert!(error.contains("\"soon\""), "{error}");

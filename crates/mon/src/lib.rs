@@ -188,6 +188,8 @@ enum Op {
     FailureCheck,
     /// Apply the pg_temp changes collected in `Monitor::pending_pg_temp`.
     PgTemp,
+    /// Publish the fullness the OSDs' latest usage reports put them in.
+    Fullness,
 }
 
 /// The failure-detection timing in force: [`MonConfig`] overridden by the map's config

@@ -3,7 +3,7 @@
 
 use crate::entry::{MonEntry, Origin};
 use crate::{ConnId, MonOutput, Monitor, Op, QUEUED_OPS_MAX};
-use carmine_clustermap::{HistoryTracker, OsdFlags, OsdMap, OsdMapError, WEIGHT_IN};
+use carmine_clustermap::{Fullness, HistoryTracker, OsdFlags, OsdMap, OsdMapError, WEIGHT_IN};
 use carmine_proto::{
     Command, CommandOutput, MonCommand, MonForward, MonGetMap, Msg, OsdBoot, OsdMapMsg, OsdStats,
     PgState,
@@ -187,10 +187,59 @@ impl Monitor {
                 self.want_pg_temp(pg.pgid, pg.want_acting.clone());
             }
         }
-        let tracking = self.osds.entry(stats.osd).or_default();
+        let osd = stats.osd;
+        let tracking = self.osds.entry(osd).or_default();
         tracking.last_heard = Some(now);
         tracking.previous_stats = tracking.stats.take();
         tracking.stats = Some((now, stats));
+        let changed = self
+            .wanted_fullness(osd)
+            .is_some_and(|wanted| wanted != self.map.fullness(osd));
+        if changed && !self.queue.iter().any(|op| matches!(op, Op::Fullness)) {
+            self.queue.push_back(Op::Fullness);
+        }
+    }
+
+    /// The fullness `osd`'s latest usage report puts it in, against the map's ratios
+    /// and the state the map shows (which gives the hysteresis); `None` without a
+    /// report or for an OSD the map lacks.
+    fn wanted_fullness(&self, osd: carmine_types::OsdId) -> Option<Fullness> {
+        let info = self.map.osd(osd)?;
+        let (_, stats) = self.osds.get(&osd)?.stats.as_ref()?;
+        let used_bytes = stats.data_bytes.saturating_add(stats.metadata_bytes);
+        let ratios = self.map.full_ratios();
+        Some(ratios.fullness(used_bytes, stats.capacity_bytes, info.fullness))
+    }
+
+    /// One map with every OSD whose fullness changed (Ceph's `OSDMonitor` turns the
+    /// usage reports into the full/backfillfull/nearfull state bits the same way).
+    fn fullness_maps(&self) -> Option<Vec<OsdMap>> {
+        let changes: Vec<(carmine_types::OsdId, Fullness)> = self
+            .map
+            .osds
+            .keys()
+            .filter_map(|&osd| Some((osd, self.wanted_fullness(osd)?)))
+            .filter(|&(osd, wanted)| wanted != self.map.fullness(osd))
+            .collect();
+        if changes.is_empty() {
+            return None;
+        }
+        let mut builder = MapBuilder::new(self);
+        builder
+            .step(|next| {
+                for &(osd, fullness) in &changes {
+                    tracing::info!(
+                        "mon.{}: {osd} is now {} ({:?} before)",
+                        self.rank,
+                        fullness.name(),
+                        next.fullness(osd)
+                    );
+                    next.set_fullness(osd, fullness)?;
+                }
+                Ok(())
+            })
+            .ok()?;
+        Some(builder.maps)
     }
 
     /// Leader: queues a pg_temp change (all pending ones go into one epoch).
@@ -325,6 +374,11 @@ impl Monitor {
                 maps,
             }),
             Op::PgTemp => self.pg_temp_maps().map(|maps| MonEntry {
+                origin: None,
+                message: String::new(),
+                maps,
+            }),
+            Op::Fullness => self.fullness_maps().map(|maps| MonEntry {
                 origin: None,
                 message: String::new(),
                 maps,

@@ -1,6 +1,7 @@
 //! `carmine status`: the cluster summarised from the map and the OSDs' latest reports.
 
 use crate::Monitor;
+use carmine_clustermap::Fullness;
 use carmine_proto::{ClusterStatus, OsdUsage, PgStat, PgState, PoolStatus};
 use carmine_types::PgId;
 use std::collections::BTreeMap;
@@ -8,6 +9,9 @@ use std::time::Instant;
 
 /// PGs that `status` names one by one with why they cannot serve; the rest are counted.
 pub const INACTIVE_PG_CHECKS_MAX: usize = 16;
+
+/// Health checks that make the cluster `HEALTH_ERR` rather than `HEALTH_WARN`.
+const ERROR_CHECKS: [&str; 2] = ["OSD_FULL", "POOL_FULL"];
 
 impl Monitor {
     /// The cluster at a glance, with health checks as `ceph -s` words them.
@@ -28,8 +32,16 @@ impl Monitor {
         self.summarise_pools(&pg_stats, &mut status);
         self.summarise_osds(now, &mut status);
         status.health_checks = self.health_checks(&status);
+        // As Ceph grades them: a full OSD or pool stops writes, an error.
+        let is_error = |check: &String| {
+            ERROR_CHECKS
+                .iter()
+                .any(|code| check.starts_with(&format!("{code}:")))
+        };
         status.health = if status.health_checks.is_empty() {
             "HEALTH_OK".into()
+        } else if status.health_checks.iter().any(is_error) {
+            "HEALTH_ERR".into()
         } else {
             "HEALTH_WARN".into()
         };
@@ -265,7 +277,79 @@ impl Monitor {
                 detail.join(", ")
             ));
         }
+        checks.extend(self.fullness_checks());
         checks.extend(self.inactive_pg_checks());
+        checks
+    }
+
+    /// `OSD_FULL`, `OSD_BACKFILLFULL`, `OSD_NEARFULL` from the states the map
+    /// publishes, `POOL_FULL` for pools with a PG on a full OSD (their writes that add
+    /// data are refused), and `OSD_OUT_OF_ORDER_FULL` when the ratios do not ascend,
+    /// worded as Ceph words them.
+    fn fullness_checks(&self) -> Vec<String> {
+        let mut checks = Vec::new();
+        let ratios = self.map.full_ratios();
+        for (state, code) in [
+            (Fullness::Full, "OSD_FULL"),
+            (Fullness::BackfillFull, "OSD_BACKFILLFULL"),
+            (Fullness::NearFull, "OSD_NEARFULL"),
+        ] {
+            let names: Vec<String> = self
+                .map
+                .osds
+                .values()
+                .filter(|osd| osd.fullness == state)
+                .map(|osd| osd.id.to_string())
+                .collect();
+            if !names.is_empty() {
+                checks.push(format!(
+                    "{code}: {} {}{} ({}); full ratio {}, backfillfull {}, nearfull {}",
+                    names.len(),
+                    state.name(),
+                    if names.len() == 1 { " osd" } else { " osds" },
+                    names.join(", "),
+                    ratios.full,
+                    ratios.backfillfull,
+                    ratios.nearfull
+                ));
+            }
+        }
+        let full_pools: Vec<String> = self
+            .map
+            .pools
+            .values()
+            .filter(|pool| {
+                (0..pool.pg_num).any(|seed| {
+                    let pgid = PgId {
+                        pool: pool.id,
+                        seed,
+                    };
+                    self.map.pg_mapping(pgid).is_some_and(|mapping| {
+                        mapping
+                            .acting
+                            .iter()
+                            .any(|&osd| self.map.fullness(osd) == Fullness::Full)
+                    })
+                })
+            })
+            .map(|pool| format!("'{}'", pool.name))
+            .collect();
+        if !full_pools.is_empty() {
+            checks.push(format!(
+                "POOL_FULL: {} pool(s) full ({}): writes that add data get NoSpace; \
+                 delete objects or add OSDs, or raise the ratio with \
+                 `carmine osd set-full-ratio`",
+                full_pools.len(),
+                full_pools.join(", ")
+            ));
+        }
+        if !ratios.in_order() {
+            checks.push(format!(
+                "OSD_OUT_OF_ORDER_FULL: full ratio(s) out of order: nearfull {} <= \
+                 backfillfull {} <= full {} <= failsafe {} does not hold",
+                ratios.nearfull, ratios.backfillfull, ratios.full, ratios.failsafe
+            ));
+        }
         checks
     }
 }

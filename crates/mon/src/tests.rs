@@ -551,3 +551,101 @@ fn why_a_pg_cannot_serve_is_kept_and_shown_in_status_and_pg_dump() {
     let other = pgs.iter().find(|pg| pg.pgid != pgid).unwrap();
     assert!(other.reason.starts_with("stale: "), "{}", other.reason);
 }
+
+fn usage_report(mon: &mut Monitor, now: Instant, osd: OsdId, used_bytes: u64) {
+    let conn = u64::from(osd.0) + 1;
+    let stats = Msg::OsdStats(carmine_proto::OsdStats {
+        osd,
+        map_epoch: mon.map().epoch,
+        data_bytes: used_bytes / 2,
+        metadata_bytes: used_bytes - used_bytes / 2,
+        capacity_bytes: 1000,
+        ..carmine_proto::OsdStats::default()
+    });
+    mon.handle_message(now, conn, EntityName::osd(osd), stats);
+}
+
+fn checks_starting(mon: &Monitor, now: Instant, code: &str) -> Vec<String> {
+    mon.status(now)
+        .health_checks
+        .into_iter()
+        .filter(|check| check.starts_with(&format!("{code}:")))
+        .collect()
+}
+
+#[test]
+fn usage_reports_mark_osds_nearfull_and_full_in_the_map_and_in_health() {
+    use carmine_clustermap::Fullness;
+    let (mut mon, now) = cluster(3);
+    command(
+        &mut mon,
+        now,
+        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 4)),
+    )
+    .unwrap();
+    let osd = OsdId(1);
+    let before = mon.map().epoch;
+    usage_report(&mut mon, now, osd, 500);
+    assert_eq!(mon.map().epoch, before, "half full changes nothing");
+    // (The pool's PGs have not reported: PG_NOT_CLEAN alone warns.)
+    assert_eq!(mon.status(now).health, "HEALTH_WARN");
+    assert!(checks_starting(&mon, now, "OSD_NEARFULL").is_empty());
+
+    usage_report(&mut mon, now, osd, 860);
+    assert_eq!(mon.map().epoch, before.next());
+    assert_eq!(mon.map().fullness(osd), Fullness::NearFull);
+    let status = mon.status(now);
+    assert_eq!(status.health, "HEALTH_WARN");
+    let nearfull = checks_starting(&mon, now, "OSD_NEARFULL");
+    assert_eq!(nearfull.len(), 1, "{:?}", status.health_checks);
+    assert!(nearfull[0].contains("osd.1"), "{nearfull:?}");
+    // The same report again publishes nothing.
+    usage_report(&mut mon, now, osd, 861);
+    assert_eq!(mon.map().epoch, before.next());
+
+    usage_report(&mut mon, now, osd, 960);
+    assert_eq!(mon.map().fullness(osd), Fullness::Full);
+    assert_eq!(mon.status(now).health, "HEALTH_ERR");
+    assert_eq!(checks_starting(&mon, now, "OSD_FULL").len(), 1);
+    let pool_full = checks_starting(&mon, now, "POOL_FULL");
+    assert!(pool_full[0].contains("'rbd'"), "{pool_full:?}");
+    assert!(checks_starting(&mon, now, "OSD_NEARFULL").is_empty());
+
+    // Hysteresis: just below the ratio stays full; a clear drop clears it.
+    let epoch = mon.map().epoch;
+    usage_report(&mut mon, now, osd, 945);
+    assert_eq!(mon.map().epoch, epoch);
+    assert_eq!(mon.map().fullness(osd), Fullness::Full);
+    usage_report(&mut mon, now, osd, 100);
+    assert_eq!(mon.map().fullness(osd), Fullness::None);
+    assert_eq!(mon.map().epoch, epoch.next());
+    assert_eq!(mon.status(now).health, "HEALTH_WARN");
+    assert!(checks_starting(&mon, now, "POOL_FULL").is_empty());
+}
+
+#[test]
+fn full_ratios_are_set_in_the_map_and_checked() {
+    use carmine_clustermap::settings::{
+        MON_OSD_BACKFILLFULL_RATIO, MON_OSD_FULL_RATIO, MON_OSD_NEARFULL_RATIO,
+    };
+    use carmine_clustermap::Fullness;
+    let (mut mon, now) = cluster(3);
+    let set = |key: &str, value: &str| Command::ConfigSet {
+        key: key.into(),
+        value: Some(value.into()),
+    };
+    assert!(command(&mut mon, now, set(MON_OSD_FULL_RATIO, "1.5")).is_err());
+    done(command(&mut mon, now, set(MON_OSD_FULL_RATIO, "0.5")));
+    assert_eq!(mon.map().full_ratios().full, 0.5);
+    // Full now below nearfull: Ceph's out-of-order warning.
+    assert_eq!(checks_starting(&mon, now, "OSD_OUT_OF_ORDER_FULL").len(), 1);
+    usage_report(&mut mon, now, OsdId(2), 600);
+    assert_eq!(mon.map().fullness(OsdId(2)), Fullness::Full);
+    done(command(&mut mon, now, set(MON_OSD_NEARFULL_RATIO, "0.4")));
+    done(command(
+        &mut mon,
+        now,
+        set(MON_OSD_BACKFILLFULL_RATIO, "0.45"),
+    ));
+    assert!(checks_starting(&mon, now, "OSD_OUT_OF_ORDER_FULL").is_empty());
+}

@@ -12,7 +12,7 @@ use crate::tuning::OsdTuning;
 use crate::{ClientRef, Output};
 use carmine_clustermap::{OsdMap, PoolInfo};
 use carmine_proto::{
-    LogEntry, Msg, OpCode, OpError, OpOutput, OsdOp, OsdOpReply, PgInfo, PgStat, PgState,
+    LogEntry, Msg, OpCode, OpError, OpOutput, OsdOp, OsdOpReply, PgInfo, PgStat, PgState, RepOp,
 };
 use carmine_store::{CollectionId, ObjectStore, Transaction, TxSeq};
 use carmine_types::encoding::{Decode, Encode};
@@ -42,6 +42,14 @@ struct InFlightWrite {
     local_seq: TxSeq,
     local_committed: bool,
     waiting_on: OsdSet,
+    /// The replicas' message, kept while the write is in flight: a replica whose
+    /// store refused it for want of space gets it again on each tick (and so does
+    /// every later write it ignored as not following), until it applies it or the
+    /// interval ends. `None` when there are no replicas.
+    rep: Option<RepOp>,
+    /// Replicas whose store refused this write with `NoSpace` (they stay in
+    /// `waiting_on`: the write is not answered until they apply it).
+    refused_by: OsdSet,
 }
 
 /// A message a replica sends once its store has committed through `seq`.
@@ -121,6 +129,12 @@ pub struct Pg {
     blocked_read_count: usize,
     waiting_for_active: VecDeque<(ClientRef, OsdOp)>,
     replica_acks: VecDeque<ReplicaAck>,
+    /// Members of the acting set that the map marks full; while any is, writes that
+    /// add data are refused with `NoSpace` before they run.
+    full_members: Vec<OsdId>,
+    /// The map's `osd_failsafe_full_ratio`: above it this OSD's own store refuses
+    /// writes that add data, whatever the map says.
+    failsafe_full_ratio: f64,
     last_submitted: TxSeq,
     next_rep_tid: u64,
     phase: Phase,
@@ -225,6 +239,8 @@ impl Pg {
             blocked_read_count: 0,
             waiting_for_active: VecDeque::new(),
             replica_acks: VecDeque::new(),
+            full_members: Vec::new(),
+            failsafe_full_ratio: carmine_clustermap::FullRatios::default().failsafe,
             last_submitted: 0,
             next_rep_tid: 1,
             phase: Phase::Replica,
@@ -452,6 +468,13 @@ impl Pg {
             || self.interval_start == Epoch(0)
             || restarted;
         self.map_epoch = map.epoch;
+        self.full_members = mapping
+            .acting
+            .iter()
+            .copied()
+            .filter(|&osd| map.fullness(osd) == carmine_clustermap::Fullness::Full)
+            .collect();
+        self.failsafe_full_ratio = map.full_ratios().failsafe;
         self.past_intervals = map.pg_history.get(&self.pgid).cloned().unwrap_or_default();
         self.up = mapping.up;
         if changed {

@@ -148,6 +148,7 @@ impl<S: ObjectStore> OsdShard<S> {
                 pg.peering_tick(now, &mut self.store, out);
                 pg.lease_tick(&mut self.store, out);
                 self.reservations.settle(pg, out);
+                pg.resend_refused(out);
                 if pg.has_pending_commits() {
                     self.pending.insert(pg.pgid());
                 }

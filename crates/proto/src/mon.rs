@@ -208,6 +208,10 @@ pub struct OsdStats {
     /// copies replaced by a good one since the OSD started (encoding v3; 0 from older).
     pub corrupt_copies_found_total: u64,
     pub copies_repaired_total: u64,
+    /// Bytes of xattrs, omap and metadata (the PG logs among them): with
+    /// `data_bytes`, what the store holds against `capacity_bytes` (encoding v4; 0
+    /// from older).
+    pub metadata_bytes: u64,
 }
 
 /// Longest pool setting name or value in a `PoolSet` command.
@@ -552,7 +556,7 @@ impl Decode for PgStat {
 
 impl Encode for OsdStats {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(3, 1, |e| {
+        e.versioned(4, 1, |e| {
             self.osd.encode(e);
             self.map_epoch.encode(e);
             self.pgs.encode(e);
@@ -566,6 +570,7 @@ impl Encode for OsdStats {
                 self.wrong_shard_total,
                 self.corrupt_copies_found_total,
                 self.copies_repaired_total,
+                self.metadata_bytes,
             ] {
                 e.put_u64(value);
             }
@@ -575,7 +580,7 @@ impl Encode for OsdStats {
 
 impl Decode for OsdStats {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("OsdStats", 3, |d, version| {
+        d.versioned("OsdStats", 4, |d, version| {
             Ok(OsdStats {
                 osd: OsdId::decode(d)?,
                 map_epoch: Epoch::decode(d)?,
@@ -589,6 +594,7 @@ impl Decode for OsdStats {
                 wrong_shard_total: if version >= 2 { d.get_u64()? } else { 0 },
                 corrupt_copies_found_total: if version >= 3 { d.get_u64()? } else { 0 },
                 copies_repaired_total: if version >= 3 { d.get_u64()? } else { 0 },
+                metadata_bytes: if version >= 4 { d.get_u64()? } else { 0 },
             })
         })
     }
@@ -1115,6 +1121,30 @@ mod tests {
             Msg::decode(msg.msg_type(), msg.encode_front()).unwrap(),
             msg
         );
+    }
+
+    #[test]
+    fn osd_stats_v4_carries_metadata_bytes_and_v3_decodes_without_them() {
+        let stats = OsdStats {
+            osd: OsdId(1),
+            data_bytes: 100,
+            capacity_bytes: 1000,
+            copies_repaired_total: 2,
+            metadata_bytes: 40,
+            ..OsdStats::default()
+        };
+        let bytes = stats.to_bytes();
+        assert_eq!(bytes[0], 4, "version");
+        assert_eq!(OsdStats::from_bytes(&bytes).unwrap(), stats);
+        // Version 3 wrote the same fields less the trailing u64.
+        let mut v3 = bytes.to_vec();
+        v3.truncate(v3.len() - 8);
+        v3[0] = 3;
+        let body = u32::from_le_bytes(v3[2..6].try_into().unwrap()) - 8;
+        v3[2..6].copy_from_slice(&body.to_le_bytes());
+        let decoded = OsdStats::from_bytes(&v3).unwrap();
+        assert_eq!(decoded.metadata_bytes, 0);
+        assert_eq!(decoded.copies_repaired_total, 2);
     }
 
     #[test]

@@ -92,6 +92,20 @@ pub enum OpCode {
 
 impl OpCode {
     /// Whether the op changes the object (and so needs replication).
+    /// Whether the op may add data to the store (refused while a PG's OSD is full);
+    /// removals, truncates, zeroes and key/xattr removals free space and are not.
+    pub fn adds_data(&self) -> bool {
+        matches!(
+            self,
+            OpCode::Create { .. }
+                | OpCode::WriteFull { .. }
+                | OpCode::Write { .. }
+                | OpCode::Append { .. }
+                | OpCode::SetXattr { .. }
+                | OpCode::OmapSet { .. }
+        )
+    }
+
     pub fn is_write(&self) -> bool {
         matches!(
             self,
@@ -157,7 +171,7 @@ pub enum OpError {
     Invalid(String),
     #[error("object would exceed the size limit of {limit_bytes} bytes")]
     TooLarge { limit_bytes: u64 },
-    #[error("no space left in the cluster")]
+    #[error("no space left (NoSpace): an OSD of the PG is full; delete objects, add OSDs or raise the ratio (see `carmine health`)")]
     NoSpace,
     #[error("this OSD is not the primary for the PG; retry with a newer map")]
     WrongPrimary,

@@ -415,6 +415,7 @@ impl GlobalTask {
             stats.pgs.extend(report.pgs.iter().cloned());
             stats.object_count += report.usage.object_count;
             stats.data_bytes += report.usage.data_bytes;
+            stats.metadata_bytes += report.usage.metadata_bytes;
             stats.capacity_bytes = stats
                 .capacity_bytes
                 .saturating_add(report.usage.capacity_bytes);

@@ -408,6 +408,7 @@ impl Sim {
             let usage = shard.usage();
             stats.object_count += usage.object_count;
             stats.data_bytes += usage.data_bytes;
+            stats.metadata_bytes += usage.metadata_bytes;
             stats.capacity_bytes = stats.capacity_bytes.saturating_add(usage.capacity_bytes);
             let counters = shard.counters();
             stats.ops_total += counters.ops_total;

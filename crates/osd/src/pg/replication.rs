@@ -3,9 +3,12 @@
 
 use super::{peer_output, InFlightWrite, Pg, ReplicaAck};
 use crate::exec::{self, store_error};
+use crate::osd_set::OsdSet;
 use crate::pglog::Applied;
 use crate::{ClientRef, Output};
-use carmine_proto::{LogEntry, LogOp, Msg, OpError, OsdOp, OsdOpReply, PgInfo, RepOp, RepOpReply};
+use carmine_proto::{
+    LogEntry, LogOp, Msg, OpCode, OpError, OsdOp, OsdOpReply, PgInfo, RepOp, RepOpReply,
+};
 use carmine_store::{ObjectStore, Transaction, TxSeq};
 use carmine_types::{EVersion, ObjectId, OsdId};
 use std::sync::Arc;
@@ -36,6 +39,13 @@ impl Pg {
             out.push(self.reply(client, &op, Err(OpError::Busy)));
             return;
         }
+        if op.ops.iter().any(OpCode::adds_data) && self.is_full(store) {
+            // Refused before anything runs or is logged: no copy changes, so the
+            // answer needs no log entry, and a resend after space was freed may run.
+            // Deletes, truncates and removals still go through, to free space.
+            out.push(self.reply(client, &op, Err(OpError::NoSpace)));
+            return;
+        }
         if !self.push_before_write(store, &op.oid, out) {
             // A replica lacks the object and our copy is unreadable: repair ours first.
             if self.repairs.contains_key(&op.oid) {
@@ -49,6 +59,25 @@ impl Pg {
         if let Err(error) = self.start_write(store, client, &op, out) {
             self.answer_failed_write(store, client, &op, error, out);
         }
+    }
+
+    /// Whether writes that add data are refused: a member of the acting set is marked
+    /// full in the map, a replica refused an in-flight write for want of space (it
+    /// will be marked full once the monitor hears of it), or this OSD's own store is
+    /// past the failsafe ratio (Ceph's `osd_failsafe_full_ratio`).
+    fn is_full(&self, store: &dyn ObjectStore) -> bool {
+        if !self.full_members.is_empty() {
+            return true;
+        }
+        if self.in_flight.iter().any(|w| !w.refused_by.is_empty()) {
+            return true;
+        }
+        let usage = store.usage();
+        if usage.capacity_bytes == u64::MAX || usage.capacity_bytes == 0 {
+            return false;
+        }
+        let used = usage.data_bytes.saturating_add(usage.metadata_bytes);
+        used as f64 >= self.failsafe_full_ratio * usage.capacity_bytes as f64
     }
 
     /// A write failed. A failure the client retries on (the op reached the wrong OSD,
@@ -274,21 +303,19 @@ impl Pg {
         self.log.push(entry.clone());
         let rep_tid = self.next_rep_tid;
         self.next_rep_tid += 1;
-        if let Some(tx) = replica_tx {
-            let rep = RepOp {
-                pgid: self.pgid,
-                map_epoch: self.map_epoch,
-                rep_tid,
-                entry,
-                info: self.info.clone(),
-                tx,
-            };
-            // The last replica's message takes `rep` itself rather than a copy.
-            let (&last, others) = replicas.split_last().expect("replica_tx implies replicas");
-            for &osd in others {
+        // The in-flight write keeps `rep` for a replica that runs out of space.
+        let rep = replica_tx.map(|tx| RepOp {
+            pgid: self.pgid,
+            map_epoch: self.map_epoch,
+            rep_tid,
+            entry,
+            info: self.info.clone(),
+            tx,
+        });
+        if let Some(rep) = &rep {
+            for &osd in &replicas {
                 out.push(peer_output(osd, Msg::RepOp(rep.clone())));
             }
-            out.push(peer_output(last, Msg::RepOp(rep)));
         }
         *self.writes_per_object.entry(name.clone()).or_default() += 1;
         self.in_flight.push_back(InFlightWrite {
@@ -301,6 +328,8 @@ impl Pg {
             local_seq,
             local_committed: false,
             waiting_on: replicas.into_iter().collect(),
+            rep,
+            refused_by: Default::default(),
         });
         Ok(())
     }
@@ -391,6 +420,23 @@ impl Pg {
             return; // From an earlier interval; that write was dropped or completed.
         };
         let changed_object = self.in_flight[index].is_write;
+        if reply.result == Err(OpError::NoSpace) {
+            // The replica's store could not take the write (or error entry) we
+            // applied. Answering now would leave the copies different, and failing
+            // the write would lie (our copy and log hold it): keep it in flight and
+            // resend it to the replica on each tick until its store takes it (space
+            // freed) or the interval ends and peering settles it. Meanwhile writes
+            // that add data are refused ([`Pg::is_full`]); the replica's report makes
+            // the monitor mark it full.
+            if self.in_flight[index].refused_by.insert(from) {
+                tracing::warn!(
+                    "{}: {from} is out of space for {}; holding the write until it has room",
+                    self.pgid,
+                    reply.version
+                );
+            }
+            return;
+        }
         if let (Err(error), true) = (&reply.result, changed_object) {
             // The replica could not apply a write the primary already applied: the
             // copies now differ until recovery repairs them. Fail the write rather than
@@ -404,8 +450,26 @@ impl Pg {
             self.in_flight[index].reply.result = Err(error.clone());
             self.in_flight[index].reply.outputs.clear();
         }
+        self.in_flight[index].refused_by.remove(&from);
         self.in_flight[index].waiting_on.remove(&from);
         self.complete_writes(store, out);
+    }
+
+    /// Primary tick: resends to each replica that refused a write for want of space
+    /// that write and every later one it still waits for (the replica ignored those
+    /// as not following), in version order.
+    pub fn resend_refused(&mut self, out: &mut Vec<Output>) {
+        let mut refused = OsdSet::default();
+        for write in &self.in_flight {
+            for &osd in write.refused_by.iter() {
+                refused.insert(osd);
+            }
+            for &osd in refused.iter() {
+                if let (true, Some(rep)) = (write.waiting_on.contains(&osd), &write.rep) {
+                    out.push(peer_output(osd, Msg::RepOp(rep.clone())));
+                }
+            }
+        }
     }
 
     /// The primary's transaction for this replica.
@@ -464,7 +528,17 @@ impl Pg {
                 });
             }
             Err(error) => {
+                // Nothing was applied (a store transaction is all or nothing): the log
+                // keeps no hole, and the primary resends this write until it fits.
                 reply.result = Err(store_error(error));
+                if reply.result == Err(OpError::NoSpace) {
+                    tracing::debug!(
+                        "{}: out of space for {} from {from}; it will be resent",
+                        self.pgid,
+                        rep.entry.version
+                    );
+                    self.report_urgent = true;
+                }
                 out.push(peer_output(from, Msg::RepOpReply(reply)));
             }
         }

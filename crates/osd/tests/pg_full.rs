@@ -1,0 +1,153 @@
+//! A full OSD gives clients a clear `NoSpace`, never a stalled PG or divergent copies.
+//!
+//! - A primary refuses a write that adds data, before it runs, while the map marks a
+//!   member of the PG full (or its own store is past the failsafe ratio); deletes
+//!   still go through so an operator can free space.
+//! - A replica whose store refuses a write the primary applied (it filled before the
+//!   monitor marked it full) makes the primary hold the write, unanswered, and resend
+//!   it on each tick until the replica has room: the write is acknowledged only once
+//!   every copy holds it, a resend gets the same answer, and the copies never differ.
+
+mod harness;
+
+use carmine_clustermap::Fullness;
+use carmine_proto::{OpCode, OpError};
+use carmine_store::ObjectStore;
+use carmine_types::OsdId;
+use harness::{bytes, name_where, Cluster, Config};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+fn write_full(len: usize) -> Vec<OpCode> {
+    vec![OpCode::WriteFull {
+        data: bytes(&vec![7; len]),
+    }]
+}
+
+#[test]
+fn a_primary_refuses_writes_while_a_member_is_marked_full_and_takes_deletes() {
+    let mut cluster = Cluster::new(Config::default());
+    let full = OsdId(2);
+    let name = name_where(&cluster, "obj", |pgid| {
+        let acting = cluster.acting(pgid);
+        acting[0] != full && acting.contains(&full)
+    });
+    let pgid = cluster.pg_of(&name);
+    assert_eq!(cluster.call(&name, write_full(100)).result, Ok(()));
+
+    cluster.change_map(|map| map.set_fullness(full, Fullness::Full).unwrap());
+    let refused = cluster.call(&name, write_full(200));
+    assert_eq!(refused.result, Err(OpError::NoSpace));
+    let append = vec![OpCode::Append {
+        data: bytes(b"more"),
+    }];
+    assert_eq!(cluster.call(&name, append).result, Err(OpError::NoSpace));
+    // Nothing ran: the object is as the first write left it, on every copy.
+    let read = cluster.call(
+        &name,
+        vec![OpCode::Read {
+            offset: 0,
+            length: 1000,
+        }],
+    );
+    assert_eq!(read.result, Ok(()));
+    cluster.assert_replicas_identical(pgid);
+
+    // Deletes free space and are taken.
+    let truncate = vec![OpCode::Truncate { size_bytes: 10 }];
+    assert_eq!(cluster.call(&name, truncate).result, Ok(()));
+    assert_eq!(cluster.call(&name, vec![OpCode::Remove]).result, Ok(()));
+    cluster.assert_replicas_identical(pgid);
+
+    // Nearfull only warns; once the OSD is no longer full, writes are taken again.
+    cluster.change_map(|map| map.set_fullness(full, Fullness::NearFull).unwrap());
+    assert_eq!(cluster.call(&name, write_full(100)).result, Ok(()));
+    cluster.assert_replicas_identical(pgid);
+}
+
+#[test]
+fn a_primary_past_its_failsafe_ratio_refuses_writes_that_add_data() {
+    let primary = OsdId(0);
+    let mut capacity_bytes_of = BTreeMap::new();
+    capacity_bytes_of.insert(primary, 64 * 1024);
+    let mut cluster = Cluster::new(Config {
+        capacity_bytes_of,
+        ..Config::default()
+    });
+    let name = name_where(&cluster, "obj", |pgid| cluster.acting(pgid)[0] == primary);
+    // Fill to past 97 % (the default failsafe ratio) while below 100 %: the store
+    // itself would take a small write, the primary does not.
+    let pgid = cluster.pg_of(&name);
+    let mut filled = false;
+    for kib in 58..64 {
+        let reply = cluster.call(&name, write_full(kib * 1024));
+        assert_eq!(reply.result, Ok(()), "{kib} KiB fits in the store");
+        let usage = cluster.store(primary, pgid).usage();
+        let used = usage.data_bytes + usage.metadata_bytes;
+        if used as f64 >= 0.97 * usage.capacity_bytes as f64 {
+            let append = vec![OpCode::Append { data: bytes(b"x") }];
+            assert_eq!(cluster.call(&name, append).result, Err(OpError::NoSpace));
+            filled = true;
+            break;
+        }
+    }
+    assert!(filled, "the store never filled");
+    assert_eq!(cluster.call(&name, vec![OpCode::Remove]).result, Ok(()));
+    assert_eq!(cluster.call(&name, write_full(10)).result, Ok(()));
+}
+
+/// The race: the replica's store fills before any map marks it full. (This was the
+/// known gap: the primary answered `NoSpace` while its copy and log held the write, the
+/// replica's log had a hole, and later writes on the PG stalled.)
+#[test]
+fn a_replica_out_of_space_holds_the_write_until_it_has_room_and_copies_stay_identical() {
+    let full = OsdId(2);
+    let mut capacity_bytes_of = BTreeMap::new();
+    capacity_bytes_of.insert(full, 24 * 1024);
+    let mut cluster = Cluster::new(Config {
+        capacity_bytes_of,
+        ..Config::default()
+    });
+    let name = name_where(&cluster, "big", |pgid| {
+        let acting = cluster.acting(pgid);
+        acting[0] != full && acting.contains(&full)
+    });
+    let pgid = cluster.pg_of(&name);
+    // A filler in another PG on the same OSD takes most of its space.
+    let filler = name_where(&cluster, "filler", |other| {
+        other != pgid && cluster.acting(other).contains(&full)
+    });
+    assert_eq!(cluster.call(&filler, write_full(14 * 1024)).result, Ok(()));
+
+    let op = cluster.op(&name, write_full(12 * 1024));
+    let reqid = cluster.send(op.clone());
+    cluster.run();
+    assert!(
+        !cluster.has_reply(reqid),
+        "a write one copy lacks is neither acknowledged nor failed"
+    );
+    // Writes that add data are refused at once; the PG is not stalled for them.
+    let other = cluster.call(&name, write_full(10));
+    assert_eq!(other.result, Err(OpError::NoSpace));
+    for _ in 0..3 {
+        cluster.advance(Duration::from_millis(100));
+        cluster.run();
+    }
+    assert!(!cluster.has_reply(reqid), "still no room on {full}");
+
+    // The operator frees space; the next tick's resend fits.
+    assert_eq!(cluster.call(&filler, vec![OpCode::Remove]).result, Ok(()));
+    cluster.advance(Duration::from_millis(100));
+    cluster.run();
+    let replies = cluster.take_replies_for(reqid);
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0].result, Ok(()));
+    // A resend gets the same answer, from the log.
+    let again = cluster.call_op(op);
+    assert_eq!(again.result, Ok(()));
+    assert_eq!(again.version, replies[0].version);
+    cluster.assert_replicas_identical(pgid);
+    // And the PG serves writes again.
+    assert_eq!(cluster.call(&name, write_full(100)).result, Ok(()));
+    cluster.assert_replicas_identical(pgid);
+}
