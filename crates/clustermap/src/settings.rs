@@ -45,6 +45,10 @@ pub const OSD_READ_LEASE_INTERVAL: &str = "osd_read_lease_interval";
 /// `osd_max_backfills`): how many PGs may push from, and into, one shard at a time.
 pub const OSD_MAX_BACKFILLS: &str = "osd_max_backfills";
 
+/// Recovery pushes an OSD shard keeps in flight over all its PGs (Ceph's
+/// `osd_recovery_max_active`).
+pub const OSD_RECOVERY_MAX_ACTIVE: &str = "osd_recovery_max_active";
+
 /// Fullness thresholds, fractions of an OSD's capacity (Ceph's names and defaults:
 /// 0.95, 0.90, 0.85, 0.97); `carmine osd set-full-ratio` and friends set them.
 pub const MON_OSD_FULL_RATIO: &str = "mon_osd_full_ratio";
@@ -76,7 +80,9 @@ fn kind(key: &str) -> Option<Kind> {
             Some(Kind::PositiveSeconds)
         }
         MON_OSD_DOWN_OUT_INTERVAL | OSD_SCRUB_INTERVAL => Some(Kind::Seconds),
-        MON_OSD_MIN_DOWN_REPORTERS | OSD_MAX_BACKFILLS => Some(Kind::Count),
+        MON_OSD_MIN_DOWN_REPORTERS | OSD_MAX_BACKFILLS | OSD_RECOVERY_MAX_ACTIVE => {
+            Some(Kind::Count)
+        }
         MON_OSD_FULL_RATIO
         | MON_OSD_BACKFILLFULL_RATIO
         | MON_OSD_NEARFULL_RATIO

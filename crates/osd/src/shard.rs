@@ -8,7 +8,9 @@ use crate::pg::Pg;
 use crate::recovery_budget::RecoveryBudget;
 use crate::reserver::ShardReservations;
 use crate::{ClientRef, OsdTuning, Output};
-use carmine_clustermap::settings::{SettingsReader, OSD_MAX_BACKFILLS, OSD_READ_LEASE_INTERVAL};
+use carmine_clustermap::settings::{
+    SettingsReader, OSD_MAX_BACKFILLS, OSD_READ_LEASE_INTERVAL, OSD_RECOVERY_MAX_ACTIVE,
+};
 use carmine_clustermap::{pg_shard, OsdMap};
 use carmine_proto::{Msg, OpError, OsdOp, OsdOpReply, PgStat};
 use carmine_store::{CollectionId, ObjectStore, StoreUsage, Transaction};
@@ -65,9 +67,10 @@ pub struct OsdShard<S: ObjectStore> {
     /// every transaction of the turn shares one sync (group commit).
     deferred_flush: bool,
     tuning: OsdTuning,
-    /// Recovery pushes in flight over all PGs, bounded by
-    /// `OsdTuning::recovery_max_active`.
+    /// Recovery pushes in flight over all PGs, bounded by `recovery_max_active`.
     recovery: RecoveryBudget,
+    /// The tuning's `recovery_max_active`, or the map's `osd_recovery_max_active`.
+    recovery_max_active: usize,
     /// Recovery/backfill reservations: local and remote slots (see `reserver.rs`).
     reservations: ShardReservations,
     /// Where the next scrub step starts: a PG and the last object verified in it.
@@ -105,6 +108,7 @@ impl<S: ObjectStore> OsdShard<S> {
             deferred_flush: false,
             tuning: OsdTuning::default(),
             recovery: RecoveryBudget::default(),
+            recovery_max_active: OsdTuning::default().recovery_max_active,
             reservations: ShardReservations::new(OsdTuning::default().max_backfills),
             scrub_cursor: None,
             deleting: BTreeSet::new(),
@@ -195,7 +199,7 @@ impl<S: ObjectStore> OsdShard<S> {
     /// Lets PGs that ran out of recovery budget push again, in turn, while budget is
     /// left.
     fn resume_starved(&mut self, out: &mut Vec<Output>) {
-        let limit = self.tuning.recovery_max_active;
+        let limit = self.recovery_max_active;
         for _ in 0..self.recovery.starved_count() {
             let Some(pgid) = self.recovery.next_starved(limit) else {
                 break;
@@ -219,6 +223,7 @@ impl<S: ObjectStore> OsdShard<S> {
     pub fn set_tuning(&mut self, tuning: OsdTuning) {
         self.tuning = tuning.sanitized();
         self.lease_duration = self.tuning.lease_duration;
+        self.recovery_max_active = self.tuning.recovery_max_active;
         self.reservations
             .set_max_backfills(self.tuning.max_backfills);
     }
@@ -447,6 +452,13 @@ impl<S: ObjectStore> OsdShard<S> {
         let max_backfills = self.tuning.max_backfills.try_into().unwrap_or(u32::MAX);
         let max_backfills = (self.settings).count(&map.config, OSD_MAX_BACKFILLS, max_backfills);
         self.reservations.set_max_backfills(max_backfills as usize);
+        let max_active = self
+            .tuning
+            .recovery_max_active
+            .try_into()
+            .unwrap_or(u32::MAX);
+        let max_active = (self.settings).count(&map.config, OSD_RECOVERY_MAX_ACTIVE, max_active);
+        self.recovery_max_active = (max_active as usize).max(1);
         for warning in self.settings.take_warnings() {
             tracing::warn!("osd.{}: {warning}", self.whoami.0);
         }
@@ -489,7 +501,7 @@ impl<S: ObjectStore> OsdShard<S> {
             }
         }
         let pgids: Vec<PgId> = self.pgs.keys().copied().collect();
-        let limit = self.tuning.recovery_max_active;
+        let limit = self.recovery_max_active;
         for pgid in pgids {
             let pg = self.pgs.get_mut(&pgid).expect("listed above");
             self.clock.give(pg);
@@ -666,7 +678,7 @@ impl<S: ObjectStore> OsdShard<S> {
             return;
         };
         self.clock.give(pg);
-        let before = self.recovery.grant(self.tuning.recovery_max_active, pg);
+        let before = self.recovery.grant(self.recovery_max_active, pg);
         if local_read {
             let reply = match crate::pg::validate(&op) {
                 Ok(()) if !op.oid.is_empty() => pg.read(&self.store, &op),
@@ -744,7 +756,7 @@ impl<S: ObjectStore> OsdShard<S> {
         }
         let pg = self.pgs.get_mut(&pgid).expect("opened above");
         self.clock.give(pg);
-        let before = self.recovery.grant(self.tuning.recovery_max_active, pg);
+        let before = self.recovery.grant(self.recovery_max_active, pg);
         let store = &mut self.store;
         match msg {
             Msg::RepOp(rep) => pg.handle_rep_op(store, from, rep, out),
@@ -902,7 +914,7 @@ impl<S: ObjectStore> OsdShard<S> {
         }
         let committed = self.store.committed_through();
         let pending = std::mem::take(&mut self.pending);
-        let limit = self.tuning.recovery_max_active;
+        let limit = self.recovery_max_active;
         for pgid in pending {
             let Some(pg) = self.pgs.get_mut(&pgid) else {
                 continue;

@@ -91,7 +91,6 @@ pub enum OpCode {
 }
 
 impl OpCode {
-    /// Whether the op changes the object (and so needs replication).
     /// Whether the op may add data to the store (refused while a PG's OSD is full);
     /// removals, truncates, zeroes and key/xattr removals free space and are not.
     pub fn adds_data(&self) -> bool {
@@ -106,6 +105,7 @@ impl OpCode {
         )
     }
 
+    /// Whether the op changes the object (and so needs replication).
     pub fn is_write(&self) -> bool {
         matches!(
             self,
