@@ -100,14 +100,7 @@ impl Pg {
                 // before, so the replica ends where those writes leave it.
                 match self.object_copy(store, &name) {
                     Ok(copy) => {
-                        let push = Msg::PgPush(PgPush {
-                            pgid: self.pgid,
-                            interval: self.interval_start,
-                            map_epoch: self.map_epoch,
-                            objects: vec![copy],
-                            last: None,
-                            corrupt: Vec::new(),
-                        });
+                        let push = self.one_object_push(copy);
                         out.push(peer_output(replica, push));
                     }
                     Err(_) => {
@@ -471,16 +464,21 @@ impl Pg {
             .entry(replica)
             .or_default()
             .insert(name.to_string());
-        let push = Msg::PgPush(PgPush {
+        let push = self.one_object_push(copy);
+        out.push(peer_output(replica, push));
+        true
+    }
+
+    /// A push of one object in this interval (recovery, a resend, or ahead of a write).
+    fn one_object_push(&self, copy: ObjectCopy) -> Msg {
+        Msg::PgPush(PgPush {
             pgid: self.pgid,
             interval: self.interval_start,
             map_epoch: self.map_epoch,
             objects: vec![copy],
             last: None,
             corrupt: Vec::new(),
-        });
-        out.push(peer_output(replica, push));
-        true
+        })
     }
 
     /// Primary, before a write to `name`: replicas still missing it get it now, ahead of
