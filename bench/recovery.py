@@ -5,10 +5,12 @@
 
 One run, on a fresh `carmine vstart` cluster (MemStore, N_OSDS OSDs, a size-3 pool):
 
-1. prefill: FILL_SECONDS of 1 MiB writes (`carmine bench POOL write -b 1M --no-cleanup`), so the
-   lost OSD holds a few hundred MiB that must be copied again;
-2. a 4 KiB writer with 16 in flight (`carmine bench POOL write -b 4096 -t 16`) runs for the
-   whole rest of the run; its per-second rows are time-stamped as they arrive;
+1. prefill: FILL_SECONDS of 1 MiB writes to at most FILL_OBJECTS objects (`carmine bench POOL
+   write -b 1M --no-cleanup --max-objects 1024`: 1 GiB, so the lost OSD holds about 768 MiB
+   that must be copied again, the same in every run);
+2. a 4 KiB writer with 16 in flight (`carmine bench POOL write -b 4096 -t 16 --max-objects
+   16384`, overwriting 64 MiB of objects in turn) runs for the whole rest of the run; its
+   per-second rows are time-stamped as they arrive;
 3. after BASELINE_SECONDS the victim OSD is killed with SIGKILL and immediately marked down and
    out (`carmine osd down`, `carmine osd out`), so the run measures recovery, not the failure
    detector: every PG it served gets a new member and backfills it;
@@ -17,7 +19,9 @@ One run, on a fresh `carmine vstart` cluster (MemStore, N_OSDS OSDs, a size-3 po
 
 It prints (and writes as JSON to OUT/recovery.json): client 4 KiB write ops/s before the failure
 (the median of the per-second rows), during recovery (ops finished between "out" and "clean"
-divided by that time), their ratio (the issue's target: >= 0.7), the recovery time, the bytes
+divided by that time), their ratio (the issue's target: >= 0.7); the same window split at the
+moment every PG serves IO again (the peering stall, then the data movement with its own ratio);
+the recovery time, the bytes
 the victim held, the recovery rate, and the raw TCP loopback bandwidth measured in the same run
 (`carmine bench msgr --sizes 1m --scenarios a`, its raw column) as the bandwidth available.
 """
@@ -37,6 +41,16 @@ OUT = os.environ.get("OUT", "/tmp/carmine-recovery")
 N_OSDS = int(os.environ.get("N_OSDS", "4"))
 PG_NUM = int(os.environ.get("PG_NUM", "32"))
 FILL_SECONDS = float(os.environ.get("FILL_SECONDS", "8"))
+# The prefill writes at most FILL_OBJECTS objects of 1 MiB (overwriting them in turn if
+# FILL_SECONDS leaves time), so the data to recover is the same in every run; 0: a new
+# object every write for FILL_SECONDS (how much depends on the cluster's speed).
+FILL_OBJECTS = int(os.environ.get("FILL_OBJECTS", "1024"))
+# The 4 KiB writer overwrites WRITER_OBJECTS objects in turn (64 MiB); 0: a new object
+# every write, as `rados bench write` does. See BENCHMARKS.md: on this VM, memory the
+# guest never touched costs ~10x more to fault in, so a writer that grows the cluster's
+# memory by ~50 MB/s slows down after a few hundred thousand writes with no failure at
+# all, and "before" and "during" would compare two memory regimes, not recovery.
+WRITER_OBJECTS = int(os.environ.get("WRITER_OBJECTS", "16384"))
 BASELINE_SECONDS = float(os.environ.get("BASELINE_SECONDS", "10"))
 AFTER_SECONDS = float(os.environ.get("AFTER_SECONDS", "5"))
 RECOVERY_TIMEOUT = float(os.environ.get("RECOVERY_TIMEOUT", "300"))
@@ -68,6 +82,17 @@ def all_clean():
     return states.get("active+clean", 0) == total
 
 
+def serving(state):
+    """Whether a PG in `state` takes client IO: active, not peering, not waiting out the
+    read lease of the interval before ("wait"), its stats known."""
+    parts = state.split("+")
+    return "active" in parts and not {"peering", "wait", "unknown", "activating"} & set(parts)
+
+
+def max_objects(count):
+    return ["--max-objects", str(count)] if count > 0 else []
+
+
 class Writer:
     """The 4 KiB writer, its per-second rows time-stamped on arrival."""
 
@@ -77,7 +102,8 @@ class Writer:
         conf = os.path.join(OUT, "dev-cluster", "carmine.toml")
         self.proc = subprocess.Popen(
             [CARMINE, "bench", POOL, "write", "-b", "4096", "-t", "16",
-             "--seconds", str(int(seconds)), "--conf", conf, "--run-name", "recovery-writer"],
+             "--seconds", str(int(seconds)), "--conf", conf, "--run-name", "recovery-writer",
+             *max_objects(WRITER_OBJECTS)],
             cwd=OUT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.rows = []  # (arrival time, finished ops so far)
         self.lines = []
@@ -126,7 +152,8 @@ def main():
                 sys.exit("pool never became active+clean")
             time.sleep(0.25)
         carmine("bench", POOL, "write", "-b", "1048576", "-t", "16",
-                "--seconds", str(int(FILL_SECONDS)), "--no-cleanup", "--run-name", "fill")
+                "--seconds", str(int(FILL_SECONDS)), "--no-cleanup", "--run-name", "fill",
+                *max_objects(FILL_OBJECTS))
         df = json.loads(carmine("osd", "df", "--format", "json"))["nodes"]
         victim_bytes = next(n["data_bytes"] for n in df if n["id"] == VICTIM)
         pid = int(open(os.path.join(OUT, "dev-cluster", "run", f"osd.{VICTIM}.pid")).read())
@@ -140,9 +167,12 @@ def main():
         carmine("osd", "out", str(VICTIM))
         t_out = time.monotonic()
         samples = []
+        t_serving = None
         while True:
             states, total = pg_states()
             samples.append((round(time.monotonic() - t_out, 2), states))
+            if t_serving is None and sum(states.values()) == total and all(map(serving, states)):
+                t_serving = time.monotonic()
             if states.get("active+clean", 0) == total and time.monotonic() - t_out > 1.0:
                 break
             if time.monotonic() - t_out > RECOVERY_TIMEOUT:
@@ -165,13 +195,25 @@ def main():
     recovery_s = t_clean - t_out
     during = (writer.finished_at(t_clean) - writer.finished_at(t_out)) / recovery_s
     after = (writer.finished_at(t_end) - writer.finished_at(t_clean)) / (t_end - t_clean)
+    # The same window split in two: until every PG serves IO again (peering, and the new
+    # primaries waiting out the dead primary's read lease, as Ceph's do), and from then
+    # until clean (the data movement itself, with every PG serving clients).
+    t_serving = min(t_serving or t_clean, t_clean)
+    peering_s = t_serving - t_out
+    moving_s = t_clean - t_serving
+    moving = ((writer.finished_at(t_clean) - writer.finished_at(t_serving)) / moving_s
+              if moving_s >= 1.0 else None)
     result = {
         "osds": N_OSDS, "pg_num": PG_NUM, "victim": VICTIM, "failure": FAILURE,
+        "fill_objects": FILL_OBJECTS, "writer_objects": WRITER_OBJECTS,
         "client_ops_per_s_before": round(before, 1),
         "client_ops_per_s_during_recovery": round(during, 1),
         "client_ops_per_s_after": round(after, 1),
         "ratio_during_over_before": round(during / before, 3),
         "failure_to_out_s": round(t_out - t_fail, 3),
+        "until_all_pgs_serve_s": round(peering_s, 3),
+        "client_ops_per_s_while_data_moves": moving and round(moving, 1),
+        "ratio_while_data_moves_over_before": moving and round(moving / before, 3),
         "recovery_s": round(recovery_s, 3),
         "victim_bytes": victim_bytes,
         "recovery_mb_per_s": round(victim_bytes / recovery_s / 1e6, 1),

@@ -69,6 +69,10 @@ pub struct BenchArgs {
     /// Remove the objects after a `write` run.
     pub cleanup: bool,
     pub run_name: Option<String>,
+    /// `write`: write objects `0..max_objects` in turn, again and again, instead of a
+    /// new object every op (a fixed working set; `None`: every op a new object, as
+    /// `rados bench`).
+    pub max_objects: Option<u64>,
     /// Print only the summary, as one JSON object.
     pub json: bool,
 }
@@ -129,6 +133,12 @@ fn validate_args(args: &BenchArgs) -> anyhow::Result<()> {
             "block size must be 1 to {WRITE_BYTES_MAX} bytes, not {}",
             args.block_size_bytes
         );
+    }
+    if args.max_objects == Some(0) {
+        bail!("--max-objects must be at least 1");
+    }
+    if args.max_objects.is_some() && args.mode != BenchMode::Write {
+        bail!("--max-objects applies to write runs only");
     }
     if let Some(name) = &args.run_name {
         if name.is_empty() {
@@ -291,8 +301,14 @@ async fn run_write(client: &Client, args: &BenchArgs) -> anyhow::Result<BenchSum
         println!("Writing {}-byte objects for up to {} seconds with {} ops in flight; object prefix {prefix}",
             args.block_size_bytes, args.seconds, args.concurrency);
     }
-    let (mut progress, elapsed) = drive(client, &workload, IndexSource::sequential(None)).await?;
-    let object_count = progress.started;
+    let source = match args.max_objects {
+        Some(count) => IndexSource::cycle(count),
+        None => IndexSource::sequential(None),
+    };
+    let (mut progress, elapsed) = drive(client, &workload, source).await?;
+    let object_count = args
+        .max_objects
+        .map_or(progress.started, |count| progress.started.min(count));
     if args.cleanup {
         let failed =
             remove_objects(client, &args.pool, &prefix, object_count, args.concurrency).await?;
@@ -410,6 +426,8 @@ enum IndexSource {
     Sequential { next: u64, end: Option<u64> },
     /// Uniformly random in `0..count`, without end.
     Random { rng: Box<StdRng>, count: u64 },
+    /// 0, 1, …, `count - 1`, 0, 1, … without end.
+    Cycle { next: u64, count: u64 },
 }
 
 impl IndexSource {
@@ -425,8 +443,18 @@ impl IndexSource {
         }
     }
 
+    fn cycle(count: u64) -> Self {
+        assert!(count > 0);
+        IndexSource::Cycle { next: 0, count }
+    }
+
     fn next_index(&mut self) -> Option<u64> {
         match self {
+            IndexSource::Cycle { next, count } => {
+                let index = *next;
+                *next = (*next + 1) % *count;
+                Some(index)
+            }
             IndexSource::Sequential { next, end } => {
                 if end.is_some_and(|end| *next >= end) {
                     return None;
@@ -1031,6 +1059,9 @@ mod tests {
         for _ in 0..1000 {
             assert!(random.next_index().is_some_and(|index| index < 5));
         }
+        let mut cycle = IndexSource::cycle(3);
+        let taken: Vec<_> = (0..7).filter_map(|_| cycle.next_index()).collect();
+        assert_eq!(taken, vec![0, 1, 2, 0, 1, 2, 0]);
     }
 
     #[test]
@@ -1043,9 +1074,26 @@ mod tests {
             seconds: 10,
             cleanup: true,
             run_name: None,
+            max_objects: None,
             json: false,
         };
         assert!(validate_args(&good).is_ok());
+        assert!(validate_args(&BenchArgs {
+            max_objects: Some(100),
+            ..good.clone()
+        })
+        .is_ok());
+        assert!(validate_args(&BenchArgs {
+            max_objects: Some(0),
+            ..good.clone()
+        })
+        .is_err());
+        assert!(validate_args(&BenchArgs {
+            mode: BenchMode::Rand,
+            max_objects: Some(100),
+            ..good.clone()
+        })
+        .is_err());
         assert!(validate_args(&BenchArgs {
             concurrency: 0,
             ..good.clone()

@@ -323,6 +323,7 @@ fn run_net(args: &OsdBenchArgs) -> Result<Vec<OsdBenchRow>> {
                     seconds: args.seconds,
                     cleanup: false,
                     run_name: Some(format!("bench-osd-client{client}")),
+                    max_objects: None,
                     json: true,
                 };
                 let mon_addrs = mon_addrs.clone();

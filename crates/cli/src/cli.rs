@@ -107,6 +107,10 @@ pub struct BenchCli {
     pub no_cleanup: bool,
     #[arg(long)]
     pub run_name: Option<String>,
+    /// `write`: use at most this many objects, overwriting them in turn once all are
+    /// written, so the data written (and the cluster's memory) stops growing.
+    #[arg(long)]
+    pub max_objects: Option<u64>,
 }
 
 /// Benchmarks of one layer, run in this process with no cluster.
@@ -213,6 +217,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 seconds: args.seconds,
                 cleanup: !args.no_cleanup,
                 run_name: args.run_name,
+                max_objects: args.max_objects,
                 json,
             };
             bench::run(&c, args).await.map(|_| ())
