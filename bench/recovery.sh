@@ -3,8 +3,8 @@
 # the failure, and the recovery rate against the loopback bandwidth (issue #9). See recovery.py.
 #
 #   bench/recovery.sh      # builds Carmine (release) first; CARMINE_BIN=... skips the build
-# Environment: OUT [/tmp/carmine-recovery-<date>], N_OSDS [4], PG_NUM [32], FILL_SECONDS [8],
-#   BASELINE_SECONDS [10], AFTER_SECONDS [5], VICTIM [1], RECOVERY_TIMEOUT [300]
+# Environment: OUT [/tmp/carmine-recovery-<date>], N_OSDS [4], PG_NUM [32], FILL_SECONDS [12],
+#   FILL_OBJECTS [2048], WRITER_OBJECTS [16384], BASELINE_SECONDS [10], AFTER_SECONDS [5], VICTIM [1], RECOVERY_TIMEOUT [300]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
