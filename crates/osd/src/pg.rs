@@ -387,6 +387,11 @@ impl Pg {
         }
         if !self.fully_recovered() {
             bits |= PgState::DEGRADED;
+        }
+        // What recovery is doing is named only while the PG is active: a PG re-peering
+        // still holds the last interval's missing sets, but it is peering, not
+        // backfilling (`degraded+peering`, as Ceph shows it).
+        if !self.fully_recovered() && bits & PgState::ACTIVE != 0 {
             let waiting = (self.waiting_for_budget && self.pushes_in_flight() == 0)
                 || self.waiting_for_reservation();
             bits |= match (self.backfilling.is_empty(), waiting) {
