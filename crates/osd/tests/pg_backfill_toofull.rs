@@ -95,6 +95,9 @@ fn a_backfill_to_a_backfillfull_osd_waits_in_backfill_toofull_until_it_drops_bel
             state.name()
         );
     }
+    // As `pg stat` and `pg dump` print it.
+    let name = state(&cluster, toofull[0]).name();
+    assert!(name.contains("+backfill_toofull"), "{name}");
     assert_eq!(remote_slots(&cluster, NEWCOMER), [0, 0]);
 
     // It asks again only after the retry interval (10 s: 100 ticks), and is refused
@@ -187,6 +190,8 @@ fn a_log_recovery_to_a_full_osd_waits_in_recovery_toofull_until_it_drops_below()
             state.name()
         );
     }
+    let name = state(&cluster, *written.first().expect("a PG")).name();
+    assert!(name.contains("+recovery_toofull"), "{name}");
     assert_eq!(remote_slots(&cluster, OsdId(2)), [0, 0]);
     cluster.change_map(|map| map.set_fullness(OsdId(2), Fullness::BackfillFull).unwrap());
     cluster.run();
