@@ -311,48 +311,7 @@ impl ShardReservations {
             out.push(Output::Peer(from, ShardIndex::default(), reply));
         };
         match message.kind {
-            ReserveKind::Request => {
-                if !ticket_valid(pgs, pgid, &ticket) {
-                    tracing::debug!("{pgid}: reservation request from {from} is stale; rejecting");
-                    reply(ReserveKind::Reject, RejectReason::Stale, out);
-                    return;
-                }
-                match self.tickets.get(&pgid).copied() {
-                    // A resend: say again where it stands.
-                    Some(held) if held.ticket == ticket => {
-                        let kind = if self.remote.is_granted(&pgid) {
-                            ReserveKind::Grant
-                        } else {
-                            ReserveKind::Queued
-                        };
-                        reply(kind, RejectReason::Stale, out);
-                        return;
-                    }
-                    // A late resend of an earlier round of this primary.
-                    Some(held) if held.ticket.primary == from && held.ticket > ticket => return,
-                    Some(_) => {
-                        let granted = self.remote.cancel(&pgid);
-                        self.tickets.remove(&pgid);
-                        self.send_grants(granted, epoch, room, out);
-                    }
-                    None => {}
-                }
-                if room.refuses(message.purpose) {
-                    tracing::info!(
-                        "{pgid}: no room for a {:?} from {from}; rejecting as too full",
-                        message.purpose
-                    );
-                    reply(ReserveKind::Reject, RejectReason::TooFull, out);
-                    return;
-                }
-                let purpose = message.purpose;
-                self.tickets.insert(pgid, Held { ticket, purpose });
-                let granted = self.remote.request(pgid, message.priority);
-                self.send_grants(granted, epoch, room, out);
-                if self.remote.is_waiting(&pgid) {
-                    reply(ReserveKind::Queued, RejectReason::Stale, out);
-                }
-            }
+            ReserveKind::Request => self.handle_request(pgs, epoch, room, from, &message, out),
             ReserveKind::Release => {
                 // A release covers the primary's earlier rounds in the interval too:
                 // it gave them up before this one.
@@ -376,6 +335,69 @@ impl ShardReservations {
             | ReserveKind::Released => {
                 unreachable!("answers go to the primary's PG")
             }
+        }
+    }
+
+    /// A primary asks for a remote slot: reject it (stale or no room), queue it, or
+    /// grant it; a resend is told where it stands.
+    fn handle_request(
+        &mut self,
+        pgs: &BTreeMap<PgId, Pg>,
+        epoch: Epoch,
+        room: Room,
+        from: OsdId,
+        message: &PgReserve,
+        out: &mut Vec<Output>,
+    ) {
+        let pgid = message.pgid;
+        let ticket = Ticket {
+            primary: from,
+            interval: message.interval,
+            round: message.round,
+        };
+        let reply = |kind, reason, out: &mut Vec<Output>| {
+            let reply = answer(message, epoch, kind, reason);
+            out.push(Output::Peer(from, ShardIndex::default(), reply));
+        };
+        if !ticket_valid(pgs, pgid, &ticket) {
+            tracing::debug!("{pgid}: reservation request from {from} is stale; rejecting");
+            reply(ReserveKind::Reject, RejectReason::Stale, out);
+            return;
+        }
+        match self.tickets.get(&pgid).copied() {
+            // A resend: say again where it stands.
+            Some(held) if held.ticket == ticket => {
+                let kind = if self.remote.is_granted(&pgid) {
+                    ReserveKind::Grant
+                } else {
+                    ReserveKind::Queued
+                };
+                reply(kind, RejectReason::Stale, out);
+                return;
+            }
+            // A late resend of an earlier round of this primary.
+            Some(held) if held.ticket.primary == from && held.ticket > ticket => return,
+            Some(_) => {
+                let granted = self.remote.cancel(&pgid);
+                self.tickets.remove(&pgid);
+                self.send_grants(granted, epoch, room, out);
+            }
+            None => {}
+        }
+        if room.refuses(message.purpose) {
+            tracing::info!(
+                "{pgid}: no room for a {:?} from {from}; rejecting as too full",
+                message.purpose
+            );
+            reply(ReserveKind::Reject, RejectReason::TooFull, out);
+            return;
+        }
+        let purpose = message.purpose;
+        self.tickets.insert(pgid, Held { ticket, purpose });
+        let granted = self.remote.request(pgid, message.priority);
+        self.send_grants(granted, epoch, room, out);
+        if self.remote.is_waiting(&pgid) {
+            reply(ReserveKind::Queued, RejectReason::Stale, out);
         }
     }
 

@@ -284,35 +284,7 @@ impl Pg {
                 // An answer to a round we gave up: give the slot back at once.
                 self.send_release(from, answer.interval, answer.round, out);
             }
-            ReserveKind::Grant => {
-                let Step::WaitRemote {
-                    asked,
-                    queued,
-                    left,
-                    granted,
-                } = &mut self.reservation.step
-                else {
-                    return;
-                };
-                if *asked != from {
-                    return;
-                }
-                granted.insert(from);
-                self.reservation.since = None;
-                match left.pop_first() {
-                    Some(next) => {
-                        *asked = next;
-                        *queued = false;
-                        self.send_reserve(next, ReserveKind::Request, out);
-                    }
-                    None => {
-                        let granted = std::mem::take(granted);
-                        self.reservation.step = Step::Reserved { granted };
-                        tracing::debug!("{}: recovery reservations granted", self.pgid);
-                        self.schedule_recovery(store, out);
-                    }
-                }
-            }
+            ReserveKind::Grant => self.remote_reservation_granted(store, from, out),
             ReserveKind::Queued if current => {
                 if let Step::WaitRemote { asked, queued, .. } = &mut self.reservation.step {
                     if *asked == from && !*queued {
@@ -322,26 +294,7 @@ impl Pg {
                     }
                 }
             }
-            ReserveKind::Reject if current => {
-                let toofull = (answer.reason == RejectReason::TooFull).then(|| TooFull {
-                    osd: from,
-                    purpose: answer.purpose,
-                    marked: self.reservation_marked(from),
-                });
-                match toofull {
-                    Some(_) => tracing::info!(
-                        "{}: {from} has no room for our {:?}; trying again later",
-                        self.pgid,
-                        answer.purpose
-                    ),
-                    None => tracing::info!(
-                        "{}: {from} rejected our reservation; trying again later",
-                        self.pgid
-                    ),
-                }
-                self.release_reservation(out);
-                self.reservation.step = Step::Backoff { toofull };
-            }
+            ReserveKind::Reject if current => self.remote_reservation_rejected(from, &answer, out),
             ReserveKind::Released => {
                 let answered =
                     (self.reservation.releases.get(&from)).is_some_and(|&(interval, round)| {
@@ -356,6 +309,70 @@ impl Pg {
             | ReserveKind::Request
             | ReserveKind::Release => {}
         }
+    }
+
+    /// `from` granted the slot we asked it for: ask the next target, or push.
+    fn remote_reservation_granted(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        from: OsdId,
+        out: &mut Vec<Output>,
+    ) {
+        let Step::WaitRemote {
+            asked,
+            queued,
+            left,
+            granted,
+        } = &mut self.reservation.step
+        else {
+            return;
+        };
+        if *asked != from {
+            return;
+        }
+        granted.insert(from);
+        self.reservation.since = None;
+        match left.pop_first() {
+            Some(next) => {
+                *asked = next;
+                *queued = false;
+                self.send_reserve(next, ReserveKind::Request, out);
+            }
+            None => {
+                let granted = std::mem::take(granted);
+                self.reservation.step = Step::Reserved { granted };
+                tracing::debug!("{}: recovery reservations granted", self.pgid);
+                self.schedule_recovery(store, out);
+            }
+        }
+    }
+
+    /// `from` refused this round: give back everything and back off, as too full
+    /// when it had no room.
+    fn remote_reservation_rejected(
+        &mut self,
+        from: OsdId,
+        answer: &PgReserve,
+        out: &mut Vec<Output>,
+    ) {
+        let toofull = (answer.reason == RejectReason::TooFull).then(|| TooFull {
+            osd: from,
+            purpose: answer.purpose,
+            marked: self.reservation_marked(from),
+        });
+        match toofull {
+            Some(_) => tracing::info!(
+                "{}: {from} has no room for our {:?}; trying again later",
+                self.pgid,
+                answer.purpose
+            ),
+            None => tracing::info!(
+                "{}: {from} rejected our reservation; trying again later",
+                self.pgid
+            ),
+        }
+        self.release_reservation(out);
+        self.reservation.step = Step::Backoff { toofull };
     }
 
     /// Primary, on each map: notes the acting members' fullness, and retries at once
