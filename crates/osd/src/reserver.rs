@@ -20,7 +20,9 @@
 //! `Released`, so a release lost with a session leaks nothing either.
 //!
 //! A request that must wait is answered `Queued` (the primary then stops asking
-//! every few seconds). A request this shard has no room for is answered `Reject`
+//! every few seconds). A waiting request of strictly higher priority takes the remote
+//! slot of the lowest-priority holder, whose primary is sent `Revoke` and asks again
+//! (Ceph's preemption; local slots are never preempted). A request this shard has no room for is answered `Reject`
 //! with [`RejectReason::TooFull`], at arrival and again when its turn comes (Ceph's
 //! `REJECT_TOOFULL`, checked in `RepNotBackfilling` and again in
 //! `RepWaitBackfillReserved`): a backfill while this OSD is backfillfull or full in
@@ -39,10 +41,16 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const MAX_BACKFILLS: usize = 1;
 
 /// A pure slot reserver: at most `slots_max` keys hold a slot; the rest wait, highest
-/// priority first, then in arrival order. Every call returns the keys it granted.
+/// priority first, then in arrival order. Every call returns the keys it granted. A
+/// preempting reserver (Ceph's `AsyncReserver` with a preemption callback) takes the
+/// slot of a lowest-priority holder for a waiting key of strictly higher priority;
+/// the holders it drops are collected for [`Reserver::take_preempted`].
 #[derive(Debug, Clone)]
 pub struct Reserver<K: Ord + Clone> {
     slots_max: usize,
+    preempting: bool,
+    /// Holders dropped for a higher-priority key, not yet taken.
+    preempted: Vec<K>,
     granted: BTreeMap<K, u8>,
     /// Waiting keys by (priority descending, arrival).
     queue: BTreeMap<(std::cmp::Reverse<u8>, u64), K>,
@@ -55,11 +63,26 @@ impl<K: Ord + Clone> Reserver<K> {
     pub fn new(slots_max: usize) -> Self {
         Self {
             slots_max: slots_max.max(1),
+            preempting: false,
+            preempted: Vec::new(),
             granted: BTreeMap::new(),
             queue: BTreeMap::new(),
             places: BTreeMap::new(),
             arrivals: 0,
         }
+    }
+
+    /// A reserver that preempts lower-priority holders (see the type's docs).
+    pub fn preempting(slots_max: usize) -> Self {
+        Self {
+            preempting: true,
+            ..Self::new(slots_max)
+        }
+    }
+
+    /// The holders preempted since the last call; they hold nothing now.
+    pub fn take_preempted(&mut self) -> Vec<K> {
+        std::mem::take(&mut self.preempted)
     }
 
     /// Changes the slot count; a larger one grants waiting keys at once (a smaller
@@ -142,6 +165,29 @@ impl<K: Ord + Clone> Reserver<K> {
             self.granted.insert(key.clone(), place.0 .0);
             granted.push(key);
         }
+        while self.preempting {
+            let Some((&(std::cmp::Reverse(first), _), _)) = self.queue.first_key_value() else {
+                break;
+            };
+            // The lowest-priority holder; among equals, the greatest key (any rule
+            // would do: it only has to be deterministic).
+            let lowest = (self.granted.iter())
+                .min_by_key(|(key, priority)| (**priority, std::cmp::Reverse((*key).clone())))
+                .map(|(key, priority)| (key.clone(), *priority));
+            let Some((victim, priority)) = lowest else {
+                break;
+            };
+            if priority >= first {
+                break;
+            }
+            self.granted.remove(&victim);
+            granted.retain(|key| *key != victim);
+            self.preempted.push(victim);
+            let (place, key) = self.queue.pop_first().expect("looked at");
+            self.places.remove(&key);
+            self.granted.insert(key.clone(), place.0 .0);
+            granted.push(key);
+        }
         assert!(self.granted.len() <= self.slots_max || granted.is_empty());
         assert_eq!(self.queue.len(), self.places.len());
         granted
@@ -220,7 +266,9 @@ impl ShardReservations {
     pub(crate) fn new(max_backfills: usize) -> Self {
         Self {
             local: Reserver::new(max_backfills),
-            remote: Reserver::new(max_backfills),
+            // Only remote slots are preempted, as Ceph's `remote_reserver` is: a local
+            // slot is the primary's own pacing.
+            remote: Reserver::preempting(max_backfills),
             tickets: BTreeMap::new(),
             local_granted: Vec::new(),
             remote_granted: Vec::new(),
@@ -332,7 +380,8 @@ impl ShardReservations {
             ReserveKind::Grant
             | ReserveKind::Reject
             | ReserveKind::Queued
-            | ReserveKind::Released => {
+            | ReserveKind::Released
+            | ReserveKind::Revoke => {
                 unreachable!("answers go to the primary's PG")
             }
         }
@@ -452,6 +501,7 @@ impl ShardReservations {
     /// no room for what they asked: those are rejected as too full and the slot goes
     /// to the next in line.
     fn send_grants(&mut self, granted: Vec<PgId>, epoch: Epoch, room: Room, out: &mut Vec<Output>) {
+        self.send_revokes(epoch, out);
         let mut granted = std::collections::VecDeque::from(granted);
         while let Some(pgid) = granted.pop_front() {
             let Some(&Held { ticket, purpose }) = self.tickets.get(&pgid) else {
@@ -479,6 +529,31 @@ impl ShardReservations {
             }
             let message = Msg::PgReserve(message);
             out.push(Output::Peer(ticket.primary, ShardIndex::default(), message));
+            self.send_revokes(epoch, out);
+        }
+    }
+
+    /// Tells the holders the remote reserver preempted that their slot is gone.
+    fn send_revokes(&mut self, epoch: Epoch, out: &mut Vec<Output>) {
+        for pgid in self.remote.take_preempted() {
+            let Some(Held { ticket, purpose }) = self.tickets.remove(&pgid) else {
+                continue;
+            };
+            tracing::info!(
+                "{pgid}: a request of higher priority preempts osd.{}'s slot",
+                ticket.primary.0
+            );
+            let revoke = Msg::PgReserve(PgReserve {
+                pgid,
+                interval: ticket.interval,
+                map_epoch: epoch,
+                round: ticket.round,
+                kind: ReserveKind::Revoke,
+                priority: 0,
+                purpose,
+                reason: RejectReason::Stale,
+            });
+            out.push(Output::Peer(ticket.primary, ShardIndex::default(), revoke));
         }
     }
 }
@@ -640,6 +715,27 @@ mod tests {
         assert_eq!(reserver.cancel(&"c"), vec!["d"]);
     }
 
+    #[test]
+    fn a_higher_priority_request_preempts_the_lowest_holder() {
+        let mut reserver = Reserver::preempting(2);
+        assert_eq!(reserver.request("backfill-a", 100), vec!["backfill-a"]);
+        assert_eq!(reserver.request("backfill-b", 110), vec!["backfill-b"]);
+        // Equal or lower priority waits.
+        assert!(reserver.request("backfill-c", 100).is_empty());
+        assert!(reserver.take_preempted().is_empty());
+        // Higher takes the lowest holder's slot; the holder is dropped, not queued.
+        assert_eq!(reserver.request("recovery", 180), vec!["recovery"]);
+        assert_eq!(reserver.take_preempted(), vec!["backfill-a"]);
+        assert!(!reserver.is_granted(&"backfill-a") && !reserver.is_waiting(&"backfill-a"));
+        assert!(reserver.is_waiting(&"backfill-c"));
+        assert_eq!(reserver.cancel(&"recovery"), vec!["backfill-c"]);
+        // A plain reserver never preempts.
+        let mut plain = Reserver::new(1);
+        plain.request("low", 100);
+        assert!(plain.request("high", 180).is_empty());
+        assert!(plain.take_preempted().is_empty());
+    }
+
     /// A model check: random requests and cancels never grant more than the slots,
     /// never grant a key twice, and never leave a free slot while a key waits.
     #[test]
@@ -651,19 +747,38 @@ mod tests {
             state ^= state << 17;
             state
         };
-        for slots in 1..=3 {
-            let mut reserver = Reserver::new(slots);
+        for (slots, preempting) in [1, 2, 3].into_iter().flat_map(|n| [(n, false), (n, true)]) {
+            let mut reserver = if preempting {
+                Reserver::preempting(slots)
+            } else {
+                Reserver::new(slots)
+            };
             let mut holders = BTreeSet::new();
+            let mut priorities = BTreeMap::new();
             for _ in 0..5_000 {
                 let key = next() % 12;
                 let granted = if next() % 3 == 0 {
                     holders.remove(&key);
                     reserver.cancel(&key)
                 } else {
-                    reserver.request(key, (next() % 3) as u8 * 40 + 100)
+                    let priority = (next() % 3) as u8 * 40 + 100;
+                    if !holders.contains(&key) {
+                        priorities.insert(key, priority);
+                    }
+                    reserver.request(key, priority)
                 };
+                for key in reserver.take_preempted() {
+                    assert!(preempting, "a plain reserver preempted {key}");
+                    assert!(holders.remove(&key), "{key} preempted but not held");
+                }
                 for key in granted {
                     assert!(holders.insert(key), "{key} granted twice");
+                }
+                if preempting && reserver.waiting_count() > 0 {
+                    // Nothing waits with a priority above a holder's.
+                    let lowest_held = holders.iter().map(|k| priorities[k]).min();
+                    let highest_waiting = (reserver.places.keys()).map(|k| priorities[k]).max();
+                    assert!(highest_waiting <= lowest_held, "a higher priority waits");
                 }
                 assert!(holders.len() <= slots);
                 assert_eq!(holders.len(), reserver.granted_count());

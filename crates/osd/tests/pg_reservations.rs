@@ -4,8 +4,9 @@
 //! and queued slots; a lost request is sent again; a stale request leaks nothing;
 //! a release lost with a session is sent again until answered, so the slot is freed
 //! within the resend interval; a queued request is answered `Queued` and not asked
-//! again every resend interval; and a client write to an object still missing on the
-//! newcomer is not held back.
+//! again every resend interval; a log recovery preempts a backfill holding the
+//! newcomer's slot; and a client write to an object still missing on the newcomer is
+//! not held back.
 
 mod harness;
 
@@ -46,6 +47,23 @@ fn cluster_with_one_out() -> (Cluster, Vec<String>) {
         write(&mut cluster, name, &format!("v1 of {name}"));
     }
     (cluster, names)
+}
+
+/// As [`cluster_with_one_out`], with every PG written more often than its log holds:
+/// the newcomer is backfilled in every PG, all at one priority, so nothing preempts.
+fn cluster_with_one_out_backfills_only() -> Cluster {
+    let (mut cluster, names) = cluster_with_one_out();
+    let mut writes: std::collections::BTreeMap<PgId, (usize, String)> = Default::default();
+    for name in &names {
+        let entry = (writes.entry(cluster.pg_of(name))).or_insert((0, name.clone()));
+        entry.0 += 1;
+    }
+    for (count, name) in writes.into_values() {
+        for _ in count..9 {
+            write(&mut cluster, &name, &format!("v1 of {name}"));
+        }
+    }
+    cluster
 }
 
 fn mark_in(cluster: &mut Cluster) {
@@ -242,7 +260,7 @@ fn tick_until_clean(cluster: &mut Cluster) -> usize {
 
 #[test]
 fn a_lost_release_is_sent_again_and_the_slot_freed() {
-    let (mut cluster, _) = cluster_with_one_out();
+    let mut cluster = cluster_with_one_out_backfills_only();
     mark_in(&mut cluster);
     let pgs = gaining(&cluster);
     let newcomer_shard = cluster.addr(NEWCOMER, pgs[0]);
@@ -356,7 +374,7 @@ fn a_queued_request_is_acknowledged_and_not_asked_again() {
 
 #[test]
 fn a_lost_grant_of_a_queued_request_is_asked_for_again() {
-    let (mut cluster, _) = cluster_with_one_out();
+    let mut cluster = cluster_with_one_out_backfills_only();
     mark_in(&mut cluster);
     // Lose the grants that come after a queued answer (to a request that waited).
     let mut queued = std::collections::BTreeSet::new();
@@ -389,6 +407,44 @@ fn a_lost_grant_of_a_queued_request_is_asked_for_again() {
     );
     assert_all_clean(&cluster);
     assert_no_slot_held(&cluster);
+}
+
+/// PGs whose newcomer copy is recovered from the log ask at priority 180, those
+/// backfilled at 100: a recovery that finds a backfill holding the newcomer's slot
+/// takes it (Ceph's preemption), and the backfill goes back to waiting.
+#[test]
+fn a_recovery_preempts_a_backfill_holding_the_slot() {
+    let (mut cluster, names) = cluster_with_one_out();
+    mark_in(&mut cluster);
+    let pgs = gaining(&cluster);
+    let newcomer_shard = cluster.addr(NEWCOMER, pgs[0]);
+    let mut revoked = Vec::new();
+    loop {
+        let revokes = (cluster.pending().into_iter())
+            .filter(|e| is_reserve(ReserveKind::Revoke)(e))
+            .map(|e| match &e.msg {
+                Msg::PgReserve(r) => (r.pgid, r.priority),
+                _ => unreachable!(),
+            })
+            .collect::<Vec<_>>();
+        for (pgid, _) in revokes {
+            if !revoked.contains(&pgid) {
+                revoked.push(pgid);
+            }
+        }
+        let remote = cluster.shard(newcomer_shard).reservation_counts()[2];
+        assert!(remote <= 1, "{remote} remote slots held");
+        if !cluster.step() {
+            break;
+        }
+    }
+    assert!(!revoked.is_empty(), "no backfill was preempted");
+    tick_until_clean(&mut cluster);
+    assert_all_clean(&cluster);
+    assert_no_slot_held(&cluster);
+    for name in &names {
+        assert_eq!(read(&mut cluster, name), format!("v1 of {name}").as_bytes());
+    }
 }
 
 #[test]

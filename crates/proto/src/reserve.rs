@@ -15,9 +15,12 @@
 //! one reservation round of one primary, so a late answer to an earlier round is
 //! never taken for the current one.
 //!
+//! A target may take a granted slot back for a request of higher priority: it sends
+//! `Revoke`, and the primary gives up its round and asks again.
+//!
 //! Encoding v2 appended [`Purpose`] and [`RejectReason`] (a v1 message decodes as a
-//! backfill, and a v1 `Reject` as stale) and the kinds `Queued` and `Released`, which
-//! a v1 decoder refuses as an unknown kind.
+//! backfill, and a v1 `Reject` as stale) and the kinds `Queued`, `Released` and
+//! `Revoke`, which a v1 decoder refuses as an unknown kind.
 
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 use carmine_types::{Epoch, PgId};
@@ -38,6 +41,9 @@ pub enum ReserveKind {
     Queued,
     /// Target → primary: the `Release` of this round arrived (v2).
     Released,
+    /// Target → primary: a higher-priority request took the slot granted to this
+    /// round (Ceph's `REVOKE`); ask again (v2).
+    Revoke,
 }
 
 impl ReserveKind {
@@ -49,6 +55,7 @@ impl ReserveKind {
             ReserveKind::Release => 3,
             ReserveKind::Queued => 4,
             ReserveKind::Released => 5,
+            ReserveKind::Revoke => 6,
         }
     }
 
@@ -60,6 +67,7 @@ impl ReserveKind {
             3 => ReserveKind::Release,
             4 => ReserveKind::Queued,
             5 => ReserveKind::Released,
+            6 => ReserveKind::Revoke,
             other => {
                 return Err(DecodeError::Invalid {
                     what: "reservation kind",
@@ -216,6 +224,7 @@ mod tests {
             ReserveKind::Release,
             ReserveKind::Queued,
             ReserveKind::Released,
+            ReserveKind::Revoke,
         ] {
             for purpose in [Purpose::Recovery, Purpose::Backfill] {
                 for reason in [RejectReason::Stale, RejectReason::TooFull] {

@@ -28,6 +28,10 @@
 //! `recovery_toofull`, and tries again after [`TOOFULL_RETRY_INTERVAL`], or at once
 //! when a new map marks that target less full than when it refused.
 //!
+//! A target may give a granted slot to a request of higher priority: it sends
+//! `Revoke`, and the PG gives up its round and asks again at once (Ceph's
+//! `RemoteReservationRevoked`).
+//!
 //! Every `Release` is sent again each [`PEERING_RESEND_INTERVAL`] until the target
 //! answers `Released` or the interval ends (the target then drops the slot on its own
 //! when its map shows the end), so a release lost with a session never keeps a slot.
@@ -295,6 +299,16 @@ impl Pg {
                 }
             }
             ReserveKind::Reject if current => self.remote_reservation_rejected(from, &answer, out),
+            ReserveKind::Revoke if current => {
+                tracing::info!(
+                    "{}: {from} gave our slot to a request of higher priority; asking again",
+                    self.pgid
+                );
+                // Ceph's `RemoteReservationRevoked`: give up the round (the revoker
+                // holds nothing for it already) and queue again at once.
+                self.release_reservation(out);
+                self.schedule_recovery(store, out);
+            }
             ReserveKind::Released => {
                 let answered =
                     (self.reservation.releases.get(&from)).is_some_and(|&(interval, round)| {
@@ -306,6 +320,7 @@ impl Pg {
             }
             ReserveKind::Queued
             | ReserveKind::Reject
+            | ReserveKind::Revoke
             | ReserveKind::Request
             | ReserveKind::Release => {}
         }
