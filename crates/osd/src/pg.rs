@@ -400,6 +400,7 @@ impl Pg {
                 (false, false) => PgState::BACKFILLING,
                 (false, true) => PgState::BACKFILL_WAIT,
             };
+            bits = self.reservation_state_bits(bits);
         }
         if bits & PgState::ACTIVE != 0 && !undersized && self.fully_recovered() {
             bits |= PgState::CLEAN;
@@ -509,6 +510,7 @@ impl Pg {
             self.start_peering(map, store, out);
         }
         if self.is_primary() {
+            self.reservation_map(map, store, out);
             self.complete_writes(store, out);
             if self.is_active() && !self.waiting_for_active.is_empty() {
                 let waiting = std::mem::take(&mut self.waiting_for_active);

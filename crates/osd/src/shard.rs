@@ -6,7 +6,7 @@
 use crate::pg::purge::{marked_deleting, stray_notices, PurgeProgress, PURGE_OBJECTS_PER_TURN};
 use crate::pg::Pg;
 use crate::recovery_budget::RecoveryBudget;
-use crate::reserver::ShardReservations;
+use crate::reserver::{Room, ShardReservations};
 use crate::{ClientRef, OsdTuning, Output};
 use carmine_clustermap::settings::{
     SettingsReader, OSD_MAX_BACKFILLS, OSD_READ_LEASE_INTERVAL, OSD_RECOVERY_MAX_ACTIVE,
@@ -159,9 +159,20 @@ impl<S: ObjectStore> OsdShard<S> {
             }
         }
         let epoch = self.epoch();
-        self.reservations.sweep(&mut self.pgs, epoch, out);
+        let room = self.room();
+        self.reservations.sweep(&mut self.pgs, epoch, room, out);
         self.after_io(out);
         self.route_peer_messages(out, start);
+    }
+
+    /// What this shard has room to take in by backfill or recovery (its map entry and
+    /// its store's usage against the map's ratios).
+    fn room(&self) -> Room {
+        let Some(map) = self.map.as_deref() else {
+            return Room::default();
+        };
+        let marked = map.fullness(self.whoami);
+        Room::new(marked, &map.full_ratios(), self.store.usage())
     }
 
     /// Recovery reservation slots of this shard: local in use, local waiting, remote
@@ -522,7 +533,8 @@ impl<S: ObjectStore> OsdShard<S> {
             out.extend(stray_notices(&self.store, &map, self.whoami, owned));
         }
         // Slots of intervals that ended here, or of PGs gone, go to the next in line.
-        self.reservations.sweep(&mut self.pgs, map.epoch, out);
+        let room = self.room();
+        self.reservations.sweep(&mut self.pgs, map.epoch, room, out);
         self.release_waiting(out);
         self.after_io(out);
     }
@@ -741,8 +753,9 @@ impl<S: ObjectStore> OsdShard<S> {
             use carmine_proto::ReserveKind::{Release, Request};
             if matches!(reserve.kind, Request | Release) {
                 let reserve = reserve.clone();
+                let room = self.room();
                 let reservations = &mut self.reservations;
-                reservations.handle_remote(&self.pgs, epoch, from, reserve, out);
+                reservations.handle_remote(&self.pgs, epoch, room, from, reserve, out);
                 return;
             }
         }

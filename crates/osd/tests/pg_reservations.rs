@@ -2,19 +2,24 @@
 //! `max_backfills` = 1, an OSD marked in that gains several PGs is backfilled one PG
 //! at a time, the others showing `backfill_wait`; an interval change releases held
 //! and queued slots; a lost request is sent again; a stale request leaks nothing;
-//! and a client write to an object still missing on the newcomer is not held back.
+//! a release lost with a session is sent again until answered, so the slot is freed
+//! within the resend interval; a queued request is answered `Queued` and not asked
+//! again every resend interval; a log recovery preempts a backfill holding the
+//! newcomer's slot; and a client write to an object still missing on the newcomer is
+//! not held back.
 
 mod harness;
 
 use carmine_clustermap::WEIGHT_IN;
 use carmine_osd::OsdTuning;
-use carmine_proto::{Msg, OpCode, PgReserve, PgState, ReserveKind};
+use carmine_proto::{Msg, OpCode, PgReserve, PgState, Purpose, RejectReason, ReserveKind};
 use carmine_types::{OsdId, PgId};
 use harness::{bytes, read, write, Cluster, Config, Envelope, TICK};
 
 const NEWCOMER: OsdId = OsdId(4);
-/// Ticks (of [`TICK`]) a test waits for a resend: well past the resend interval.
-const TICKS_MAX: usize = 100;
+/// Ticks (of [`TICK`]) a test waits for a resend: well past the resend intervals
+/// (3 s, and 10 s for a queued request).
+const TICKS_MAX: usize = 300;
 
 /// Five OSDs, the fifth out (and never a primary, so every PG that gains it
 /// backfills it as a replica), 12 PGs of 3 copies, 120 objects, logs of 8 entries.
@@ -42,6 +47,23 @@ fn cluster_with_one_out() -> (Cluster, Vec<String>) {
         write(&mut cluster, name, &format!("v1 of {name}"));
     }
     (cluster, names)
+}
+
+/// As [`cluster_with_one_out`], with every PG written more often than its log holds:
+/// the newcomer is backfilled in every PG, all at one priority, so nothing preempts.
+fn cluster_with_one_out_backfills_only() -> Cluster {
+    let (mut cluster, names) = cluster_with_one_out();
+    let mut writes: std::collections::BTreeMap<PgId, (usize, String)> = Default::default();
+    for name in &names {
+        let entry = (writes.entry(cluster.pg_of(name))).or_insert((0, name.clone()));
+        entry.0 += 1;
+    }
+    for (count, name) in writes.into_values() {
+        for _ in count..9 {
+            write(&mut cluster, &name, &format!("v1 of {name}"));
+        }
+    }
+    cluster
 }
 
 fn mark_in(cluster: &mut Cluster) {
@@ -219,6 +241,212 @@ fn a_lost_reservation_request_is_sent_again() {
     assert_no_slot_held(&cluster);
 }
 
+fn is_reserve(kind: ReserveKind) -> impl Fn(&Envelope) -> bool {
+    move |e: &Envelope| matches!(&e.msg, Msg::PgReserve(r) if r.kind == kind)
+}
+
+/// Ticks until every PG is active+clean; returns how many it took.
+fn tick_until_clean(cluster: &mut Cluster) -> usize {
+    let pgids: Vec<PgId> = cluster.map.all_pgs().collect();
+    let mut ticks = 0;
+    while !(pgids.iter()).all(|&pgid| state(cluster, pgid).name() == "active+clean") {
+        assert!(ticks < TICKS_MAX, "still not clean after {ticks} ticks");
+        cluster.advance(TICK);
+        cluster.run_network();
+        ticks += 1;
+    }
+    ticks
+}
+
+#[test]
+fn a_lost_release_is_sent_again_and_the_slot_freed() {
+    let mut cluster = cluster_with_one_out_backfills_only();
+    mark_in(&mut cluster);
+    let pgs = gaining(&cluster);
+    let newcomer_shard = cluster.addr(NEWCOMER, pgs[0]);
+    // Every message goes through but the first release to the newcomer, which the
+    // messenger loses (it gave up on the session).
+    let to_newcomer_released =
+        |e: &Envelope| is_reserve(ReserveKind::Release)(e) && e.to.0 == NEWCOMER;
+    let mut lost = 0;
+    while lost == 0 {
+        assert!(cluster.step(), "no release ever sent");
+        lost = cluster.drop_where(to_newcomer_released);
+    }
+    assert_eq!(lost, 1);
+    cluster.run_network();
+    // The newcomer still holds the slot for the PG that is done, and the others wait.
+    let counts = cluster.shard(newcomer_shard).reservation_counts();
+    assert_eq!(
+        counts[2], 1,
+        "the slot of the lost release is held: {counts:?}"
+    );
+    assert!(counts[3] >= 1, "others wait for it: {counts:?}");
+    let ticks = tick_until_clean(&mut cluster);
+    // Bounded by the resend interval (3 s, 30 ticks) plus the backfills themselves.
+    assert!(ticks <= 40, "{ticks} ticks");
+    assert_all_clean(&cluster);
+    assert_no_slot_held(&cluster);
+    let unanswered: usize = (pgs.iter())
+        .map(|&pgid| {
+            let primary = cluster.primary_of(pgid);
+            let shard = cluster.shard(cluster.addr(primary, pgid));
+            shard.pg(pgid).map_or(0, |pg| pg.releases_unanswered())
+        })
+        .sum();
+    assert_eq!(unanswered, 0, "a release is still resent");
+}
+
+#[test]
+fn a_duplicated_reservation_message_leaks_nothing() {
+    let (mut cluster, _) = cluster_with_one_out();
+    mark_in(&mut cluster);
+    // Every reservation message arrives three times: twice in turn and once late,
+    // after the network ran dry (requests, queued answers, grants, releases and their
+    // answers).
+    let is_reserve_msg = |e: &Envelope| matches!(e.msg, Msg::PgReserve(_));
+    let mut copies = std::collections::BTreeSet::new();
+    let mut late = Vec::new();
+    let mut steps = 0;
+    loop {
+        let originals = cluster.take_where(|e| is_reserve_msg(e) && !copies.contains(&e.seq));
+        for e in originals {
+            for _ in 0..2 {
+                cluster.inject(e.from, e.to, e.msg.clone());
+                copies.insert(cluster.pending().last().expect("just queued").seq);
+            }
+            late.push(e);
+        }
+        steps += 1;
+        assert!(steps < 1_000_000, "duplicates never settle");
+        if cluster.step() {
+            continue;
+        }
+        if late.is_empty() {
+            break;
+        }
+        for e in std::mem::take(&mut late) {
+            cluster.inject(e.from, e.to, e.msg);
+            copies.insert(cluster.pending().last().expect("just queued").seq);
+        }
+    }
+    tick_until_clean(&mut cluster);
+    assert_all_clean(&cluster);
+    assert_no_slot_held(&cluster);
+}
+
+#[test]
+fn a_queued_request_is_acknowledged_and_not_asked_again() {
+    let (mut cluster, _) = cluster_with_one_out();
+    mark_in(&mut cluster);
+    let pgs = gaining(&cluster);
+    let newcomer_shard = cluster.addr(NEWCOMER, pgs[0]);
+    // Hold back every release: the first PG to get the newcomer's slot keeps it,
+    // and the others wait in its queue.
+    let mut releases = Vec::new();
+    loop {
+        releases.extend(cluster.take_where(is_reserve(ReserveKind::Release)));
+        if !cluster.step() {
+            break;
+        }
+    }
+    let counts = cluster.shard(newcomer_shard).reservation_counts();
+    assert_eq!(counts[2], 1, "{counts:?}");
+    assert!(counts[3] >= 1, "{counts:?}");
+    // For a few resend intervals nobody asks the newcomer again: they know they
+    // are queued.
+    let mut requests = 0;
+    for _ in 0..3 * 30 {
+        cluster.advance(TICK);
+        releases.extend(cluster.take_where(is_reserve(ReserveKind::Release)));
+        requests += cluster
+            .take_where(|e| is_reserve(ReserveKind::Request)(e) && e.to.0 == NEWCOMER)
+            .len();
+        cluster.run_network();
+    }
+    assert_eq!(requests, 0, "queued requests were sent again");
+    // The releases held back are resent meanwhile; once one goes through, all finish.
+    assert!(!releases.is_empty());
+    tick_until_clean(&mut cluster);
+    assert_all_clean(&cluster);
+    assert_no_slot_held(&cluster);
+}
+
+#[test]
+fn a_lost_grant_of_a_queued_request_is_asked_for_again() {
+    let mut cluster = cluster_with_one_out_backfills_only();
+    mark_in(&mut cluster);
+    // Lose the grants that come after a queued answer (to a request that waited).
+    let mut queued = std::collections::BTreeSet::new();
+    let mut lost = 0;
+    loop {
+        for e in cluster.pending() {
+            if let Msg::PgReserve(r) = &e.msg {
+                if r.kind == ReserveKind::Queued {
+                    queued.insert(r.pgid);
+                }
+            }
+        }
+        let queued = queued.clone();
+        lost += cluster.drop_where(|e| {
+            matches!(&e.msg, Msg::PgReserve(r)
+                if r.kind == ReserveKind::Grant && queued.contains(&r.pgid))
+        });
+        if lost > 0 || !cluster.step() {
+            break;
+        }
+    }
+    assert_eq!(lost, 1, "a grant to a queued request is lost");
+    cluster.run_network();
+    let ticks = tick_until_clean(&mut cluster);
+    // The queued request is confirmed after 10 s (100 ticks) at most... and the
+    // rest backfill at once.
+    assert!(
+        ticks > 30,
+        "the lost grant was recovered before the reconfirm ({ticks})"
+    );
+    assert_all_clean(&cluster);
+    assert_no_slot_held(&cluster);
+}
+
+/// PGs whose newcomer copy is recovered from the log ask at priority 180, those
+/// backfilled at 100: a recovery that finds a backfill holding the newcomer's slot
+/// takes it (Ceph's preemption), and the backfill goes back to waiting.
+#[test]
+fn a_recovery_preempts_a_backfill_holding_the_slot() {
+    let (mut cluster, names) = cluster_with_one_out();
+    mark_in(&mut cluster);
+    let pgs = gaining(&cluster);
+    let newcomer_shard = cluster.addr(NEWCOMER, pgs[0]);
+    let mut revoked = Vec::new();
+    loop {
+        let revokes = (cluster.pending().into_iter())
+            .filter(|e| is_reserve(ReserveKind::Revoke)(e))
+            .map(|e| match &e.msg {
+                Msg::PgReserve(r) => (r.pgid, r.priority),
+                _ => unreachable!(),
+            })
+            .collect::<Vec<_>>();
+        for (pgid, _) in revokes {
+            if !revoked.contains(&pgid) {
+                revoked.push(pgid);
+            }
+        }
+        let remote = cluster.shard(newcomer_shard).reservation_counts()[2];
+        assert!(remote <= 1, "{remote} remote slots held");
+        if !cluster.step() {
+            break;
+        }
+    }
+    assert!(!revoked.is_empty(), "no backfill was preempted");
+    tick_until_clean(&mut cluster);
+    assert_all_clean(&cluster);
+    assert_no_slot_held(&cluster);
+    for name in &names {
+        assert_eq!(read(&mut cluster, name), format!("v1 of {name}").as_bytes());
+    }
+}
+
 #[test]
 fn a_stale_request_is_rejected_and_holds_no_slot() {
     let (mut cluster, _) = cluster_with_one_out();
@@ -237,6 +465,8 @@ fn a_stale_request_is_rejected_and_holds_no_slot() {
         round: 1,
         kind: ReserveKind::Request,
         priority: 100,
+        purpose: Purpose::Backfill,
+        reason: RejectReason::Stale,
     };
     cluster.inject(from, to, Msg::PgReserve(stale));
     let answers = {
@@ -245,7 +475,8 @@ fn a_stale_request_is_rejected_and_holds_no_slot() {
     };
     assert_eq!(answers.len(), 1, "{answers:?}");
     assert!(
-        matches!(&answers[0].msg, Msg::PgReserve(r) if r.kind == ReserveKind::Reject),
+        matches!(&answers[0].msg, Msg::PgReserve(r)
+            if r.kind == ReserveKind::Reject && r.reason == RejectReason::Stale),
         "{answers:?}"
     );
     assert_no_slot_held(&cluster);

@@ -105,8 +105,14 @@ impl PgState {
     /// Active, but the read lease from the other acting members lapsed: ops wait for
     /// a renewal or a new interval (Ceph's `laggy`).
     pub const LAGGY: u32 = 1 << 16;
+    /// Objects to backfill, but a target refused for want of space (backfillfull or
+    /// full): the primary tries again later (Ceph's `backfill_toofull`).
+    pub const BACKFILL_TOOFULL: u32 = 1 << 17;
+    /// Objects to recover from the log, but a target refused for want of space (it is
+    /// full): the primary tries again later (Ceph's `recovery_toofull`).
+    pub const RECOVERY_TOOFULL: u32 = 1 << 18;
 
-    const NAMES: [(u32, &'static str); 17] = [
+    const NAMES: [(u32, &'static str); 19] = [
         (Self::CREATING, "creating"),
         (Self::ACTIVE, "active"),
         (Self::CLEAN, "clean"),
@@ -121,7 +127,9 @@ impl PgState {
         (Self::INCOMPLETE, "incomplete"),
         (Self::REMAPPED, "remapped"),
         (Self::BACKFILL_WAIT, "backfill_wait"),
+        (Self::BACKFILL_TOOFULL, "backfill_toofull"),
         (Self::RECOVERY_WAIT, "recovery_wait"),
+        (Self::RECOVERY_TOOFULL, "recovery_toofull"),
         (Self::WAIT, "wait"),
         (Self::LAGGY, "laggy"),
     ];
