@@ -20,9 +20,10 @@
 //!    the limit;
 //! 5. the **proportional** tags say recovery is behind its weighted share: recovery's
 //!    tag advances by cost / `recovery_weight`, the client's by cost / `client_weight`,
-//!    and recovery goes while its tag is not ahead of the client's. Neither class banks
-//!    more than [`PROPORTIONAL_CREDIT_BYTES`] of credit while the other runs alone
-//!    (dmClock's adjustment of an idle client's tag when it comes back).
+//!    and recovery goes while its tag is not ahead of the client's. Recovery banks no
+//!    more than [`PROPORTIONAL_CREDIT_BYTES`] of credit, nor does the client class
+//!    while it was idle (dmClock's adjustment of an idle client's tag when it comes
+//!    back).
 //!
 //! All of it is pure arithmetic on the driver's clock. A shard that is given no clock
 //! (the test harnesses that do not model time) keeps only the count cap.
@@ -200,9 +201,16 @@ impl MclockTags {
     /// A client op of `cost` ran at `now`.
     pub fn charge_client(&mut self, now: Instant, cost: u64) {
         let settings = self.settings;
-        let credit = PROPORTIONAL_CREDIT_BYTES as f64 / f64::from(settings.client_weight);
-        self.client_share = self.client_share.max(self.recovery_share - credit)
-            + cost as f64 / f64::from(settings.client_weight);
+        let returning = self
+            .client_last
+            .is_none_or(|last| last + CLIENT_BUSY_WINDOW <= now);
+        if returning {
+            // dmClock's adjustment, for a client class back from idle only: a busy one
+            // that is behind is behind because recovery took its reservation.
+            let credit = PROPORTIONAL_CREDIT_BYTES as f64 / f64::from(settings.client_weight);
+            self.client_share = self.client_share.max(self.recovery_share - credit);
+        }
+        self.client_share += cost as f64 / f64::from(settings.client_weight);
         self.client_last = Some(now);
         if settings.client_idle_below_bytes_per_s > 0 {
             let busy = after(
@@ -566,18 +574,12 @@ mod tests {
         // Clients spend 68 KiB every 0.5 ms: 130 MiB/s of cost. With weights 4:1
         // recovery gets a quarter of that (33 MiB/s) but the limit (32) caps it; with
         // a limit of 256 MiB/s it gets its quarter.
-        let settings = MclockSettings {
+        let wide = MclockSettings {
             limit_bytes_per_s: 256 * MIB,
             ..settings()
         };
         let client_rate = (68u64 << 10) as f64 * 2000.0;
-        let (rate, phases) = run(
-            settings,
-            10,
-            Some(Duration::from_micros(500)),
-            68 << 10,
-            PUSH,
-        );
+        let (rate, phases) = run(wide, 10, Some(Duration::from_micros(500)), 68 << 10, PUSH);
         let share = client_rate / 4.0;
         assert!(rate >= share * 0.95, "{rate} bytes/s against {share}");
         assert!(
@@ -599,7 +601,7 @@ mod tests {
     #[test]
     fn weights_change_the_share() {
         let wide = MclockSettings {
-            limit_bytes_per_s: 0,
+            limit_bytes_per_s: 1 << 30,
             reservation_bytes_per_s: 0,
             ..settings()
         };
@@ -663,14 +665,14 @@ mod tests {
             pushes, 3,
             "2 MiB of credit, and the push that spends the last of it"
         );
-        // And after recovery ran alone, returning clients hold it off only until they
-        // have spent their credit.
+        // And after recovery ran alone, clients back from idle hold it off only until
+        // they have spent their credit.
         for _ in 0..1_000 {
             tags.charge_recovery(now, MIB);
         }
-        tags.charge_client(now, 4 * MIB);
-        tags.charge_client(now, 4 * MIB);
-        assert!(tags.may_push(now).is_some());
+        let later = now + CLIENT_BUSY_WINDOW;
+        tags.charge_client(later, 4 * MIB);
+        assert!(tags.may_push(later).is_some());
     }
 
     #[test]
