@@ -370,13 +370,18 @@ impl RecoverySched {
         std::mem::take(&mut self.report_urgent)
     }
 
-    /// How many more pushes may start now: the count cap's room, and with a clock at
-    /// most one (the next push's cost moves the tags before another is granted).
-    fn room(&self, limit: usize, now: Option<Instant>) -> usize {
-        let room = limit.saturating_sub(self.in_flight);
+    /// Room under the count cap: how many more pushes may be in flight over the shard.
+    fn count_room(&self, limit: usize) -> usize {
+        limit.saturating_sub(self.in_flight)
+    }
+
+    /// How many background pushes may start before the tags are asked again: with a
+    /// clock at most one (its cost moves the tags before another is granted), without
+    /// one as many as the count cap allows.
+    fn rate_room(&self, now: Option<Instant>) -> usize {
         match now {
-            None => room,
-            Some(now) if self.tags.may_push(now).is_some() => room.min(1),
+            None => usize::MAX,
+            Some(now) if self.tags.may_push(now).is_some() => 1,
             Some(_) => 0,
         }
     }
@@ -385,7 +390,7 @@ impl RecoverySched {
     /// returns its pushes in flight, for [`Self::settle`].
     pub(crate) fn grant(&self, limit: usize, now: Option<Instant>, pg: &mut Pg) -> usize {
         let before = pg.pushes_in_flight();
-        pg.set_push_allowance(before + self.room(limit, now));
+        pg.set_push_allowance(before + self.count_room(limit), self.rate_room(now));
         before
     }
 
@@ -393,6 +398,9 @@ impl RecoverySched {
     /// its requests.
     pub(crate) fn settle(&mut self, now: Option<Instant>, pg: &mut Pg, before: usize) {
         self.in_flight = (self.in_flight + pg.pushes_in_flight()).saturating_sub(before);
+        // What was granted is spent or lapses: a later call into the PG that is not
+        // wrapped in a grant must not start pushes the tags never allowed.
+        pg.set_push_allowance(pg.pushes_in_flight(), 0);
         let (objects, bytes) = pg.take_recovery_sent();
         if let Some(now) = now.filter(|_| objects > 0) {
             let cost = self.tags.settings().cost(objects, bytes);
@@ -427,7 +435,7 @@ impl RecoverySched {
     /// The next PG to resume, while the scheduler allows a push (each resumed PG is
     /// settled before the next is asked for).
     pub(crate) fn next_starved(&mut self, limit: usize, now: Option<Instant>) -> Option<PgId> {
-        if self.room(limit, now) == 0 {
+        if self.count_room(limit) == 0 || self.rate_room(now) == 0 {
             return None;
         }
         self.starved.pop_front()

@@ -148,9 +148,12 @@ impl<S: ObjectStore> OsdShard<S> {
     pub fn tick(&mut self, now: Instant, out: &mut Vec<Output>) {
         let start = out.len();
         self.set_clock(now);
+        let limit = self.recovery_max_active;
         for pg in self.pgs.values_mut() {
             if pg.is_primary() {
                 self.clock.give(pg);
+                // Resends and the end of a reservation backoff may start pushes.
+                let before = self.recovery.grant(limit, Some(now), pg);
                 pg.peering_tick(now, &mut self.store, out);
                 pg.lease_tick(&mut self.store, out);
                 self.reservations.settle(pg, out);
@@ -158,6 +161,7 @@ impl<S: ObjectStore> OsdShard<S> {
                 if pg.has_pending_commits() {
                     self.pending.insert(pg.pgid());
                 }
+                self.recovery.settle(Some(now), pg, before);
             }
         }
         let epoch = self.epoch();

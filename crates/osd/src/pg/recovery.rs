@@ -416,8 +416,9 @@ impl Pg {
                 if in_flight >= self.tuning.pushes_in_flight_max {
                     break;
                 }
-                if total >= self.push_allowance {
-                    // The shard's budget is spent: it resumes us when pushes complete.
+                if total >= self.push_allowance || self.push_starts_left == 0 {
+                    // The shard's scheduler holds us back: it resumes us when pushes
+                    // complete, or when its tags let recovery go again.
                     if self
                         .peer_missing
                         .get(&replica)
@@ -439,6 +440,7 @@ impl Pg {
                     deferred.push(name);
                 } else {
                     total += 1;
+                    self.push_starts_left -= 1;
                 }
             }
             if !deferred.is_empty() {
