@@ -9,21 +9,32 @@
 //! 1 MiB push weighs about as much as sixteen small writes. A push may start when:
 //!
 //! 1. fewer than `recovery_max_active` pushes are in flight over the shard's PGs (the
-//!    count cap, Ceph's `osd_recovery_max_active`), and
-//! 2. the **limit** tag is not ahead of now: recovery never runs above
-//!    `limit_bytes_per_s` (each push moves the tag by its cost over the limit), and one of
-//! 3. the **reservation** tag is due: recovery always gets `reservation_bytes_per_s`, even
-//!    under full client load (the floor that keeps it progressing);
-//! 4. the client class is idle: it sent no op for [`CLIENT_BUSY_WINDOW`], or spent less
+//!    count cap, Ceph's `osd_recovery_max_active`; it bounds every background push,
+//!    whichever rule below let it start), and either
+//! 2. the **reservation** tag is due: recovery always gets `reservation_bytes_per_s`, even
+//!    under full client load and even while the limit tag is ahead (the floor that keeps
+//!    it progressing; as in dmClock it is checked before the limit, and it is never
+//!    above the limit), or the **limit** tag is not ahead of now (recovery never runs
+//!    above `limit_bytes_per_s`: each push moves the tag by its cost over the limit)
+//!    and one of
+//! 3. the client class is idle: it sent no op for [`CLIENT_BUSY_WINDOW`], or spent less
 //!    than `client_idle_below_bytes_per_s` lately (as Ceph's mClock serves the
 //!    background class whenever the client queue is empty), so recovery may run up to
 //!    the limit;
-//! 5. the **proportional** tags say recovery is behind its weighted share: recovery's
+//! 4. the **proportional** tags say recovery is behind its weighted share: recovery's
 //!    tag advances by cost / `recovery_weight`, the client's by cost / `client_weight`,
-//!    and recovery goes while its tag is not ahead of the client's. Recovery banks no
-//!    more than [`PROPORTIONAL_CREDIT_BYTES`] of credit, nor does the client class
+//!    and recovery goes while its tag is not ahead of the client's. Recovery's tag is
+//!    kept within [`PROPORTIONAL_CREDIT_BYTES`] (over its weight) of the client's on
+//!    either side before each push is added, so it neither banks credit while clients
+//!    run alone nor carries a debt from running alone; the client class banks none
 //!    while it was idle (dmClock's adjustment of an idle client's tag when it comes
 //!    back).
+//!
+//! Each grant lets a PG start at most one background push (the tags are asked again
+//! once its cost is charged); a push completing does not by itself let the next one
+//! start. Nothing banks a burst: the reservation and limit tags restart from now
+//! after an idle spell, the limit tag never runs more than a minute ahead, one charge
+//! moves a tag by at most a minute's worth, and the proportional tags are kept small.
 //!
 //! All of it is pure arithmetic on the driver's clock. A shard that is given no clock
 //! (the test harnesses that do not model time) keeps only the count cap.
@@ -164,8 +175,15 @@ pub struct MclockTags {
 }
 
 /// The most one charge moves a tag: a cost that would take longer at its rate (a
-/// read of a huge length) counts as this much.
+/// read of a huge length) counts as this much. It is also the furthest the limit tag
+/// may run ahead of now, so pushes charged outside the tags (those clients wait on)
+/// leave a debt of at most this much, not one that grows for as long as they come.
 const TAG_STEP_MAX: Duration = Duration::from_secs(60);
+
+/// The most cost one charge adds to a proportional tag (1 TiB): a read of a huge
+/// length counts as this much, so one op cannot push the tags out of `f64`'s exact
+/// range.
+const CHARGE_COST_MAX: u64 = 1 << 40;
 
 /// `tag` (or `now`, if later) moved on by `cost` at `bytes_per_s`.
 fn after(tag: Option<Instant>, now: Instant, cost: u64, bytes_per_s: u64) -> Option<Instant> {
@@ -210,7 +228,8 @@ impl MclockTags {
             let credit = PROPORTIONAL_CREDIT_BYTES as f64 / f64::from(settings.client_weight);
             self.client_share = self.client_share.max(self.recovery_share - credit);
         }
-        self.client_share += cost as f64 / f64::from(settings.client_weight);
+        self.client_share += cost.min(CHARGE_COST_MAX) as f64 / f64::from(settings.client_weight);
+        self.normalize_shares();
         self.client_last = Some(now);
         if settings.client_idle_below_bytes_per_s > 0 {
             let busy = after(
@@ -226,16 +245,33 @@ impl MclockTags {
     /// Recovery sent pushes of `cost` at `now`.
     pub fn charge_recovery(&mut self, now: Instant, cost: u64) {
         let settings = self.settings;
-        let credit = PROPORTIONAL_CREDIT_BYTES as f64 / f64::from(settings.recovery_weight);
-        self.recovery_share = self.recovery_share.max(self.client_share - credit)
-            + cost as f64 / f64::from(settings.recovery_weight);
+        let weight = f64::from(settings.recovery_weight);
+        let credit = PROPORTIONAL_CREDIT_BYTES as f64 / weight;
+        // Recovery neither banks credit while clients run alone, nor carries a lead
+        // of more than the same amount into its next contest with them: a lead built
+        // while clients were idle or light (recovery alone, up to its limit) or
+        // through its reservation is no debt to repay once clients are busy. Without
+        // the upper bound a long light spell starved the weight phase for as long.
+        let client = self.client_share;
+        self.recovery_share = self.recovery_share.clamp(client - credit, client + credit)
+            + cost.min(CHARGE_COST_MAX) as f64 / weight;
+        self.normalize_shares();
         if settings.reservation_bytes_per_s > 0 && self.reservation.is_none_or(|r| r <= now) {
             // The reservation was due, so this push meets it, whatever let it start.
             self.reservation = after(None, now, cost, settings.reservation_bytes_per_s);
         }
         if settings.limit_bytes_per_s > 0 {
-            self.limit = after(self.limit, now, cost, settings.limit_bytes_per_s);
+            let limit = after(self.limit, now, cost, settings.limit_bytes_per_s);
+            self.limit = limit.map(|limit| limit.min(now + TAG_STEP_MAX));
         }
+    }
+
+    /// Moves both proportional tags down by the smaller: only their difference
+    /// matters, and this keeps them small however long the shard runs.
+    fn normalize_shares(&mut self) {
+        let floor = self.recovery_share.min(self.client_share);
+        self.recovery_share -= floor;
+        self.client_share -= floor;
     }
 
     /// Whether the client class is idle: no op for [`CLIENT_BUSY_WINDOW`], or
@@ -266,14 +302,17 @@ impl MclockTags {
         quiet.min(light).max(now)
     }
 
-    /// Whether recovery may start a push at `now`, and by which rule.
+    /// Whether recovery may start a push at `now`, and by which rule. The reservation
+    /// comes before the limit, as in dmClock: pushes clients waited on are charged
+    /// without asking, and may put the limit tag far ahead; the floor must hold even
+    /// then (it is never above the limit, so it alone cannot exceed it).
     pub fn may_push(&self, now: Instant) -> Option<Phase> {
-        if self.limit.is_some_and(|limit| limit > now) {
-            return None;
-        }
         let reserved = self.settings.reservation_bytes_per_s > 0;
         if reserved && self.reservation.is_none_or(|r| r <= now) {
             return Some(Phase::Reservation);
+        }
+        if self.limit.is_some_and(|limit| limit > now) {
+            return None;
         }
         if self.client_idle(now) {
             return Some(Phase::ClientIdle);
@@ -288,14 +327,15 @@ impl MclockTags {
     /// itself if it may push now). Client ops may let it earlier (the weight phase).
     pub fn next_eligible(&self, now: Instant) -> Instant {
         let not_before = self.limit.map_or(now, |limit| limit.max(now));
-        let mut due = self.client_idle_at(now);
+        let unreserved = match self.recovery_share <= self.client_share {
+            true => now,
+            false => self.client_idle_at(now),
+        };
+        let mut due = unreserved.max(not_before);
         if self.settings.reservation_bytes_per_s > 0 {
-            due = due.min(self.reservation.unwrap_or(now));
+            due = due.min(self.reservation.map_or(now, |r| r.max(now)));
         }
-        if self.recovery_share <= self.client_share {
-            due = now;
-        }
-        due.max(not_before)
+        due
     }
 }
 
@@ -681,6 +721,138 @@ mod tests {
         let later = now + CLIENT_BUSY_WINDOW;
         tags.charge_client(later, 4 * MIB);
         assert!(tags.may_push(later).is_some());
+    }
+
+    #[test]
+    fn recovery_that_ran_beside_a_light_client_gets_its_share_once_clients_are_busy() {
+        // A minute of a light client (6.8 MiB/s of cost, under the idle rate) while
+        // recovery runs at its limit: recovery's proportional tag runs far ahead of
+        // the client's. When clients turn busy it must still get its weight share (no
+        // reservation here to fall back on), not wait for clients to catch up.
+        let settings = MclockSettings {
+            reservation_bytes_per_s: 0,
+            limit_bytes_per_s: 256 * MIB,
+            ..settings()
+        };
+        let mut tags = MclockTags::new(settings);
+        let start = Instant::now();
+        let mut now = start;
+        let light_end = start + Duration::from_secs(60);
+        let mut next_client = start;
+        while now < light_end {
+            while next_client <= now {
+                tags.charge_client(next_client, 68 << 10);
+                next_client += Duration::from_millis(10);
+            }
+            while tags.may_push(now).is_some() {
+                tags.charge_recovery(now, PUSH);
+            }
+            now += Duration::from_millis(1);
+        }
+        // Then 2 s of clients at 130 MiB/s of cost: weights 4:1 give recovery a quarter.
+        let busy_end = now + Duration::from_secs(2);
+        let mut recovered = 0u64;
+        while now < busy_end {
+            while next_client <= now {
+                tags.charge_client(next_client, 68 << 10);
+                next_client += Duration::from_micros(500);
+            }
+            while tags.may_push(now).is_some() {
+                tags.charge_recovery(now, PUSH);
+                recovered += PUSH;
+            }
+            now += Duration::from_millis(1);
+        }
+        let rate = recovered as f64 / 2.0;
+        let share = (68u64 << 10) as f64 * 2000.0 / 4.0;
+        assert!(
+            rate >= share * 0.8,
+            "{rate} bytes/s against a share of {share}"
+        );
+    }
+
+    #[test]
+    fn the_reservation_holds_after_recovery_went_over_its_limit() {
+        // Pushes that clients wait on go outside the tags but are charged: a burst of
+        // them puts the limit tag far ahead. Under full client load the reservation
+        // must still let background pushes through at its rate.
+        let settings = MclockSettings {
+            client_weight: WEIGHT_MAX,
+            client_idle_below_bytes_per_s: 0,
+            ..settings()
+        };
+        let mut tags = MclockTags::new(settings);
+        let start = Instant::now();
+        tags.charge_client(start, 68 << 10);
+        // 30 s worth of the limit at once.
+        for _ in 0..960 {
+            tags.charge_recovery(start, MIB);
+        }
+        let mut now = start;
+        let mut pushes = 0u64;
+        while now < start + Duration::from_secs(10) {
+            tags.charge_client(now, 68 << 10);
+            while tags.may_push(now).is_some() {
+                tags.charge_recovery(now, PUSH);
+                pushes += 1;
+            }
+            assert!(tags.next_eligible(now) >= now);
+            now += Duration::from_millis(1);
+        }
+        // 4 MiB/s of 1.06 MiB pushes for 10 s, less the first reservation period
+        // that the burst itself met.
+        assert!(pushes >= 25, "{pushes} pushes in 10 s");
+        assert!(pushes <= 40, "{pushes} pushes in 10 s");
+    }
+
+    #[test]
+    fn time_going_back_and_huge_gaps_neither_panic_nor_stall() {
+        let mut tags = MclockTags::new(settings());
+        let start = Instant::now();
+        let later = start + Duration::from_secs(3_600);
+        tags.charge_client(later, 68 << 10);
+        tags.charge_recovery(later, u64::MAX);
+        tags.charge_client(later, u64::MAX);
+        // A reading earlier than the tags: nothing may start, and the wakeup is not
+        // before that reading.
+        assert!(tags.next_eligible(start) >= start);
+        tags.charge_client(start, 68 << 10);
+        tags.charge_recovery(start, PUSH);
+        assert!(tags.next_eligible(start) >= start);
+        // A huge cost moves a tag a bounded step, so a day later recovery may push.
+        let day = later + Duration::from_secs(86_400);
+        assert!(tags.may_push(day).is_some());
+        assert_eq!(tags.next_eligible(day), day);
+        // The proportional tags stay finite and near each other.
+        assert!(tags.recovery_share.is_finite() && tags.client_share.is_finite());
+        for _ in 0..100_000 {
+            tags.charge_client(day, u64::MAX);
+            tags.charge_recovery(day, u64::MAX);
+        }
+        assert!(tags.recovery_share.is_finite() && tags.client_share.is_finite());
+        assert!(tags.recovery_share.abs() < 1e15, "{}", tags.recovery_share);
+        assert!(tags.client_share.abs() < 1e15, "{}", tags.client_share);
+    }
+
+    #[test]
+    fn a_long_idle_spell_banks_no_burst() {
+        let mut tags = MclockTags::new(settings());
+        let start = Instant::now();
+        tags.charge_client(start, 68 << 10);
+        tags.charge_recovery(start, PUSH);
+        // An hour with nothing: one push may start (the reservation, due since long
+        // ago), and then the limit holds the next for its cost.
+        let later = start + Duration::from_secs(3_600);
+        let mut pushes = 0;
+        while tags.may_push(later).is_some() {
+            tags.charge_recovery(later, PUSH);
+            pushes += 1;
+            assert!(pushes < 100, "a burst");
+        }
+        assert_eq!(pushes, 1);
+        let limit = settings().limit_bytes_per_s;
+        let wait = Duration::from_secs_f64(PUSH as f64 / limit as f64);
+        assert!(tags.next_eligible(later) >= later + wait - Duration::from_micros(1));
     }
 
     #[test]
