@@ -752,8 +752,10 @@ impl<S: ObjectStore> OsdShard<S> {
                     bytes += data.len() as u64;
                 }
                 carmine_proto::OpCode::Read { length, .. } => {
-                    self.counters.read_bytes_total += length;
-                    bytes += length;
+                    // The length is whatever the client sent: any u64.
+                    let counter = &mut self.counters.read_bytes_total;
+                    *counter = counter.saturating_add(*length);
+                    bytes = bytes.saturating_add(*length);
                 }
                 _ => {}
             }
