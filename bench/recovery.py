@@ -59,6 +59,9 @@ VICTIM = int(os.environ.get("VICTIM", "1"))
 # kill: SIGKILL the victim, then mark it down and out (a lost OSD); out: only mark it out
 # (rebalancing away from a live OSD: no failure, the same data movement)
 FAILURE = os.environ.get("FAILURE", "kill")
+# Config keys to set before the prefill, "key=value key=value" (e.g. the recovery
+# scheduler's "osd_mclock_recovery_res=16M osd_mclock_client_wgt=4")
+CONFIG = os.environ.get("CONFIG", "")
 POOL = "recov"
 
 
@@ -139,6 +142,9 @@ def main():
                              "--runs", "1", "--seconds", "1", "--format", "json").splitlines()[0])
     carmine("vstart", "--osds", str(N_OSDS), "--dir", os.path.join(OUT, "dev-cluster"))
     try:
+        for pair in CONFIG.split():
+            key, value = pair.split("=", 1)
+            carmine("config", "set", key, value)
         carmine("pool", "create", POOL, "--size", "3", "--pg-num", str(PG_NUM))
         deadline = time.monotonic() + 60
         while not all_clean():
@@ -199,7 +205,7 @@ def main():
     moving = ((writer.finished_at(t_clean) - writer.finished_at(t_serving)) / moving_s
               if moving_s >= 1.0 else None)
     result = {
-        "osds": N_OSDS, "pg_num": PG_NUM, "victim": VICTIM, "failure": FAILURE,
+        "osds": N_OSDS, "pg_num": PG_NUM, "victim": VICTIM, "failure": FAILURE, "config": CONFIG,
         "fill_objects": FILL_OBJECTS, "writer_objects": WRITER_OBJECTS,
         "client_ops_per_s_before": round(before, 1),
         "client_ops_per_s_during_recovery": round(during, 1),

@@ -56,6 +56,24 @@ pub const MON_OSD_BACKFILLFULL_RATIO: &str = "mon_osd_backfillfull_ratio";
 pub const MON_OSD_NEARFULL_RATIO: &str = "mon_osd_nearfull_ratio";
 pub const OSD_FAILSAFE_FULL_RATIO: &str = "osd_failsafe_full_ratio";
 
+/// The recovery scheduler of each OSD shard (mClock-style; see the OSD's
+/// `recovery_sched.rs`), in bytes of cost per second (a number, or with a K, M or G
+/// suffix for KiB, MiB, GiB): recovery's floor under full client load, 0 for none.
+pub const OSD_MCLOCK_RECOVERY_RES: &str = "osd_mclock_recovery_res";
+/// Recovery's ceiling, bytes of cost per second; 0 for none.
+pub const OSD_MCLOCK_RECOVERY_LIM: &str = "osd_mclock_recovery_lim";
+/// Weights of recovery and of client IO between floor and ceiling (1 to 1000).
+pub const OSD_MCLOCK_RECOVERY_WGT: &str = "osd_mclock_recovery_wgt";
+pub const OSD_MCLOCK_CLIENT_WGT: &str = "osd_mclock_client_wgt";
+/// Client IO spending less than this (bytes of cost per second) counts as idle, and
+/// recovery may run up to its ceiling; 0: client IO always counts as busy.
+pub const OSD_MCLOCK_CLIENT_IDLE_BELOW: &str = "osd_mclock_client_idle_below";
+/// The fixed cost of one op or pushed object, in bytes, added to the bytes it moves.
+pub const OSD_MCLOCK_COST_PER_IO: &str = "osd_mclock_cost_per_io";
+
+/// The largest byte count or rate accepted: 1 TiB (larger is surely a typo).
+pub const BYTES_MAX: u64 = 1 << 40;
+
 /// The longest interval or grace accepted: a day (longer is surely a typo).
 pub const SECONDS_MAX: f64 = 86_400.0;
 /// The most down reporters a monitor can be asked to wait for.
@@ -72,6 +90,9 @@ enum Kind {
     Count,
     /// A fraction above 0 and at most 1.
     Ratio,
+    /// A whole number of bytes (or bytes per second), 0 allowed, with an optional K,
+    /// M or G suffix (KiB, MiB, GiB).
+    Bytes,
 }
 
 fn kind(key: &str) -> Option<Kind> {
@@ -80,13 +101,19 @@ fn kind(key: &str) -> Option<Kind> {
             Some(Kind::PositiveSeconds)
         }
         MON_OSD_DOWN_OUT_INTERVAL | OSD_SCRUB_INTERVAL => Some(Kind::Seconds),
-        MON_OSD_MIN_DOWN_REPORTERS | OSD_MAX_BACKFILLS | OSD_RECOVERY_MAX_ACTIVE => {
-            Some(Kind::Count)
-        }
+        MON_OSD_MIN_DOWN_REPORTERS
+        | OSD_MAX_BACKFILLS
+        | OSD_RECOVERY_MAX_ACTIVE
+        | OSD_MCLOCK_RECOVERY_WGT
+        | OSD_MCLOCK_CLIENT_WGT => Some(Kind::Count),
         MON_OSD_FULL_RATIO
         | MON_OSD_BACKFILLFULL_RATIO
         | MON_OSD_NEARFULL_RATIO
         | OSD_FAILSAFE_FULL_RATIO => Some(Kind::Ratio),
+        OSD_MCLOCK_RECOVERY_RES
+        | OSD_MCLOCK_RECOVERY_LIM
+        | OSD_MCLOCK_CLIENT_IDLE_BELOW
+        | OSD_MCLOCK_COST_PER_IO => Some(Kind::Bytes),
         _ => None,
     }
 }
@@ -100,6 +127,7 @@ pub fn validate(key: &str, value: &str) -> Result<(), String> {
         Some(Kind::PositiveSeconds) => parse_seconds(key, value, false).map(|_| ()),
         Some(Kind::Seconds) => parse_seconds(key, value, true).map(|_| ()),
         Some(Kind::Ratio) => parse_ratio(key, value).map(|_| ()),
+        Some(Kind::Bytes) => parse_bytes(key, value).map(|_| ()),
     }
 }
 
@@ -112,6 +140,28 @@ pub fn parse_ratio(key: &str, value: &str) -> Result<f64, String> {
         return Err(error());
     }
     Ok(ratio)
+}
+
+fn parse_bytes(key: &str, value: &str) -> Result<u64, String> {
+    let error = || {
+        format!(
+            "{key} must be a whole number of bytes from 0 to {BYTES_MAX}, optionally with \
+             a K, M or G suffix (e.g. 8M), not {value:?}"
+        )
+    };
+    let trimmed = value.trim();
+    let (digits, unit) = match trimmed.char_indices().last() {
+        Some((at, 'K' | 'k')) => (&trimmed[..at], 1u64 << 10),
+        Some((at, 'M' | 'm')) => (&trimmed[..at], 1 << 20),
+        Some((at, 'G' | 'g')) => (&trimmed[..at], 1 << 30),
+        _ => (trimmed, 1),
+    };
+    let count: u64 = digits.trim().parse().map_err(|_| error())?;
+    let bytes = count.checked_mul(unit).ok_or_else(error)?;
+    if bytes > BYTES_MAX {
+        return Err(error());
+    }
+    Ok(bytes)
 }
 
 fn parse_seconds(key: &str, value: &str, zero_ok: bool) -> Result<Duration, String> {
@@ -171,6 +221,11 @@ impl SettingsReader {
         self.read(config, key, default, |value| parse_count(key, value))
     }
 
+    /// `key` as bytes (or bytes per second), else `default`.
+    pub fn bytes(&mut self, config: &BTreeMap<String, String>, key: &str, default: u64) -> u64 {
+        self.read(config, key, default, |value| parse_bytes(key, value))
+    }
+
     /// Warnings about bad values seen since the last call, each reported once.
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.pending)
@@ -226,6 +281,17 @@ mod tests {
         assert!(validate(MON_OSD_FULL_RATIO, "1").is_ok());
         assert!(validate(MON_OSD_NEARFULL_RATIO, "0").is_err());
         assert!(validate(MON_OSD_NEARFULL_RATIO, "95").is_err());
+        assert!(validate(OSD_MCLOCK_RECOVERY_LIM, "0").is_ok());
+        assert!(validate(OSD_MCLOCK_RECOVERY_LIM, "64M").is_ok());
+        assert!(validate(OSD_MCLOCK_RECOVERY_RES, "-1").is_err());
+        assert!(validate(OSD_MCLOCK_RECOVERY_RES, "2T").is_err());
+        assert!(validate(OSD_MCLOCK_RECOVERY_WGT, "0").is_err());
+        assert_eq!(parse_bytes("k", " 8M "), Ok(8 << 20));
+        assert_eq!(parse_bytes("k", "64k"), Ok(64 << 10));
+        assert_eq!(parse_bytes("k", "1G"), Ok(1 << 30));
+        assert_eq!(parse_bytes("k", "12345"), Ok(12345));
+        assert!(parse_bytes("k", "M").is_err());
+        assert!(parse_bytes("k", "2000G").is_err());
         let error = validate(OSD_HEARTBEAT_GRACE, "soon").unwrap_err();
         assert!(error.contains("osd_heartbeat_grace"), "{error}");
         assert!(error.contains("\"soon\""), "{error}");

@@ -25,7 +25,7 @@ pub mod heartbeat;
 mod osd_set;
 mod pg;
 mod pglog;
-mod recovery_budget;
+mod recovery_sched;
 pub mod reserver;
 mod shard;
 mod snaps;
@@ -34,6 +34,7 @@ mod tuning;
 pub use direct::DirectClient;
 pub use pg::Pg;
 pub use pglog::{PgLog, LOG_ENTRIES_MAX};
+pub use recovery_sched::MclockSettings;
 pub use shard::{OsdShard, ShardCounters, TICK_INTERVAL};
 pub use tuning::OsdTuning;
 

@@ -156,13 +156,18 @@ pub struct Pg {
     want_acting: Vec<OsdId>,
     /// Something the monitor should hear before the next periodic report.
     report_urgent: bool,
-    /// Pushes the shard lets this PG keep in flight (its share of the shard's
-    /// recovery budget), and whether it stopped short of work for lack of it.
+    /// Pushes the shard lets this PG keep in flight (the count cap's share), the
+    /// background pushes it may start before the shard grants again (the rate tags'
+    /// share), and whether it stopped short of work for lack of either.
     push_allowance: usize,
+    push_starts_left: usize,
     recovery_starved: bool,
-    /// Work is left that the budget held back (until the next push goes out): the
+    /// Work is left that the scheduler held back (until the next push goes out): the
     /// state shows `backfill_wait`/`recovery_wait` while nothing is in flight.
     waiting_for_budget: bool,
+    /// Objects and bytes this copy sent in pushes (recovery, backfill, answers to
+    /// pulls, repairs) since the shard last took them, to charge recovery's cost.
+    recovery_sent: (u64, u64),
     /// Primary: objects the peering source could not read (they stay missing here).
     pull_unreadable: BTreeSet<String>,
     /// Primary: objects whose own copy is unreadable, and the replica pulled from.
@@ -255,8 +260,10 @@ impl Pg {
             want_acting: Vec::new(),
             report_urgent: false,
             push_allowance: usize::MAX,
+            push_starts_left: usize::MAX,
             recovery_starved: false,
             waiting_for_budget: false,
+            recovery_sent: (0, 0),
             pull_unreadable: BTreeSet::new(),
             repairs: BTreeMap::new(),
             local_corrupt: BTreeSet::new(),
@@ -437,9 +444,20 @@ impl Pg {
         self.pushing.values().map(BTreeSet::len).sum()
     }
 
-    /// The shard's grant: this PG may keep at most `allowance` pushes in flight.
-    pub fn set_push_allowance(&mut self, allowance: usize) {
+    /// The shard's grant: this PG may keep at most `allowance` pushes in flight, and
+    /// start at most `starts` background pushes until the next grant. The two are
+    /// separate because a push completing inside the call frees room under the count
+    /// cap but earns no room under the rate tags: with one ceiling, each completion
+    /// let a new push start whatever the tags said, so recovery was paced by its round
+    /// trips, not by its limit.
+    pub fn set_push_allowance(&mut self, allowance: usize, starts: usize) {
         self.push_allowance = allowance;
+        self.push_starts_left = starts;
+    }
+
+    /// Objects and bytes sent in pushes since the last call.
+    pub fn take_recovery_sent(&mut self) -> (u64, u64) {
+        std::mem::take(&mut self.recovery_sent)
     }
 
     /// Whether the PG stopped scheduling recovery for lack of allowance; clears it.

@@ -5,9 +5,9 @@
 
 use crate::pg::purge::{marked_deleting, stray_notices, PurgeProgress, PURGE_OBJECTS_PER_TURN};
 use crate::pg::Pg;
-use crate::recovery_budget::RecoveryBudget;
+use crate::recovery_sched::RecoverySched;
 use crate::reserver::{Room, ShardReservations};
-use crate::{ClientRef, OsdTuning, Output};
+use crate::{ClientRef, MclockSettings, OsdTuning, Output};
 use carmine_clustermap::settings::{
     SettingsReader, OSD_MAX_BACKFILLS, OSD_READ_LEASE_INTERVAL, OSD_RECOVERY_MAX_ACTIVE,
 };
@@ -67,9 +67,11 @@ pub struct OsdShard<S: ObjectStore> {
     /// every transaction of the turn shares one sync (group commit).
     deferred_flush: bool,
     tuning: OsdTuning,
-    /// Recovery pushes in flight over all PGs, bounded by `recovery_max_active`.
-    recovery: RecoveryBudget,
-    /// The tuning's `recovery_max_active`, or the map's `osd_recovery_max_active`.
+    /// When recovery may push (`recovery_sched.rs`): pushes in flight over all PGs,
+    /// bounded by `OsdTuning::recovery_max_active`, and the mClock tags.
+    recovery: RecoverySched,
+    /// Recovery pushes in flight over the shard: the tuning's, or the map's
+    /// `osd_recovery_max_active`.
     recovery_max_active: usize,
     /// Recovery/backfill reservations: local and remote slots (see `reserver.rs`).
     reservations: ShardReservations,
@@ -107,7 +109,7 @@ impl<S: ObjectStore> OsdShard<S> {
             counters: ShardCounters::default(),
             deferred_flush: false,
             tuning: OsdTuning::default(),
-            recovery: RecoveryBudget::default(),
+            recovery: RecoverySched::default(),
             recovery_max_active: OsdTuning::default().recovery_max_active,
             reservations: ShardReservations::new(OsdTuning::default().max_backfills),
             scrub_cursor: None,
@@ -146,9 +148,12 @@ impl<S: ObjectStore> OsdShard<S> {
     pub fn tick(&mut self, now: Instant, out: &mut Vec<Output>) {
         let start = out.len();
         self.set_clock(now);
+        let limit = self.recovery_max_active;
         for pg in self.pgs.values_mut() {
             if pg.is_primary() {
                 self.clock.give(pg);
+                // Resends and the end of a reservation backoff may start pushes.
+                let before = self.recovery.grant(limit, Some(now), pg);
                 pg.peering_tick(now, &mut self.store, out);
                 pg.lease_tick(&mut self.store, out);
                 self.reservations.settle(pg, out);
@@ -156,6 +161,7 @@ impl<S: ObjectStore> OsdShard<S> {
                 if pg.has_pending_commits() {
                     self.pending.insert(pg.pgid());
                 }
+                self.recovery.settle(Some(now), pg, before);
             }
         }
         let epoch = self.epoch();
@@ -207,24 +213,43 @@ impl<S: ObjectStore> OsdShard<S> {
         self.recovery.in_flight()
     }
 
-    /// Lets PGs that ran out of recovery budget push again, in turn, while budget is
-    /// left.
+    /// When the driver should call [`OsdShard::resume_recovery`] if nothing else
+    /// reaches the shard first: PGs wait for the recovery scheduler's tags to let them
+    /// push (`None`: none does; completions and client ops resume them too, and the
+    /// tick does in any case).
+    pub fn recovery_wakeup(&self) -> Option<Instant> {
+        let now = self.clock.now?;
+        self.recovery.wakeup(self.recovery_max_active, now)
+    }
+
+    /// Lets the PGs the recovery scheduler held back push, as far as it allows at `now`
+    /// (the driver's timer for [`OsdShard::recovery_wakeup`]).
+    pub fn resume_recovery(&mut self, now: Instant, out: &mut Vec<Output>) {
+        self.set_clock(now);
+        self.after_io(out);
+    }
+
+    /// Lets PGs that the recovery scheduler held back push again, in turn, while it
+    /// allows.
     fn resume_starved(&mut self, out: &mut Vec<Output>) {
         let limit = self.recovery_max_active;
-        for _ in 0..self.recovery.starved_count() {
-            let Some(pgid) = self.recovery.next_starved(limit) else {
+        let now = self.clock.now;
+        // Each PG resumed either leaves the queue or pushes (and goes to its back), so
+        // this bound lets every waiting PG and every free push slot have a turn.
+        for _ in 0..self.recovery.starved_count() + limit {
+            let Some(pgid) = self.recovery.next_starved(limit, now) else {
                 break;
             };
             let Some(pg) = self.pgs.get_mut(&pgid) else {
                 continue;
             };
             self.clock.give(pg);
-            let before = self.recovery.grant(limit, pg);
+            let before = self.recovery.grant(limit, now, pg);
             pg.resume_recovery(&mut self.store, out);
             if pg.has_pending_commits() {
                 self.pending.insert(pgid);
             }
-            self.recovery.settle(pg, before);
+            self.recovery.settle(now, pg, before);
             self.reservations.settle(pg, out);
         }
     }
@@ -234,9 +259,16 @@ impl<S: ObjectStore> OsdShard<S> {
     pub fn set_tuning(&mut self, tuning: OsdTuning) {
         self.tuning = tuning.sanitized();
         self.lease_duration = self.tuning.lease_duration;
+        self.recovery.set_settings(self.tuning.mclock);
         self.recovery_max_active = self.tuning.recovery_max_active;
         self.reservations
             .set_max_backfills(self.tuning.max_backfills);
+    }
+
+    /// The recovery scheduler's settings in force (the tuning's, or the map's
+    /// `osd_mclock_*` keys).
+    pub fn mclock_settings(&self) -> MclockSettings {
+        self.recovery.settings()
     }
 
     pub fn whoami(&self) -> OsdId {
@@ -470,6 +502,12 @@ impl<S: ObjectStore> OsdShard<S> {
             .unwrap_or(u32::MAX);
         let max_active = (self.settings).count(&map.config, OSD_RECOVERY_MAX_ACTIVE, max_active);
         self.recovery_max_active = (max_active as usize).max(1);
+        let mclock = crate::recovery_sched::read_settings(
+            &mut self.settings,
+            &map.config,
+            self.tuning.mclock,
+        );
+        self.recovery.set_settings(mclock);
         for warning in self.settings.take_warnings() {
             tracing::warn!("osd.{}: {warning}", self.whoami.0);
         }
@@ -516,7 +554,7 @@ impl<S: ObjectStore> OsdShard<S> {
         for pgid in pgids {
             let pg = self.pgs.get_mut(&pgid).expect("listed above");
             self.clock.give(pg);
-            let before = self.recovery.grant(limit, pg);
+            let before = self.recovery.grant(limit, self.clock.now, pg);
             pg.handle_map(&map, &mut self.store, out);
             pg.purge_strays(out);
             if pg.has_pending_commits() {
@@ -525,7 +563,7 @@ impl<S: ObjectStore> OsdShard<S> {
             if pg.is_primary() && !pg.snap_trim_idle() {
                 self.snap_trimming.insert(pg.pgid());
             }
-            self.recovery.settle(pg, before);
+            self.recovery.settle(self.clock.now, pg, before);
             self.reservations.settle(pg, out);
         }
         if joined {
@@ -690,7 +728,9 @@ impl<S: ObjectStore> OsdShard<S> {
             return;
         };
         self.clock.give(pg);
-        let before = self.recovery.grant(self.recovery_max_active, pg);
+        let before = self
+            .recovery
+            .grant(self.recovery_max_active, self.clock.now, pg);
         if local_read {
             let reply = match crate::pg::validate(&op) {
                 Ok(()) if !op.oid.is_empty() => pg.read(&self.store, &op),
@@ -704,25 +744,36 @@ impl<S: ObjectStore> OsdShard<S> {
         if pg.has_pending_commits() {
             self.pending.insert(pg.pgid());
         }
-        self.recovery.settle(pg, before);
+        self.recovery.settle(self.clock.now, pg, before);
         self.reservations.settle(pg, out);
         self.after_io(out);
     }
 
+    /// Counts a client op, and charges its cost to the client class of the recovery
+    /// scheduler (client ops run as they come; their cost is what recovery's weight
+    /// share is measured against).
     fn count(&mut self, op: &OsdOp) {
         self.counters.ops_total += 1;
+        let mut bytes = 0;
         for sub in &op.ops {
             match sub {
                 carmine_proto::OpCode::WriteFull { data }
                 | carmine_proto::OpCode::Write { data, .. }
                 | carmine_proto::OpCode::Append { data } => {
-                    self.counters.write_bytes_total += data.len() as u64
+                    self.counters.write_bytes_total += data.len() as u64;
+                    bytes += data.len() as u64;
                 }
                 carmine_proto::OpCode::Read { length, .. } => {
-                    self.counters.read_bytes_total += length
+                    // The length is whatever the client sent: any u64.
+                    let counter = &mut self.counters.read_bytes_total;
+                    *counter = counter.saturating_add(*length);
+                    bytes = bytes.saturating_add(*length);
                 }
                 _ => {}
             }
+        }
+        if let Some(now) = self.clock.now {
+            self.recovery.charge_client(now, 1, bytes);
         }
     }
 
@@ -769,7 +820,9 @@ impl<S: ObjectStore> OsdShard<S> {
         }
         let pg = self.pgs.get_mut(&pgid).expect("opened above");
         self.clock.give(pg);
-        let before = self.recovery.grant(self.recovery_max_active, pg);
+        let before = self
+            .recovery
+            .grant(self.recovery_max_active, self.clock.now, pg);
         let store = &mut self.store;
         match msg {
             Msg::RepOp(rep) => pg.handle_rep_op(store, from, rep, out),
@@ -792,7 +845,7 @@ impl<S: ObjectStore> OsdShard<S> {
         if pg.has_pending_commits() {
             self.pending.insert(pgid);
         }
-        self.recovery.settle(pg, before);
+        self.recovery.settle(self.clock.now, pg, before);
         self.reservations.settle(pg, out);
         self.after_io(out);
     }
@@ -933,13 +986,13 @@ impl<S: ObjectStore> OsdShard<S> {
                 continue;
             };
             self.clock.give(pg);
-            let before = self.recovery.grant(limit, pg);
+            let before = self.recovery.grant(limit, self.clock.now, pg);
             pg.handle_committed(&mut self.store, committed, out);
             pg.purge_strays(out);
             if pg.has_pending_commits() {
                 self.pending.insert(pgid);
             }
-            self.recovery.settle(pg, before);
+            self.recovery.settle(self.clock.now, pg, before);
             self.reservations.settle(pg, out);
         }
     }

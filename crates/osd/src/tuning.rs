@@ -8,10 +8,11 @@ use crate::pg::recovery::{OBJECTS_PER_PUSH_MAX, PUSHES_IN_FLIGHT_MAX};
 use crate::pg::LEASE_DURATION;
 use crate::pg::{IN_FLIGHT_WRITES_MAX, WAITING_OPS_MAX};
 use crate::pglog::LOG_ENTRIES_MAX;
+use crate::recovery_sched::MclockSettings;
 use crate::reserver::MAX_BACKFILLS;
 use crate::shard::WAITING_FOR_MAP_MAX;
 
-/// Default shard-wide recovery budget, in pushes in flight (each one object).
+/// Default shard-wide cap on recovery pushes in flight (each one object).
 pub const RECOVERY_MAX_ACTIVE: usize = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +38,9 @@ pub struct OsdTuning {
     /// `osd_recovery_max_active`): recovery shares the shard's core and sessions with
     /// client IO, so it gets a bounded slice of them.
     pub recovery_max_active: usize,
+    /// When recovery may push, against client IO: reservation, limit and weights
+    /// (see `recovery_sched.rs`; the map's `osd_mclock_*` keys override them).
+    pub mclock: MclockSettings,
     /// Most objects a primary pulls before it activates; with more to copy it asks
     /// for a pg_temp led by a complete copy instead (0: whenever it lacks anything).
     pub pull_before_active_max: usize,
@@ -57,6 +61,7 @@ impl Default for OsdTuning {
             objects_per_push_max: OBJECTS_PER_PUSH_MAX,
             waiting_for_map_max: WAITING_FOR_MAP_MAX,
             recovery_max_active: RECOVERY_MAX_ACTIVE,
+            mclock: MclockSettings::default(),
             pull_before_active_max: PULL_BEFORE_ACTIVE_MAX,
             max_backfills: MAX_BACKFILLS,
         }
@@ -75,6 +80,7 @@ impl OsdTuning {
             objects_per_push_max: self.objects_per_push_max.max(1),
             waiting_for_map_max: self.waiting_for_map_max.max(1),
             recovery_max_active: self.recovery_max_active.max(1),
+            mclock: self.mclock.sanitized(),
             pull_before_active_max: self.pull_before_active_max,
             max_backfills: self.max_backfills.max(1),
         }

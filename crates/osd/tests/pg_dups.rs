@@ -16,7 +16,7 @@ fn cluster() -> Cluster {
         pg_num: 1,
         tuning: OsdTuning {
             log_entries_max: LOG_ENTRIES,
-            ..OsdTuning::default()
+            ..harness::tuning()
         },
         ..Config::default()
     })

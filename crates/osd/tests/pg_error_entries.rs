@@ -101,7 +101,7 @@ fn a_failure_trimmed_into_a_dup_travels_with_the_log() {
         pg_num: 1,
         tuning: OsdTuning {
             log_entries_max: LOG_ENTRIES,
-            ..OsdTuning::default()
+            ..harness::tuning()
         },
         ..Config::default()
     });

@@ -29,7 +29,7 @@ fn two_copy_cluster() -> Cluster {
         pg_num: 1,
         tuning: OsdTuning {
             log_entries_max: 8,
-            ..OsdTuning::default()
+            ..harness::tuning()
         },
         ..Config::default()
     })

@@ -29,7 +29,7 @@ fn cluster_with_one_out() -> (Cluster, Vec<String>) {
     let tuning = OsdTuning {
         max_backfills: 1,
         log_entries_max: 8,
-        ..OsdTuning::default()
+        ..harness::tuning()
     };
     let mut cluster = Cluster::new(Config {
         osd_count: 5,
@@ -159,7 +159,7 @@ fn more_slots_let_more_pgs_backfill_at_once() {
     let tuning = OsdTuning {
         max_backfills: 3,
         log_entries_max: 8,
-        ..OsdTuning::default()
+        ..harness::tuning()
     };
     let addrs: Vec<_> = (cluster.osds().into_iter())
         .flat_map(|osd| {

@@ -1,13 +1,14 @@
-//! pg_temp and the recovery budget: a primary whose copy would have to be refilled
+//! pg_temp and the recovery scheduler: a primary whose copy would have to be refilled
 //! before it could serve asks for a temporary acting set led by a complete copy, the
 //! PG serves clients while the empty copy is backfilled as a replica, and once the
 //! temporary set is removed the original primary serves everything; a shard never
-//! keeps more recovery pushes in flight than its budget.
+//! keeps more recovery pushes in flight than its cap, and one whose rate limit holds
+//! recovery back resumes it as time passes.
 
 mod harness;
 
-use carmine_osd::OsdTuning;
-use harness::{read, write, Cluster, Config};
+use carmine_osd::{MclockSettings, OsdTuning};
+use harness::{read, write, Cluster, Config, TICK};
 
 fn one_pg_cluster() -> Cluster {
     Cluster::new(Config {
@@ -81,7 +82,7 @@ fn a_shard_keeps_at_most_its_recovery_budget_of_pushes_in_flight() {
     let tuning = OsdTuning {
         recovery_max_active: budget,
         pushes_in_flight_max: 64,
-        ..OsdTuning::default()
+        ..harness::tuning()
     };
     let primary_addr = cluster.addr(primary, pgid);
     cluster.shard_mut(primary_addr).set_tuning(tuning);
@@ -112,7 +113,7 @@ fn a_pg_held_back_by_the_budget_reports_backfill_wait() {
     }
     let tuning = OsdTuning {
         recovery_max_active: 1,
-        ..OsdTuning::default()
+        ..harness::tuning()
     };
     for osd in cluster.osds() {
         let addr = cluster.addr(osd, cluster.pg_of(&names[0]));
@@ -134,5 +135,68 @@ fn a_pg_held_back_by_the_budget_reports_backfill_wait() {
     for &pgid in &pgids {
         assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean", "{pgid}");
     }
+    cluster.assert_all_replicas_identical();
+}
+
+#[test]
+fn recovery_held_back_by_its_rate_limit_resumes_as_time_passes() {
+    // 16 objects of 53 KiB, each push costing 117 KiB with the 64 KiB per-object
+    // cost: a limit of 1 MiB/s lets a push start about every 114 ms, and time moves
+    // only by ticks here (100 ms). Every push is answered within the tick it starts
+    // in, so this fails if a completion may start the next push without the tags
+    // (recovery then finishes in one or two ticks), or if the limit is not enforced.
+    let tuning = OsdTuning {
+        mclock: MclockSettings {
+            limit_bytes_per_s: 1 << 20,
+            reservation_bytes_per_s: 256 << 10,
+            ..MclockSettings::default()
+        },
+        ..harness::tuning()
+    };
+    let mut cluster = Cluster::new(Config {
+        pg_num: 1,
+        tuning,
+        ..Config::default()
+    });
+    let names: Vec<String> = (0..16).map(|i| format!("obj-{i:03}")).collect();
+    for name in &names {
+        write(&mut cluster, name, &name.repeat(60 << 10 >> 3));
+    }
+    let pgid = cluster.pg_of(&names[0]);
+    let primary = cluster.primary_of(pgid);
+    let replica = cluster
+        .acting(pgid)
+        .into_iter()
+        .find(|&osd| osd != primary)
+        .unwrap();
+    let primary_addr = cluster.addr(primary, pgid);
+    assert_eq!(
+        cluster
+            .shard(primary_addr)
+            .mclock_settings()
+            .limit_bytes_per_s,
+        1 << 20
+    );
+
+    cluster.restart(replica, true);
+    let (mut ticks, mut held) = (0, false);
+    while cluster.pg_stat(pgid).state.name() != "active+clean" {
+        cluster.run_network();
+        held |= cluster.shard(primary_addr).recovery_wakeup().is_some();
+        cluster.advance(TICK);
+        ticks += 1;
+        assert!(
+            ticks < 100,
+            "recovery stalled: {}",
+            cluster.pg_stat(pgid).state.name()
+        );
+    }
+    // 16 pushes at no more than the limit (the first is paid after it starts): at
+    // least 1.7 s.
+    assert!(held, "the scheduler never held recovery back");
+    assert!(
+        ticks >= 17,
+        "the limit held recovery for only {ticks} ticks"
+    );
     cluster.assert_all_replicas_identical();
 }

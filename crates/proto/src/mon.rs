@@ -96,7 +96,7 @@ impl PgState {
     /// The acting set differs from the up set (a pg_temp entry is in force).
     pub const REMAPPED: u32 = 1 << 12;
     /// Objects to backfill or recover, none in flight: waiting for the shard's
-    /// recovery budget (Ceph's `backfill_wait` / `recovery_wait`).
+    /// recovery scheduler (Ceph's `backfill_wait` / `recovery_wait`).
     pub const BACKFILL_WAIT: u32 = 1 << 13;
     pub const RECOVERY_WAIT: u32 = 1 << 14;
     /// Active, but serving nothing until read leases granted to an earlier primary

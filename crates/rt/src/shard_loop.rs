@@ -84,6 +84,11 @@ struct ShardState<S: ObjectStore> {
     flush_requested: Rc<tokio::sync::Notify>,
     /// The shard was given the time during the current connection turn.
     clock_set: bool,
+    /// When the loop's timer resumes the PGs the recovery scheduler holds back
+    /// ([`OsdShard::recovery_wakeup`]); a turn that wants it sooner wakes the loop
+    /// through `rearm` to set the timer again.
+    recovery_wakeup: Option<Instant>,
+    rearm: Rc<tokio::sync::Notify>,
 }
 
 type SharedState<S> = Rc<RefCell<ShardState<S>>>;
@@ -134,6 +139,8 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
                 flush_wanted: false,
                 clock_set: false,
                 flush_requested: flush_notify,
+                recovery_wakeup: None,
+                rearm: Rc::new(tokio::sync::Notify::new()),
             })
         });
         Self {
@@ -171,8 +178,20 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
         self.state.borrow_mut().shard.set_deferred_flush(true);
         self.state.borrow_mut().shard.set_clock(Instant::now());
         let flush_requested = self.flush_requested.clone();
+        let rearm = self.state.borrow().rearm.clone();
         loop {
+            let wakeup = {
+                let state = &mut *self.state.borrow_mut();
+                state.recovery_wakeup = state.shard.recovery_wakeup();
+                state.recovery_wakeup
+            };
+            let recovery_due = tokio::time::Instant::from_std(wakeup.unwrap_or_else(Instant::now));
             tokio::select! {
+                _ = tokio::time::sleep_until(recovery_due), if wakeup.is_some() => {
+                    let state = &mut *self.state.borrow_mut();
+                    state.shard.resume_recovery(Instant::now(), &mut state.outputs);
+                }
+                _ = rearm.notified() => {}
                 _ = flush_requested.notified() => self.state.borrow_mut().flush_wanted = false,
                 Some(connected) = self.connected_rx.recv() => {
                     self.state.borrow_mut().peers.handle_connected(connected)
@@ -242,6 +261,11 @@ impl<S: ObjectStore> ShardState<S> {
         self.shard.set_clock(Instant::now());
         self.clock_set = false;
         self.shard.flush(&mut self.outputs);
+        let wakeup = self.shard.recovery_wakeup();
+        if wakeup.is_some_and(|due| self.recovery_wakeup.is_none_or(|armed| due < armed)) {
+            self.recovery_wakeup = wakeup;
+            self.rearm.notify_one();
+        }
         let outputs = std::mem::take(&mut self.outputs);
         self.outputs = self.carry_out(outputs, out);
         if self.shard.take_report_urgent() {

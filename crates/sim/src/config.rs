@@ -307,6 +307,7 @@ impl SimConfig {
                 pull_before_active_max: rng.between(0, 4) as usize,
                 lease_duration: OsdTuning::default().lease_duration,
                 max_backfills: OsdTuning::default().max_backfills,
+                mclock: OsdTuning::default().mclock,
             };
             // Drawn last, so the limits above are what they were before it.
             self.tuning.log_entries_max = rng.between(8, 64) as usize;
@@ -314,6 +315,19 @@ impl SimConfig {
             // long ones make new primaries wait.
             let lease_ms = rng.between(300, 3000);
             self.tuning.lease_duration = std::time::Duration::from_millis(lease_ms);
+            // The recovery scheduler, drawn after everything above: a low limit and
+            // reservation (down to 4 small pushes a second), clients that always or
+            // never count as busy, and uneven weights, so recovery waits on its tags.
+            let mib = 1u64 << 20;
+            let limit = rng.between(mib / 4, 64 * mib);
+            self.tuning.mclock = carmine_osd::MclockSettings {
+                limit_bytes_per_s: limit,
+                reservation_bytes_per_s: rng.between(0, limit / 4),
+                client_weight: rng.between(1, 20) as u32,
+                recovery_weight: rng.between(1, 4) as u32,
+                client_idle_below_bytes_per_s: [0, mib, 16 * mib][rng.below(3) as usize],
+                op_cost_bytes: 64 << 10,
+            };
         }
         self
     }

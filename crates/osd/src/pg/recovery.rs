@@ -116,6 +116,16 @@ impl Pg {
         self.schedule_recovery(store, out);
     }
 
+    /// Counts `objects` as sent in a push, for the shard to charge recovery's cost.
+    fn note_sent(&mut self, objects: &[ObjectCopy]) {
+        let states = objects
+            .iter()
+            .flat_map(|copy| copy.state.iter().chain(copy.clones.iter().map(|(_, s)| s)));
+        let bytes: usize = states.map(|state| state.data.len()).sum();
+        self.recovery_sent.0 += objects.len() as u64;
+        self.recovery_sent.1 += bytes as u64;
+    }
+
     /// Reads one object's whole state from our store, its snapshot clones included;
     /// `Err` when our copy cannot be trusted: its data (or a clone's) fails its checksum
     /// or cannot be read, or we know we lack the object. Never an empty or partial copy
@@ -232,6 +242,7 @@ impl Pg {
                     }
                 }
             }
+            self.note_sent(&objects);
             let last = (index + 1 == chunk_count).then(|| names.clone());
             let push = Msg::PgPush(PgPush {
                 pgid: self.pgid,
@@ -405,8 +416,9 @@ impl Pg {
                 if in_flight >= self.tuning.pushes_in_flight_max {
                     break;
                 }
-                if total >= self.push_allowance {
-                    // The shard's budget is spent: it resumes us when pushes complete.
+                if total >= self.push_allowance || self.push_starts_left == 0 {
+                    // The shard's scheduler holds us back: it resumes us when pushes
+                    // complete, or when its tags let recovery go again.
                     if self
                         .peer_missing
                         .get(&replica)
@@ -428,6 +440,7 @@ impl Pg {
                     deferred.push(name);
                 } else {
                     total += 1;
+                    self.push_starts_left -= 1;
                 }
             }
             if !deferred.is_empty() {
@@ -469,8 +482,10 @@ impl Pg {
         true
     }
 
-    /// A push of one object in this interval (recovery, a resend, or ahead of a write).
-    fn one_object_push(&self, copy: ObjectCopy) -> Msg {
+    /// A push of one object in this interval (recovery, a resend, or ahead of a write),
+    /// counted for the shard to charge recovery's cost.
+    fn one_object_push(&mut self, copy: ObjectCopy) -> Msg {
+        self.note_sent(std::slice::from_ref(&copy));
         Msg::PgPush(PgPush {
             pgid: self.pgid,
             interval: self.interval_start,

@@ -92,7 +92,7 @@ impl Default for Config {
             min_size: None,
             pg_num: 8,
             capacity_bytes_of: BTreeMap::new(),
-            tuning: OsdTuning::default(),
+            tuning: tuning(),
         }
     }
 }
@@ -104,6 +104,16 @@ impl Config {
             pg_num: 1,
             ..Self::default()
         }
+    }
+}
+
+/// The daemons' limits, but recovery unthrottled by the scheduler's rates (only its
+/// count cap holds): virtual time here moves only when a test moves it, and a test of
+/// the rates moves it ([`Cluster::advance`]).
+pub fn tuning() -> OsdTuning {
+    OsdTuning {
+        mclock: carmine_osd::MclockSettings::UNTHROTTLED,
+        ..OsdTuning::default()
     }
 }
 
