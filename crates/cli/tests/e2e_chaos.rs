@@ -112,7 +112,7 @@ fn chaos_rounds() -> Vec<Fault> {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^= z >> 31;
         let osd = (z % 4) as u32;
-        rounds.push(if (z >> 8) % 4 == 0 {
+        rounds.push(if (z >> 8).is_multiple_of(4) {
             Fault::OutIn(osd)
         } else {
             Fault::Kill(osd)
