@@ -15,7 +15,7 @@ set -uo pipefail
 A=$(readlink -f "$1"); B=$(readlink -f "$2"); ROUNDS=${3:-3}; SECS=${4:-8}
 D=$(mktemp -d /tmp/nbd-ab.XXXXXX); C="--conf $D/carmine.toml"; PORT=${PORT:-10871}
 HZ=$(getconf CLK_TCK)
-trap '"$A" vstop --dir "$D" >/dev/null 2>&1; [ -n "${NBD:-}" ] && kill "$NBD" 2>/dev/null' EXIT
+trap '[ -n "${NBD:-}" ] && kill "$NBD" 2>/dev/null; "$A" vstop --dir "$D" >/dev/null 2>&1; rm -rf "$D"' EXIT
 "$A" vstart --osds 3 --mons 1 --dir "$D" > "$D/vstart.log" 2>&1 || { cat "$D/vstart.log"; exit 1; }
 for i in $(seq 1 100); do
   "$A" $C --format json status 2>/dev/null | python3 -c 'import json,sys; s=json.load(sys.stdin)
