@@ -16,7 +16,7 @@ use bytes::{Bytes, BytesMut};
 use carmine_client::{Client, ClientError, OpSnaps};
 use carmine_proto::{OpCode, OpError, OpOutput, SnapContext};
 use carmine_types::limits::WRITE_BYTES_MAX;
-use carmine_types::SnapId;
+use carmine_types::{PoolId, SnapId};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -25,6 +25,9 @@ use std::sync::Arc;
 pub struct Image {
     client: Client,
     spec: ImageSpec,
+    /// The pool's id, looked up once at opening: one-object I/O addresses the pool by
+    /// id, skipping a lookup by name in the current map per op.
+    pool_id: PoolId,
     id: String,
     order: u8,
     size_bytes: AtomicU64,
@@ -85,8 +88,10 @@ impl Image {
         header: &ImageHeader,
     ) -> Result<Image, BlockError> {
         let ancestry = Ancestry::load(&client, header.parent.as_ref()).await?;
+        let pool_id = client.pool_id(&spec.pool)?;
         Ok(Image {
             client,
+            pool_id,
             spec,
             id: header.id.clone(),
             order: header.order,
@@ -197,6 +202,22 @@ impl Image {
     /// Reads `length` bytes at `offset`.
     pub async fn read(&self, offset: u64, length: u64) -> Result<Bytes, BlockError> {
         self.check_range(offset, length)?;
+        let mut pieces = extents(offset, length, self.order);
+        if let (Some(extent), None) = (pieces.next(), pieces.next()) {
+            // One object (every 4 KiB NBD read): read right here, borrowing the handle,
+            // with no task, no join, no copies of the pool and image names.
+            let oid = data_object(&self.id, extent.object_number);
+            let snaps = OpSnaps {
+                snapc: SnapContext::default(),
+                snapid: self.read_snap(),
+            };
+            let reply = self
+                .client
+                .operate_pool_id(self.pool_id, oid, read_ops(extent), snaps)
+                .await;
+            return finish_extent_read(&self.client, &self.ancestry, self.order, extent, reply)
+                .await;
+        }
         let pieces: Vec<_> = extents(offset, length, self.order)
             .map(|extent| {
                 let (client, source) = (self.client.clone(), self.read_source());
@@ -387,7 +408,7 @@ impl Image {
             .await
         } else {
             self.client
-                .operate_snaps(&self.spec.pool, &oid, ops, snaps)
+                .operate_pool_id(self.pool_id, oid, ops, snaps)
                 .await
                 .map(drop)
         };
@@ -435,22 +456,40 @@ pub(crate) async fn read_image_extent(
         snapc: SnapContext::default(),
         snapid: source.snap,
     };
-    let ops = vec![OpCode::Read {
+    let reply = client
+        .operate_snaps(&source.pool, &oid, read_ops(extent), snaps)
+        .await;
+    finish_extent_read(client, &source.ancestry, source.order, extent, reply).await
+}
+
+/// The op that reads `extent` from its object.
+fn read_ops(extent: ObjectExtent) -> Vec<OpCode> {
+    vec![OpCode::Read {
         offset: extent.offset_in_object,
         length: extent.length,
-    }];
-    match client.operate_snaps(&source.pool, &oid, ops, snaps).await {
+    }]
+}
+
+/// An extent's data from the object's `reply`: padded with zeros when the object is
+/// short, and read from the parents (or as zeros) when the object does not exist.
+async fn finish_extent_read(
+    client: &Client,
+    ancestry: &Ancestry,
+    order: u8,
+    extent: ObjectExtent,
+    reply: Result<carmine_proto::OsdOpReply, ClientError>,
+) -> Result<Bytes, BlockError> {
+    match reply {
         Ok(reply) => match reply.outputs.first() {
             Some(OpOutput::Data(data)) => Ok(pad_to(data.clone(), extent.length as usize)),
             _ => Err(ClientError::Op(OpError::Io("read reply without data".into())).into()),
         },
         Err(error) if error.is_not_found() => {
-            let data = source
-                .ancestry
+            let data = ancestry
                 .read(
                     client,
                     extent.object_number,
-                    source.order,
+                    order,
                     extent.offset_in_object,
                     extent.length,
                 )

@@ -380,6 +380,8 @@ fn a_clone_of_a_clone_reads_through_to_the_grandparent() {
         export("rbd/leaf") == original,
         "the leaf reads the grandparent"
     );
+    nbd_reads_in_4k_requests(&cluster, &["rbd/leaf", "--read-only"], &original);
+    nbd_reads_in_4k_requests(&cluster, &["rbd/mid", "--snap", "two"], &original);
 
     // One 4 KiB write: the leaf copies object 0 up from the grandparent.
     let write = [
@@ -417,4 +419,26 @@ fn a_clone_of_a_clone_reads_through_to_the_grandparent() {
         export("rbd/leaf") == leaf,
         "flatten copied the grandparent's data"
     );
+}
+
+/// Copies the export served with `args` through NBD in 4 KiB requests (each within one
+/// object: the image's one-object read path) and checks it reads `expected`. Skipped
+/// without `nbdcopy`.
+fn nbd_reads_in_4k_requests(cluster: &DevCluster, args: &[&str], expected: &[u8]) {
+    let have = std::process::Command::new("nbdcopy")
+        .arg("--version")
+        .output();
+    if !have.is_ok_and(|o| o.status.success()) {
+        println!("note: nbdcopy is not installed; skipping the 4 KiB NBD reads");
+        return;
+    }
+    let server = Nbd::start(cluster, args);
+    let out = cluster.path("nbd-4k.raw");
+    let status = std::process::Command::new("nbdcopy")
+        .args(["--request-size=4096", "--requests=16", &server.1])
+        .arg(&out)
+        .status()
+        .expect("run nbdcopy");
+    assert!(status.success(), "nbdcopy from {args:?}");
+    assert!(read(&out) == expected, "4 KiB NBD reads of {args:?}");
 }

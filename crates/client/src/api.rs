@@ -76,6 +76,34 @@ impl Client {
         self.operate_with(pool, oid, ops, 0, None, snaps).await
     }
 
+    /// [`Client::operate_snaps`] for a pool already looked up by id and an object name
+    /// the caller gives away. A block image's data path names a fresh object for every
+    /// I/O and knows its pool from when it was opened, so this skips the pool lookup
+    /// by name (a read of the current map) and a copy of the name per op. An op on a
+    /// pool that no longer exists fails with [`ClientError::NoSuchPool`].
+    pub async fn operate_pool_id(
+        &self,
+        pool: PoolId,
+        oid: String,
+        ops: Vec<OpCode>,
+        snaps: OpSnaps,
+    ) -> Result<OsdOpReply, ClientError> {
+        validate_name(&oid)?;
+        if ops.is_empty() {
+            return Err(ClientError::Invalid("no operations given".into()));
+        }
+        self.submit(OpRequest {
+            pool,
+            oid,
+            list_pg: None,
+            ops,
+            flags: 0,
+            pinned_osd: None,
+            snaps,
+        })
+        .await
+    }
+
     /// Allocates a self-managed snapshot id in `pool` (librados'
     /// `selfmanaged_snap_create`); waits until this client's map shows it.
     pub async fn selfmanaged_snap_create(&self, pool: &str) -> Result<u64, ClientError> {
