@@ -11,8 +11,8 @@ One run, on a fresh `carmine vstart` cluster (MemStore, N_OSDS OSDs, a size-3 po
 2. a 4 KiB writer with 16 in flight (`carmine bench POOL write -b 4096 -t 16 --max-objects
    16384`, overwriting 64 MiB of objects in turn) runs for the whole rest of the run; its
    per-second rows are time-stamped as they arrive;
-3. after BASELINE_SECONDS the victim OSD is killed with SIGKILL and immediately marked down and
-   out (`carmine osd down`, `carmine osd out`), so the run measures recovery, not the failure
+3. after WARMUP_SECONDS (not measured: the PG logs fill) and BASELINE_SECONDS the victim OSD
+   is killed with SIGKILL and immediately marked down and out (`carmine osd down`, `carmine osd out`), so the run measures recovery, not the failure
    detector: every PG it served gets a new member and backfills it;
 4. `carmine pg stat --format json` is polled every 0.25 s until every PG is active+clean again;
 5. the writer keeps going for AFTER_SECONDS, then the cluster is stopped (`carmine vstop`).
@@ -53,6 +53,10 @@ FILL_OBJECTS = int(os.environ.get("FILL_OBJECTS", "2048"))
 # all, and "before" and "during" would compare two memory regimes, not recovery.
 WRITER_OBJECTS = int(os.environ.get("WRITER_OBJECTS", "16384"))
 BASELINE_SECONDS = float(os.environ.get("BASELINE_SECONDS", "10"))
+# The writer runs this long before the baseline starts: until every PG's log is full
+# (3,000 entries; 32 PGs fill at ~96,000 writes) and trimming, the writes are cheaper
+# than they will be for the rest of the run, so a baseline taken then is too high.
+WARMUP_SECONDS = float(os.environ.get("WARMUP_SECONDS", "10"))
 AFTER_SECONDS = float(os.environ.get("AFTER_SECONDS", "5"))
 RECOVERY_TIMEOUT = float(os.environ.get("RECOVERY_TIMEOUT", "300"))
 VICTIM = int(os.environ.get("VICTIM", "1"))
@@ -158,8 +162,8 @@ def main():
         victim_bytes = next(n["data_bytes"] for n in df if n["id"] == VICTIM)
         pid = int(open(os.path.join(OUT, "dev-cluster", "run", f"osd.{VICTIM}.pid")).read())
 
-        writer = Writer(BASELINE_SECONDS + RECOVERY_TIMEOUT + AFTER_SECONDS + 10)
-        time.sleep(BASELINE_SECONDS)
+        writer = Writer(WARMUP_SECONDS + BASELINE_SECONDS + RECOVERY_TIMEOUT + AFTER_SECONDS + 10)
+        time.sleep(WARMUP_SECONDS + BASELINE_SECONDS)
         t_fail = time.monotonic()
         if FAILURE == "kill":
             os.kill(pid, signal.SIGKILL)
@@ -187,7 +191,7 @@ def main():
     rows = writer.rows
     per_second = [b[1] - a[1] for a, b in zip(rows, rows[1:])]
     t0 = rows[0][0]
-    baseline_rates = [b[1] - a[1] for a, b in zip(rows, rows[1:]) if a[0] >= t0 + 1 and b[0] <= t_fail]
+    baseline_rates = [b[1] - a[1] for a, b in zip(rows, rows[1:]) if a[0] >= t0 + WARMUP_SECONDS and b[0] <= t_fail]
     before = statistics.median(baseline_rates)
     recovery_s = t_clean - t_out
     during = (writer.finished_at(t_clean) - writer.finished_at(t_out)) / recovery_s

@@ -4,7 +4,8 @@
 #
 #   bench/recovery.sh      # builds Carmine (release) first; CARMINE_BIN=... skips the build
 # Environment: OUT [/tmp/carmine-recovery-<date>], N_OSDS [4], PG_NUM [32], FILL_SECONDS [12],
-#   FILL_OBJECTS [2048], WRITER_OBJECTS [16384], BASELINE_SECONDS [10], AFTER_SECONDS [5], VICTIM [1], RECOVERY_TIMEOUT [300],
+#   FILL_OBJECTS [2048], WRITER_OBJECTS [16384], WARMUP_SECONDS [10], BASELINE_SECONDS [10],
+#   AFTER_SECONDS [5], VICTIM [1], RECOVERY_TIMEOUT [300],
 #   CONFIG ["key=value ..." set with `carmine config set` before the prefill]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
