@@ -356,9 +356,17 @@ impl Sim {
             self.trace.note(at, || "every PG is active+clean".into());
             self.converged_at = Some(at);
         }
+        // The read-back starts, and the run ends, only while the cluster is converged
+        // *now*: it may come apart again after it first converged (the monitors, their
+        // quorum back, act on failure reports from before the heal and mark OSDs down),
+        // and replicas compared mid-recovery differ for no fault of theirs.
         let idle = self.clients.iter().all(|c| c.objecter.in_flight() == 0);
-        if self.phase == Phase::Draining && idle && self.converged_at.is_some() {
+        if self.phase == Phase::Draining && idle && self.converged_at.is_some() && self.converged()
+        {
             self.start_read_back();
+        }
+        if self.phase == Phase::ReadBack {
+            self.read_back_done();
         }
     }
 
@@ -418,7 +426,10 @@ impl Sim {
     // --- the end ----------------------------------------------------------------------
 
     pub(crate) fn read_back_done(&mut self) {
-        if self.phase == Phase::ReadBack && self.clients[0].objecter.in_flight() == 0 {
+        if self.phase == Phase::ReadBack
+            && self.clients[0].objecter.in_flight() == 0
+            && self.converged()
+        {
             self.trace.note(self.now(), || "read-back done".into());
             self.phase = Phase::Done;
         }

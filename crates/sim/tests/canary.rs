@@ -94,9 +94,12 @@ fn the_checkers_catch_a_stale_read_without_leases() {
     use carmine_sim::FaultClasses;
     // Stale reads need a rare schedule (a primary cut off while a new interval writes):
     // 287 and 852 showed them before stray purge changed the traces, 1203 until error
-    // entries did (none of 0..3000 shows one now), 5366 since (found with `sim_seed
-    // --seeds 3000..5500 --faults all --canary-no-leases`; it passes without it).
-    let seed = 5366;
+    // entries did (none of 0..3000 shows one now), 5366 until the run waited for the
+    // cluster to be converged again before its read-back (its "stale read" was a read
+    // checked against a state taken mid-recovery), 8138 since (found with `sim_seed
+    // --seeds 8000..16000 --faults all --canary-no-leases`, the first of 0..16000 with a
+    // read no state explains; 13044 is another; both pass without the canary).
+    let seed = 8138;
     let config = SimConfig::from_seed(seed)
         .with_faults(FaultClasses::ALL)
         .with_canary(Canary::NoLeases);

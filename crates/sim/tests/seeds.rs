@@ -152,11 +152,12 @@ fn regression_eio_is_unavailability_not_a_value() {
 /// stop it: it serves only while every other acting member has promised a lease, and
 /// the new primary waits until the promises it learns of while peering ran out.
 /// Seed 1203 showed the same stale read without leases after stray purge changed the
-/// traces, and seed 5366 since error entries did; `tests/canary.rs` checks that
-/// without leases it fails again.
+/// traces, seed 5366 since error entries did, and 8138 since the read-back waits for
+/// the cluster to be converged again; `tests/canary.rs` checks that without leases it
+/// fails again.
 #[test]
 fn regression_a_cut_off_primary_serves_no_stale_read() {
-    let reports: Vec<SimReport> = [287, 852, 1203, 5366]
+    let reports: Vec<SimReport> = [287, 852, 1203, 5366, 8138]
         .into_iter()
         .map(|seed| run_with_faults(seed, FaultClasses::ALL))
         .collect();
