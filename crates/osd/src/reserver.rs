@@ -243,6 +243,17 @@ pub(crate) struct Ticket {
     round: u32,
 }
 
+impl Ticket {
+    /// The ticket of a request (or release) `message` from `primary`.
+    fn of(primary: OsdId, message: &PgReserve) -> Self {
+        Self {
+            primary,
+            interval: message.interval,
+            round: message.round,
+        }
+    }
+}
+
 /// A remote slot held or waited for: whose, and what for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Held {
@@ -349,11 +360,7 @@ impl ShardReservations {
         out: &mut Vec<Output>,
     ) {
         let pgid = message.pgid;
-        let ticket = Ticket {
-            primary: from,
-            interval: message.interval,
-            round: message.round,
-        };
+        let ticket = Ticket::of(from, &message);
         let reply = |kind, reason, out: &mut Vec<Output>| {
             let reply = answer(&message, epoch, kind, reason);
             out.push(Output::Peer(from, ShardIndex::default(), reply));
@@ -399,11 +406,7 @@ impl ShardReservations {
         out: &mut Vec<Output>,
     ) {
         let pgid = message.pgid;
-        let ticket = Ticket {
-            primary: from,
-            interval: message.interval,
-            round: message.round,
-        };
+        let ticket = Ticket::of(from, message);
         let reply = |kind, reason, out: &mut Vec<Output>| {
             let reply = answer(message, epoch, kind, reason);
             out.push(Output::Peer(from, ShardIndex::default(), reply));

@@ -7,41 +7,9 @@
 mod harness;
 
 use carmine_clustermap::{Fullness, WEIGHT_IN};
-use carmine_osd::OsdTuning;
 use carmine_proto::{Msg, PgState, ReserveKind};
 use carmine_types::{OsdId, PgId};
-use harness::{read, write, Cluster, Config, Envelope, TICK};
-
-const NEWCOMER: OsdId = OsdId(4);
-
-/// Five OSDs, the fifth out (and never a primary), 12 PGs of 3 copies, 120 objects,
-/// logs of 8 entries (so the newcomer is mostly backfilled: a PG written no more than
-/// its log holds is recovered from the log instead).
-fn cluster_with_one_out() -> (Cluster, Vec<String>) {
-    let tuning = OsdTuning {
-        max_backfills: 1,
-        log_entries_max: 8,
-        // Time stands still in the harness unless a test ticks: the recovery
-        // scheduler's rates are off, as in the other harness tests.
-        ..harness::tuning()
-    };
-    let mut cluster = Cluster::new(Config {
-        osd_count: 5,
-        pg_num: 12,
-        tuning,
-        ..Config::default()
-    });
-    cluster.change_map(|map| {
-        map.reweight(NEWCOMER, 0).unwrap();
-        map.set_primary_affinity(NEWCOMER, 0).unwrap();
-    });
-    cluster.run();
-    let names: Vec<String> = (0..120).map(|i| format!("obj-{i:03}")).collect();
-    for name in &names {
-        write(&mut cluster, name, &format!("v1 of {name}"));
-    }
-    (cluster, names)
-}
+use harness::{cluster_with_one_out, read, write, Cluster, Config, Envelope, NEWCOMER, TICK};
 
 fn state(cluster: &Cluster, pgid: PgId) -> PgState {
     cluster.pg_stat(pgid).state

@@ -13,41 +13,12 @@ mod harness;
 use carmine_clustermap::WEIGHT_IN;
 use carmine_osd::OsdTuning;
 use carmine_proto::{Msg, OpCode, PgReserve, PgState, Purpose, RejectReason, ReserveKind};
-use carmine_types::{OsdId, PgId};
-use harness::{bytes, read, write, Cluster, Config, Envelope, TICK};
+use carmine_types::PgId;
+use harness::{bytes, cluster_with_one_out, read, write, Cluster, Envelope, NEWCOMER, TICK};
 
-const NEWCOMER: OsdId = OsdId(4);
 /// Ticks (of [`TICK`]) a test waits for a resend: well past the resend intervals
 /// (3 s, and 10 s for a queued request).
 const TICKS_MAX: usize = 300;
-
-/// Five OSDs, the fifth out (and never a primary, so every PG that gains it
-/// backfills it as a replica), 12 PGs of 3 copies, 120 objects, logs of 8 entries.
-fn cluster_with_one_out() -> (Cluster, Vec<String>) {
-    // A short log: the newcomer's old copies are no longer covered, so they are
-    // backfilled, not recovered from the log.
-    let tuning = OsdTuning {
-        max_backfills: 1,
-        log_entries_max: 8,
-        ..harness::tuning()
-    };
-    let mut cluster = Cluster::new(Config {
-        osd_count: 5,
-        pg_num: 12,
-        tuning,
-        ..Config::default()
-    });
-    cluster.change_map(|map| {
-        map.reweight(NEWCOMER, 0).unwrap();
-        map.set_primary_affinity(NEWCOMER, 0).unwrap();
-    });
-    cluster.run();
-    let names: Vec<String> = (0..120).map(|i| format!("obj-{i:03}")).collect();
-    for name in &names {
-        write(&mut cluster, name, &format!("v1 of {name}"));
-    }
-    (cluster, names)
-}
 
 /// As [`cluster_with_one_out`], with every PG written more often than its log holds:
 /// the newcomer is backfilled in every PG, all at one priority, so nothing preempts.

@@ -925,3 +925,35 @@ pub fn boot_as_primary(cluster: &mut Cluster, pgid: PgId, osd: OsdId, others: &[
     assert_eq!(cluster.primary_of(pgid), osd);
     assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean+remapped");
 }
+
+/// The OSD [`cluster_with_one_out`] keeps out: the fifth.
+pub const NEWCOMER: carmine_types::OsdId = carmine_types::OsdId(4);
+
+/// Five OSDs, [`NEWCOMER`] out (and never a primary, so every PG that gains it backfills
+/// it as a replica), 12 PGs of 3 copies, 120 objects written, logs of 8 entries (so the
+/// newcomer's old copies are no longer covered: they are backfilled, not recovered from
+/// the log), one backfill per OSD. Time stands still unless a test ticks, so the
+/// recovery scheduler's rates are off ([`tuning`]).
+pub fn cluster_with_one_out() -> (Cluster, Vec<String>) {
+    let tuning = OsdTuning {
+        max_backfills: 1,
+        log_entries_max: 8,
+        ..tuning()
+    };
+    let mut cluster = Cluster::new(Config {
+        osd_count: 5,
+        pg_num: 12,
+        tuning,
+        ..Config::default()
+    });
+    cluster.change_map(|map| {
+        map.reweight(NEWCOMER, 0).unwrap();
+        map.set_primary_affinity(NEWCOMER, 0).unwrap();
+    });
+    cluster.run();
+    let names: Vec<String> = (0..120).map(|i| format!("obj-{i:03}")).collect();
+    for name in &names {
+        write(&mut cluster, name, &format!("v1 of {name}"));
+    }
+    (cluster, names)
+}
