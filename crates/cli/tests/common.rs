@@ -86,6 +86,17 @@ impl DevCluster {
             .collect()
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, ...) to daemon `name` (`osd.2`) by its pid file.
+    pub fn signal(&self, name: &str, signal: &str) {
+        let pid = std::fs::read_to_string(self.path(&format!("run/{name}.pid"))).expect("pid file");
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.trim())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {name}");
+    }
+
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)
     }

@@ -1,14 +1,17 @@
 //! Chaos with real processes: four OSDs, a writer of versioned objects running the
 //! whole time, OSDs killed with SIGKILL and restarted (MemStore: they come back empty
-//! and must be backfilled), an OSD marked out and back in; then every object must hold
+//! and must be backfilled), an OSD marked out and back in, an OSD frozen with SIGSTOP
+//! past the heartbeat grace and continued (a partition from everyone that heals: its
+//! peers report it, the monitor marks it down, and it comes back to find itself down
+//! and boots again, with whatever it held in flight); then every object must hold
 //! exactly its last acknowledged version (or a later attempt that was not
 //! acknowledged), replicas must match, and every PG must be active+clean.
 //!
-//! The default run (in `cargo test`) kills osd.1, osd.3, osd.0, osd.2, osd.1 and then
-//! marks osd.2 out and in. A longer soak is the same test with more rounds:
+//! The default run (in `cargo test`) kills osd.1, osd.3, osd.0, osd.2, osd.1, marks
+//! osd.2 out and in, and freezes osd.3. A longer soak is the same test with more rounds:
 //! `CARMINE_CHAOS_ROUNDS=60 CARMINE_CHAOS_SEED=7 cargo test --release -p carmine-cli
 //! --test e2e_chaos -- --nocapture`: each extra round picks an OSD with a seeded PRNG
-//! and either kills and restarts it or marks it out and back in.
+//! and kills and restarts it, marks it out and back in, or freezes it.
 
 mod common;
 
@@ -83,9 +86,15 @@ enum Fault {
     Kill(u32),
     /// Mark the OSD out, and back in 1.5 s later.
     OutIn(u32),
+    /// SIGSTOP the OSD for [`FREEZE`], then SIGCONT.
+    Freeze(u32),
 }
 
-/// The fixed rounds of the default run, then `CARMINE_CHAOS_ROUNDS` minus 6 more drawn
+/// How long a frozen OSD stays stopped: past the heartbeat grace (3 s in `vstart`) and
+/// the monitor's reaction, so it is marked down while stopped.
+const FREEZE: Duration = Duration::from_millis(4500);
+
+/// The fixed rounds of the default run, then `CARMINE_CHAOS_ROUNDS` minus 7 more drawn
 /// from `CARMINE_CHAOS_SEED` (a soak; see the module doc).
 fn chaos_rounds() -> Vec<Fault> {
     let mut rounds = vec![
@@ -95,6 +104,7 @@ fn chaos_rounds() -> Vec<Fault> {
         Fault::Kill(2),
         Fault::Kill(1),
         Fault::OutIn(2),
+        Fault::Freeze(3),
     ];
     let total: usize = std::env::var("CARMINE_CHAOS_ROUNDS")
         .ok()
@@ -112,17 +122,17 @@ fn chaos_rounds() -> Vec<Fault> {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^= z >> 31;
         let osd = (z % 4) as u32;
-        rounds.push(if (z >> 8).is_multiple_of(4) {
-            Fault::OutIn(osd)
-        } else {
-            Fault::Kill(osd)
+        rounds.push(match (z >> 8) % 4 {
+            0 => Fault::OutIn(osd),
+            1 => Fault::Freeze(osd),
+            _ => Fault::Kill(osd),
         });
     }
     rounds
 }
 
 #[test]
-fn writes_survive_kills_restarts_and_out_in() {
+fn writes_survive_kills_restarts_out_in_and_freezes() {
     let cluster = DevCluster::start("chaos", &["--osds", "4", "--osd-down-grace-seconds", "1"]);
     cluster.ok(&["pool", "create", "rbd", "--size", "3", "--pg-num", "32"]);
     let dir = cluster.dir.to_str().unwrap().to_string();
@@ -156,6 +166,12 @@ fn writes_survive_kills_restarts_and_out_in() {
                 cluster.ok(&["osd", "out", &id]);
                 std::thread::sleep(Duration::from_millis(1500));
                 cluster.ok(&["osd", "in", &id]);
+            }
+            Fault::Freeze(osd) => {
+                let name = format!("osd.{osd}");
+                cluster.signal(&name, "STOP");
+                std::thread::sleep(FREEZE);
+                cluster.signal(&name, "CONT");
             }
         }
         eprintln!("chaos round {round}: {fault:?}");

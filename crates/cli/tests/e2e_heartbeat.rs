@@ -41,16 +41,6 @@ fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Du
     started.elapsed()
 }
 
-fn signal(cluster: &DevCluster, name: &str, signal: &str) {
-    let pid = std::fs::read_to_string(cluster.path(&format!("run/{name}.pid"))).expect("pid file");
-    let status = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.trim())
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -{signal} {name}");
-}
-
 fn log(cluster: &DevCluster, name: &str) -> String {
     std::fs::read_to_string(cluster.path(&format!("log/{name}.log"))).unwrap_or_default()
 }
@@ -80,7 +70,7 @@ fn a_stopped_osd_is_reported_down_by_its_peers_and_boots_again_when_continued() 
     // Let every OSD see the map with the pool and start judging its peers.
     std::thread::sleep(Duration::from_secs(1));
 
-    signal(&cluster, "osd.2", "STOP");
+    cluster.signal("osd.2", "STOP");
     let stopped = Instant::now();
     let limit = Duration::from_secs(HEARTBEAT_GRACE_SECONDS) + DETECTION_SLACK;
     wait_until("osd.2 marked down while stopped", limit, || {
@@ -97,7 +87,7 @@ fn a_stopped_osd_is_reported_down_by_its_peers_and_boots_again_when_continued() 
         "the survivors stay up"
     );
 
-    signal(&cluster, "osd.2", "CONT");
+    cluster.signal("osd.2", "CONT");
     let took = wait_until("osd.2 up again by itself", Duration::from_secs(20), || {
         osd_up(&cluster, 2)
     });
