@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 pub struct DevCluster {
     pub dir: PathBuf,
@@ -86,6 +87,19 @@ impl DevCluster {
             .collect()
     }
 
+    /// Whether the newest map shows OSD `id` up.
+    pub fn osd_up(&self, id: u64) -> bool {
+        let dump = self.ok(&["--format", "json", "osd", "dump"]);
+        let dump: serde_json::Value = serde_json::from_str(&dump).expect("JSON output");
+        dump["osds"]
+            .as_array()
+            .expect("osds")
+            .iter()
+            .find(|o| o["osd"] == id)
+            .map(|o| o["up"] == true)
+            .expect("the OSD is in the dump")
+    }
+
     /// Sends `signal` (`STOP`, `CONT`, ...) to daemon `name` (`osd.2`) by its pid file.
     pub fn signal(&self, name: &str, signal: &str) {
         let pid = std::fs::read_to_string(self.path(&format!("run/{name}.pid"))).expect("pid file");
@@ -116,4 +130,15 @@ impl Drop for DevCluster {
 
 pub fn write_file(path: &Path, data: &[u8]) {
     std::fs::write(path, data).expect("write test file");
+}
+
+/// Polls `done` every 100 ms until it holds, failing the test after `limit`; returns how
+/// long it took.
+pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    started.elapsed()
 }

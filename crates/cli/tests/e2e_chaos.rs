@@ -1,7 +1,7 @@
 //! Chaos with real processes: four OSDs, a writer of versioned objects running the
 //! whole time, OSDs killed with SIGKILL and restarted (MemStore: they come back empty
 //! and must be backfilled), an OSD marked out and back in, an OSD frozen with SIGSTOP
-//! past the heartbeat grace and continued (a partition from everyone that heals: its
+//! until the monitor marks it down, then continued (a partition from everyone that heals: its
 //! peers report it, the monitor marks it down, and it comes back to find itself down
 //! and boots again, with whatever it held in flight); then every object must hold
 //! exactly its last acknowledged version (or a later attempt that was not
@@ -17,7 +17,7 @@ mod common;
 
 use bytes::Bytes;
 use carmine_client::{Client, ClientConfig};
-use common::{carmine, DevCluster};
+use common::{carmine, wait_until, DevCluster};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -86,13 +86,15 @@ enum Fault {
     Kill(u32),
     /// Mark the OSD out, and back in 1.5 s later.
     OutIn(u32),
-    /// SIGSTOP the OSD for [`FREEZE`], then SIGCONT.
+    /// SIGSTOP the OSD until the monitor marks it down (its peers' heartbeats, 3 s grace
+    /// in `vstart`), then SIGCONT.
     Freeze(u32),
 }
 
-/// How long a frozen OSD stays stopped: past the heartbeat grace (3 s in `vstart`) and
-/// the monitor's reaction, so it is marked down while stopped.
-const FREEZE: Duration = Duration::from_millis(4500);
+/// The most a frozen OSD may take to be marked down: the heartbeat grace and the
+/// monitor's reaction, with room for a loaded machine (a stopped OSD's sessions also
+/// time out after 10 s of keepalives, which marks it down by the session grace).
+const FREEZE_DETECTION_MAX: Duration = Duration::from_secs(30);
 
 /// The fixed rounds of the default run, then `CARMINE_CHAOS_ROUNDS` minus 7 more drawn
 /// from `CARMINE_CHAOS_SEED` (a soak; see the module doc).
@@ -170,7 +172,12 @@ fn writes_survive_kills_restarts_out_in_and_freezes() {
             Fault::Freeze(osd) => {
                 let name = format!("osd.{osd}");
                 cluster.signal(&name, "STOP");
-                std::thread::sleep(FREEZE);
+                let id = u64::from(osd);
+                wait_until(
+                    &format!("{name} marked down while frozen"),
+                    FREEZE_DETECTION_MAX,
+                    || !cluster.osd_up(id),
+                );
                 cluster.signal(&name, "CONT");
             }
         }

@@ -8,8 +8,7 @@
 
 mod common;
 
-use common::DevCluster;
-use serde_json::Value;
+use common::{wait_until, DevCluster};
 use std::time::{Duration, Instant};
 
 const HEARTBEAT_GRACE_SECONDS: u64 = 2;
@@ -19,27 +18,6 @@ const SESSION_GRACE_SECONDS: u64 = 60;
 /// Slack for a ping round, the monitor's tick and the CLI polling on a loaded machine;
 /// grace + slack stays below the messenger's 10 s keepalive timeout.
 const DETECTION_SLACK: Duration = Duration::from_secs(5);
-
-fn osd_up(cluster: &DevCluster, id: u64) -> bool {
-    let dump = cluster.ok(&["--format", "json", "osd", "dump"]);
-    let dump: Value = serde_json::from_str(&dump).expect("JSON output");
-    dump["osds"]
-        .as_array()
-        .expect("osds")
-        .iter()
-        .find(|o| o["osd"] == id)
-        .map(|o| o["up"] == true)
-        .expect("the OSD is in the dump")
-}
-
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    started.elapsed()
-}
 
 fn log(cluster: &DevCluster, name: &str) -> String {
     std::fs::read_to_string(cluster.path(&format!("log/{name}.log"))).unwrap_or_default()
@@ -74,7 +52,7 @@ fn a_stopped_osd_is_reported_down_by_its_peers_and_boots_again_when_continued() 
     let stopped = Instant::now();
     let limit = Duration::from_secs(HEARTBEAT_GRACE_SECONDS) + DETECTION_SLACK;
     wait_until("osd.2 marked down while stopped", limit, || {
-        !osd_up(&cluster, 2)
+        !cluster.osd_up(2)
     });
     eprintln!("osd.2 marked down {:?} after SIGSTOP", stopped.elapsed());
     let mon_log = log(&cluster, "mon.0");
@@ -83,13 +61,13 @@ fn a_stopped_osd_is_reported_down_by_its_peers_and_boots_again_when_continued() 
         "the peers' reports marked it down:\n{mon_log}"
     );
     assert!(
-        osd_up(&cluster, 0) && osd_up(&cluster, 1),
+        cluster.osd_up(0) && cluster.osd_up(1),
         "the survivors stay up"
     );
 
     cluster.signal("osd.2", "CONT");
     let took = wait_until("osd.2 up again by itself", Duration::from_secs(20), || {
-        osd_up(&cluster, 2)
+        cluster.osd_up(2)
     });
     eprintln!("osd.2 up again {took:?} after SIGCONT");
     let osd_log = log(&cluster, "osd.2");
@@ -99,5 +77,5 @@ fn a_stopped_osd_is_reported_down_by_its_peers_and_boots_again_when_continued() 
     );
     // Back for good: its peers withdraw nothing more and keep it up.
     std::thread::sleep(Duration::from_secs(HEARTBEAT_GRACE_SECONDS + 1));
-    assert!(osd_up(&cluster, 2), "osd.2 stays up once continued");
+    assert!(cluster.osd_up(2), "osd.2 stays up once continued");
 }
