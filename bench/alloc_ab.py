@@ -6,7 +6,8 @@ Each variant is `LABEL=BINARY[:ENV=VALUE,...]`. Every round starts one fresh
 `carmine vstart --osds 3 --mons 1` cluster per variant (in turn, so the variants of a
 round share the machine's load), creates a size-3 pool and runs:
 
-  new:       carmine bench POOL write -b BLOCK_SIZE -t 16 --seconds NEW_S --run-name ab --no-cleanup
+  new:       carmine bench POOL write -b BLOCK_SIZE -t THREADS --seconds NEW_S --run-name ab --no-cleanup
+             (THREADS: --threads, default 16)
   overwrite: the same with --seconds OVERWRITE_S (same names: it rewrites ab_object0..)
              (OVERWRITE_S must be short enough to stay inside the objects `new` wrote;
              the script checks that it did)
@@ -17,7 +18,7 @@ JSON line per run and a table of medians per variant at the end.
 
   bench/alloc_ab.py --rounds 4 base=/tmp/carmine-base new=$CARGO_TARGET_DIR/release/carmine
   bench/alloc_ab.py base=/tmp/carmine-base \
-      notrim=/tmp/carmine-base:GLIBC_TUNABLES=glibc.malloc.trim_threshold=1073741824
+      never=/tmp/carmine-base:MIMALLOC_PURGE_DELAY=-1
 """
 
 import argparse
@@ -131,24 +132,25 @@ class Cluster:
         )
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def bench(self, pool, seconds, block_size):
+    def bench(self, pool, seconds, block_size, threads):
         out = self.run(
-            "--format", "json", "bench", pool, "write", "-b", str(block_size), "-t", "16",
+            "--format", "json", "bench", pool, "write", "-b", str(block_size), "-t", str(threads),
             "--seconds", str(seconds), "--run-name", "ab", "--no-cleanup",
         ).stdout
         return json.loads(out)
 
 
-def measured(cluster, pids, pool, seconds, block_size):
+def measured(cluster, pids, pool, seconds, block_size, threads):
     reset_hwm(pids)
     before = proc_sample(pids)
     load = loadavg()
-    summary = cluster.bench(pool, seconds, block_size)
+    summary = cluster.bench(pool, seconds, block_size, threads)
     after = proc_sample(pids)
     ops = summary["ops"]
     return {
         "ops": ops,
         "ops_per_second": round(summary["ops_per_second"]),
+        "latency_us_avg": round(summary["latency_us_avg"]),
         "latency_us_p50": summary["latency_us_p50"],
         "latency_us_p99": summary["latency_us_p99"],
         "faults_per_write": round((after["minflt"] - before["minflt"]) / ops, 3),
@@ -173,6 +175,7 @@ def main():
     parser.add_argument("--overwrite-runs", type=int, default=2)
     parser.add_argument("--pg-num", type=int, default=32)
     parser.add_argument("--block-size", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=16, help="writes in flight (-t)")
     parser.add_argument("--dir", default="/tmp/alloc-ab")
     parser.add_argument("--out", default=None, help="append JSON lines here too")
     args = parser.parse_args()
@@ -186,9 +189,9 @@ def main():
             try:
                 pids = cluster.start("bench3", args.pg_num)
                 rest = proc_sample(pids)
-                results = [("new", measured(cluster, pids, "bench3", args.new_seconds, args.block_size))]
+                results = [("new", measured(cluster, pids, "bench3", args.new_seconds, args.block_size, args.threads))]
                 for index in range(args.overwrite_runs):
-                    result = measured(cluster, pids, "bench3", args.overwrite_seconds, args.block_size)
+                    result = measured(cluster, pids, "bench3", args.overwrite_seconds, args.block_size, args.threads)
                     if result["ops"] > results[0][1]["ops"]:
                         print(f"warning: overwrite run wrote {result['ops']} > {results[0][1]['ops']} objects", file=sys.stderr)
                     results.append((f"overwrite{index + 1}", result))
@@ -202,7 +205,7 @@ def main():
                 if out:
                     out.write(line + "\n")
                     out.flush()
-    keys = ["ops_per_second", "faults_per_write", "osd_cpu_us_per_write", "osd_sys_us_per_write", "rss_growth_pages_per_write", "hwm_kb", "rest_rss_kb", "latency_us_p99", "load"]
+    keys = ["ops_per_second", "faults_per_write", "osd_cpu_us_per_write", "osd_sys_us_per_write", "rss_growth_pages_per_write", "hwm_kb", "rest_rss_kb", "latency_us_avg", "latency_us_p50", "latency_us_p99", "load"]
     print("\nmedians over rounds")
     print("| variant | run | " + " | ".join(keys) + " |")
     print("|---" * (len(keys) + 2) + "|")

@@ -19,6 +19,11 @@ mod vstart;
 
 use clap::Parser;
 
+/// Every role of this binary (daemons, client tools, the NBD server) allocates through
+/// mimalloc: `carmine_rt::malloc` says why.
+#[global_allocator]
+static GLOBAL: carmine_rt::malloc::Allocator = carmine_rt::malloc::Allocator;
+
 /// Command-line tools exit quietly when their output pipe closes (`carmine obj ls |
 /// head`), as Unix tools do. Daemons and the NBD server keep SIGPIPE ignored (Rust's
 /// default): a peer closing a socket must be an error they handle, not their death.
@@ -31,6 +36,8 @@ fn exit_quietly_on_broken_pipe() {
 }
 
 fn main() {
+    // Before any thread starts (every role: the daemons log what it did).
+    carmine_rt::malloc::keep_freed_memory();
     let cli = cli::Cli::parse();
     if !cli.runs_a_server() {
         exit_quietly_on_broken_pipe();

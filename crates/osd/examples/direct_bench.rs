@@ -14,6 +14,11 @@
 //! PGS (64) is the pool's PG count; with few PGs the PG logs fill up (3,000 entries)
 //! early, so the writes measured pay for trimming the log as a long-running OSD does.
 
+/// The allocator the `carmine` binary runs on (`carmine_rt::malloc`), so that the counts
+/// here are the daemon's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use bytes::Bytes;
 use carmine_osd::DirectClient;
 use carmine_proto::OpCode;

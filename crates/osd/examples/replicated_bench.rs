@@ -12,6 +12,11 @@
 //! cycles through 1,024 objects, as a block image does. Instructions per write =
 //! (Ir at 2N ops − Ir at N ops) / N.
 
+/// The allocator the `carmine` binary runs on (`carmine_rt::malloc`), so that the counts
+/// here are the daemon's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use bytes::Bytes;
 use carmine_clustermap::{OsdMap, PoolSpec};
 use carmine_osd::{OsdShard, Output, TICK_INTERVAL};

@@ -1,109 +1,140 @@
-//! Daemon-wide malloc settings: keep freed memory instead of returning it to the kernel.
+//! The memory allocator of every Carmine process, and the daemon-wide settings that keep
+//! freed memory for reuse instead of returning it to the kernel at once.
 //!
-//! glibc's malloc gives memory back to the kernel in two ways: a block of at least
-//! `M_MMAP_THRESHOLD` bytes gets its own `mmap` and is unmapped when freed, and free
-//! memory at the top of a heap beyond `M_TRIM_THRESHOLD` is released (`brk` shrink or
-//! `MADV_DONTNEED`). By default the mmap threshold starts at 128 KiB and rises to the
-//! size of the largest mmapped block freed so far, and the trim threshold is twice that.
-//! An OSD receiving 4 MiB writes therefore released and faulted in every payload buffer
-//! again: 3,330 page faults per size-3 4 MiB overwrite across three OSDs, against 166
-//! pages of real growth (BENCHMARKS.md, "Page faults per write"). On this project's VMs
-//! a page fault costs 2 to 48 µs; the fix cut OSD CPU per 4 MiB overwrite by 23–38%.
+//! **mimalloc, not glibc's malloc.** Ceph's OSD links tcmalloc for the same reason: a
+//! small write allocates and frees about a hundred small blocks on its way through
+//! three OSDs (message fronts, decoded ops, transaction ops, object names, PG-log
+//! entries, map nodes). Under glibc's malloc those calls were a quarter of the OSD side's
+//! instructions per size-3 write (`crates/osd/examples/replicated_bench.rs` under
+//! callgrind: 94.6 K instructions per write, 25% of them in `malloc`/`free` and their
+//! bin management); mimalloc's per-thread free lists cut the whole write to 78.8 K
+//! (BENCHMARKS.md, "The allocator"). mimalloc's thread-local heaps also fit the
+//! shard-per-core design: a shard allocates and frees on its own thread without atomics,
+//! and a block freed on another thread goes back through a lock-free list.
 //!
-//! [`keep_freed_memory`] fixes both thresholds: blocks below 32 MiB (glibc's largest
-//! mmap threshold on 64-bit) come from the heap, and up to 64 MiB of free memory at the
-//! top of a heap stays in the process. Peak memory does not change (what a daemon
-//! keeps, it held at its peak), and memory beyond 64 MiB per heap is still returned.
+//! **Keeping freed memory.** mimalloc returns ("purges") free pages to the kernel 10 ms
+//! after they become free by default. An OSD storing 4 MiB overwrites frees the old
+//! data's buffer as each new one arrives, and pages freed that way went back to the
+//! kernel and were faulted in again: with glibc's defaults 3,330 faults per size-3
+//! 4 MiB overwrite against 166 pages of real growth (BENCHMARKS.md, "Page faults per
+//! write"), and on this project's VMs a fault costs 2 to 48 µs. Under mimalloc with a
+//! 1 s delay, 350–570 pages per write were still faulted in again; [`PURGE_DELAY_MS`]
+//! (10 s) leaves 15–20, the same as never purging. An idle daemon still gives its
+//! freed memory back, ten seconds later.
 
-/// Blocks at least this large get their own mapping. glibc accepts at most
-/// `HEAP_MAX_SIZE / 2`, 32 MiB on 64-bit targets; a 4 MiB write's buffers stay below it.
-pub const MMAP_THRESHOLD_BYTES: usize = 32 * 1024 * 1024;
-/// Free memory at the top of a heap kept for reuse; beyond it, the rest is released.
-pub const TRIM_THRESHOLD_BYTES: usize = 64 * 1024 * 1024;
-const _: () = assert!(MMAP_THRESHOLD_BYTES <= i32::MAX as usize);
-const _: () = assert!(TRIM_THRESHOLD_BYTES <= i32::MAX as usize);
-const _: () = assert!(TRIM_THRESHOLD_BYTES >= MMAP_THRESHOLD_BYTES);
+/// The allocator the `carmine` binary installs with `#[global_allocator]`.
+pub use mimalloc::MiMalloc as Allocator;
 
-/// Environment variables through which an operator already chose malloc settings; if
-/// any is set, [`keep_freed_memory`] leaves malloc alone (so experiments can still
-/// compare settings without a rebuild).
-const OPERATOR_SETTINGS: [&str; 3] = [
-    "GLIBC_TUNABLES",
-    "MALLOC_TRIM_THRESHOLD_",
-    "MALLOC_MMAP_THRESHOLD_",
-];
+/// How long free memory stays in the process before mimalloc returns it to the kernel.
+/// Arenas (large reservations) wait ten times as long (`arena_purge_mult`).
+pub const PURGE_DELAY_MS: i64 = 10_000;
 
-/// What [`keep_freed_memory`] did.
+/// Environment variables through which an operator already chose mimalloc's settings;
+/// [`keep_freed_memory`] leaves each setting an operator chose alone (so experiments
+/// can compare settings without a rebuild).
+const PURGE_DELAY_SETTINGS: [&str; 2] = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"];
+const HUGE_PAGE_SETTINGS: [&str; 1] = ["MIMALLOC_ALLOW_THP"];
+
+/// What [`keep_freed_memory`] did, per setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MallocSetup {
+pub struct MallocSetup {
+    pub purge_delay: Setting,
+    pub huge_pages_off: Setting,
+}
+
+/// One setting's fate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
     Applied,
-    /// The operator's environment already chose malloc settings.
+    /// The operator's environment already chose it.
     LeftToEnvironment,
-    /// The C library is not glibc.
-    Unsupported,
-    /// glibc refused a value (a 32-bit target accepts a smaller mmap threshold); the
-    /// defaults stay, which is slower for large writes but correct.
-    Rejected,
+    /// The kernel refused it; the default stays (slower, still correct).
+    Refused,
 }
 
-/// Sets the thresholds above, once, before the daemon's threads start. Returns what it
-/// did; a daemon logs it.
+/// Configures the allocator at the start of `main`, before other threads start (calling
+/// it again changes nothing):
+///
+/// - frees are purged after [`PURGE_DELAY_MS`], not 10 ms;
+/// - transparent huge pages are off for the process. mimalloc asks for them on its
+///   segments (`MADV_HUGEPAGE`); a 4 KiB write of a new object then faults in and
+///   zeroes 2 MiB at a time, which on this project's VMs halved new-object write
+///   throughput and raised p99 latency from about 2 to 17 ms (BENCHMARKS.md, "The
+///   allocator"). glibc's malloc never asked for them, so this keeps the old behaviour.
+///
+/// Returns what it did; a daemon logs it. Without it (or in a process that does not
+/// install [`Allocator`]) everything still works.
 pub fn keep_freed_memory() -> MallocSetup {
-    let operator_chose = OPERATOR_SETTINGS.iter().any(|name| {
-        std::env::var_os(name).is_some_and(|value| {
-            *name != "GLIBC_TUNABLES" || value.to_string_lossy().contains("glibc.malloc.")
-        })
-    });
-    if operator_chose {
-        return MallocSetup::LeftToEnvironment;
+    let chosen = |names: &[&str]| names.iter().any(|name| std::env::var_os(name).is_some());
+    let purge_delay = if chosen(&PURGE_DELAY_SETTINGS) {
+        Setting::LeftToEnvironment
+    } else {
+        set_purge_delay(PURGE_DELAY_MS);
+        Setting::Applied
+    };
+    let huge_pages_off = if chosen(&HUGE_PAGE_SETTINGS) {
+        Setting::LeftToEnvironment
+    } else {
+        disable_huge_pages()
+    };
+    MallocSetup {
+        purge_delay,
+        huge_pages_off,
     }
-    set_thresholds()
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-fn set_thresholds() -> MallocSetup {
-    // The mmap threshold first: glibc changes nothing when it refuses it, while any
-    // accepted setting turns the dynamic thresholds off for good (a fixed 128 KiB mmap
-    // threshold would map and unmap every receive buffer).
-    let settings = [
-        (libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES),
-        (libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES),
-    ];
-    for (parameter, bytes) in settings {
-        let value = libc::c_int::try_from(bytes).expect("checked at compile time");
-        // SAFETY: mallopt only changes malloc's own parameters, takes no pointers, and
-        // is safe to call at any time (glibc takes its arena lock).
-        if unsafe { libc::mallopt(parameter, value) } != 1 {
-            return MallocSetup::Rejected;
-        }
+fn disable_huge_pages() -> Setting {
+    // What mimalloc itself does at start-up when `MIMALLOC_ALLOW_THP=0`; the flag is the
+    // process's and is checked at every fault, so regions madvised earlier are covered.
+    // SAFETY: prctl with integer arguments changes a flag of this process only.
+    let done = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } == 0;
+    if done {
+        Setting::Applied
+    } else {
+        Setting::Refused
     }
-    MallocSetup::Applied
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn set_thresholds() -> MallocSetup {
-    MallocSetup::Unsupported
+#[cfg(not(target_os = "linux"))]
+fn disable_huge_pages() -> Setting {
+    Setting::Refused
+}
+
+/// `mi_option_purge_delay` in mimalloc 2.x's `mi_option_t` (`include/mimalloc.h`: the
+/// sixteenth option, after `eager_commit_delay` = 14 which `libmimalloc-sys` names);
+/// the crate does not name it. The test below fails if it stops meaning the delay.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+const _: () = assert!(MI_OPTION_PURGE_DELAY == libmimalloc_sys::mi_option_eager_commit_delay + 1);
+
+#[allow(unsafe_code)]
+fn set_purge_delay(milliseconds: i64) {
+    // SAFETY: mi_option_set stores an integer in mimalloc's option table; it takes no
+    // pointers and may be called at any time (options are read when memory is purged).
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, milliseconds as _) };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The settings are accepted by this C library (glibc refuses an mmap threshold
-    /// above its maximum), and a burst of large blocks freed together is kept for the
-    /// next burst. With glibc's defaults the 16 MiB freed at once exceed the trim
-    /// threshold (twice the largest mmapped block freed, 4 MiB here), go back to the
-    /// kernel and are faulted in again every round: about 4,100 faults per round.
+    /// The test binary runs on the allocator the daemons use, so that the test below
+    /// measures mimalloc's behaviour, not glibc's.
+    #[global_allocator]
+    static GLOBAL: Allocator = Allocator;
+
+    /// A burst of large blocks freed together is kept for the next burst, even with a
+    /// pause between bursts longer than mimalloc's default purge delay (10 ms). With the
+    /// default the freed 16 MiB is purged after each pause and faulted in again: about
+    /// 3,400 faults per round.
     #[test]
     #[cfg(target_os = "linux")]
-    fn thresholds_are_accepted_and_freed_bursts_reused() {
+    fn freed_bursts_are_reused_across_pauses() {
         const BLOCK_BYTES: usize = 4 * 1024 * 1024;
         const BLOCKS: usize = 4;
-        const ROUNDS: u8 = 10;
-        if keep_freed_memory() != MallocSetup::Applied {
-            return;
-        }
+        const ROUNDS: u8 = 6;
+        assert_eq!(keep_freed_memory().purge_delay, Setting::Applied);
         let faults_before = minor_faults();
         for round in 0..ROUNDS {
             let blocks: Vec<Vec<u8>> = (0..BLOCKS).map(|_| vec![round + 1; BLOCK_BYTES]).collect();
@@ -111,6 +142,13 @@ mod tests {
                 .iter()
                 .all(|block| block[BLOCK_BYTES - 1] == round + 1));
             drop(std::hint::black_box(blocks));
+            // Longer than the default purge delay, far shorter than ours.
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            // Small allocations meanwhile, as a daemon makes: they are what runs
+            // mimalloc's delayed purges (with the default delay, about 20,000 faults).
+            for i in 0..20_000usize {
+                std::hint::black_box(vec![i as u8; 64 + i % 2_000]);
+            }
         }
         let faults = minor_faults() - faults_before;
         // Faulting the burst in once is expected (1,024 pages per block); every round is not.
