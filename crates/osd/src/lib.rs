@@ -35,7 +35,7 @@ pub use direct::DirectClient;
 pub use pg::Pg;
 pub use pglog::{PgLog, LOG_ENTRIES_MAX};
 pub use recovery_sched::MclockSettings;
-pub use shard::{OsdShard, ShardCounters, TICK_INTERVAL};
+pub use shard::{OsdShard, ShardCounters, SCRUB_BYTES_PER_STEP, TICK_INTERVAL};
 pub use tuning::OsdTuning;
 
 use carmine_proto::Msg;

@@ -41,8 +41,14 @@ pub struct ShardCounters {
     pub copies_repaired_total: u64,
 }
 
-/// Objects one [`OsdShard::scrub_step`] call verifies by default.
+/// Objects one [`OsdShard::scrub_step`] call verifies in one PG at most.
 pub const SCRUB_OBJECTS_PER_STEP: usize = 64;
+
+/// Bytes a deep-scrub step verifies by default (at least one object, whatever its
+/// size). A step runs on the shard's thread between client ops: sixteen 4 MiB image
+/// objects in one step held it for 10–30 ms (fio's p99.9 at depth 16 went from 4 ms
+/// to 12–34 ms); one 4 MiB object costs about a millisecond.
+pub const SCRUB_BYTES_PER_STEP: u64 = 4 * 1024 * 1024;
 
 #[derive(Debug)]
 enum Held {
@@ -391,16 +397,18 @@ impl<S: ObjectStore> OsdShard<S> {
         counters
     }
 
-    /// A deep-scrub step: reads and verifies the data of up to `objects_max` objects,
-    /// going through the shard's PGs in order and wrapping around, continuing where the
-    /// last step stopped. Corrupt copies are repaired (see `pg/repair.rs`). The driver
-    /// decides how often to call it; nothing calls it on its own.
-    pub fn scrub_step(&mut self, objects_max: usize, out: &mut Vec<Output>) {
+    /// A deep-scrub step: reads and verifies the data of up to `objects_max` objects
+    /// holding up to `bytes_max` bytes (at least one object), going through the
+    /// shard's PGs in order and wrapping around, continuing where the last step
+    /// stopped. Corrupt copies are repaired (see `pg/repair.rs`). The driver decides
+    /// how often to call it; nothing calls it on its own.
+    pub fn scrub_step(&mut self, objects_max: usize, bytes_max: u64, out: &mut Vec<Output>) {
         let start = out.len();
         let mut left = objects_max.max(1);
+        let mut bytes_left = bytes_max.max(1);
         let mut pgs_started = 0;
         let pg_count = self.pgs.len();
-        while left > 0 && pgs_started <= pg_count {
+        while left > 0 && bytes_left > 0 && pgs_started <= pg_count {
             let (pgid, after) = match self.scrub_cursor.take() {
                 Some((pgid, after)) if self.pgs.contains_key(&pgid) => (pgid, after),
                 Some((pgid, _)) => match self.pgs.range(pgid..).next() {
@@ -418,11 +426,12 @@ impl<S: ObjectStore> OsdShard<S> {
             let pg = self.pgs.get_mut(&pgid).expect("chosen above");
             self.clock.give(pg);
             let budget = left.min(SCRUB_OBJECTS_PER_STEP);
-            let (listed, last) = if pg.is_deleting() {
-                (0, None)
+            let (listed, last, bytes) = if pg.is_deleting() {
+                (0, None, 0)
             } else {
-                pg.scrub(&self.store, after.as_deref(), budget, out)
+                pg.scrub(&self.store, after.as_deref(), budget, bytes_left, out)
             };
+            bytes_left = bytes_left.saturating_sub(bytes);
             match last {
                 Some(last) => self.scrub_cursor = Some((pgid, Some(last))),
                 None => {

@@ -48,7 +48,8 @@ const SCRUB_TICK: Duration = Duration::from_millis(250);
 /// otherwise.
 pub const SCRUB_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
 /// Objects one deep-scrub step verifies: a slow sweep, so scrubbing costs client IO
-/// little (about 16 objects a second per shard by default).
+/// little (by default about 16 objects, and at most 4 MiB of them, a second per shard:
+/// [`carmine_osd::SCRUB_BYTES_PER_STEP`]).
 pub const SCRUB_OBJECTS_PER_STEP: usize = 16;
 
 /// A shard's periodic report to shard 0.
@@ -237,8 +238,11 @@ impl<S: ObjectStore> ShardState<S> {
             return;
         }
         self.last_scrub = Instant::now();
-        self.shard
-            .scrub_step(SCRUB_OBJECTS_PER_STEP, &mut self.outputs);
+        self.shard.scrub_step(
+            SCRUB_OBJECTS_PER_STEP,
+            carmine_osd::SCRUB_BYTES_PER_STEP,
+            &mut self.outputs,
+        );
     }
 
     fn report(&mut self, urgent: bool) {

@@ -209,7 +209,11 @@ impl Sim {
                 if !no_leases {
                     shard.set_clock(now);
                 }
-                shard.scrub_step(SCRUB_OBJECTS_PER_STEP, &mut out);
+                shard.scrub_step(
+                    SCRUB_OBJECTS_PER_STEP,
+                    carmine_osd::SCRUB_BYTES_PER_STEP,
+                    &mut out,
+                );
                 outputs.push((ShardIndex(index as u16), out));
             }
             for (shard, out) in outputs {

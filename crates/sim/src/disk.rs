@@ -222,6 +222,10 @@ impl ObjectStore for SimStore {
         self.inner().read(coll, oid, offset, length)
     }
 
+    fn verify(&self, coll: CollectionId, oid: &ObjectId) -> Result<(), StoreError> {
+        self.inner().verify(coll, oid)
+    }
+
     fn getxattr(
         &self,
         coll: CollectionId,

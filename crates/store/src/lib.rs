@@ -139,6 +139,15 @@ pub trait ObjectStore {
         length: u64,
     ) -> Result<Bytes, StoreError>;
 
+    /// Checks that the whole of the object's data can be read back intact: an error
+    /// ([`StoreError::Corrupt`] for data that fails its checksum) exactly when a read
+    /// of all of it would fail. Deep scrub calls it on every object. By default it
+    /// reads the data; a store that can check without assembling it says so here.
+    fn verify(&self, coll: CollectionId, oid: &ObjectId) -> Result<(), StoreError> {
+        let size = self.stat(coll, oid)?.size_bytes;
+        self.read(coll, oid, 0, size).map(drop)
+    }
+
     fn getxattr(&self, coll: CollectionId, oid: &ObjectId, name: &str)
         -> Result<Bytes, StoreError>;
     fn getxattrs(

@@ -72,12 +72,8 @@ pub(super) fn unfound_error(name: &str) -> OpError {
 impl Pg {
     /// Whether our stored data of `name` fails its checksum.
     pub(super) fn copy_is_corrupt(&self, store: &dyn ObjectStore, name: &str) -> bool {
-        let oid = ObjectId::head(name);
-        let Ok(stat) = store.stat(self.coll, &oid) else {
-            return false;
-        };
         matches!(
-            store.read(self.coll, &oid, 0, stat.size_bytes),
+            store.verify(self.coll, &ObjectId::head(name)),
             Err(StoreError::Corrupt(_))
         )
     }
@@ -313,42 +309,66 @@ impl Pg {
     }
 
     /// Reads and verifies the data of up to `objects_max` objects after `after`, in
-    /// name order (a deep scrub step). The primary repairs its corrupt copies (and
-    /// fetches objects it knows it lacks); a replica reports its corrupt copies to
-    /// the primary. Returns how many objects it listed, and the last one when there
-    /// may be more (`None` once the PG is done).
+    /// name order (a deep scrub step), stopping early once the objects verified hold
+    /// `bytes_max` bytes (at least one object is verified, whatever its size). The
+    /// primary repairs its corrupt copies (and fetches objects it knows it lacks); a
+    /// replica reports its corrupt copies to the primary. Returns how many objects it
+    /// went through, the last one when there may be more (`None` once the PG is done),
+    /// and the bytes it verified.
     pub fn scrub(
         &mut self,
         store: &dyn ObjectStore,
         after: Option<&str>,
         objects_max: usize,
+        bytes_max: u64,
         out: &mut Vec<Output>,
-    ) -> (usize, Option<String>) {
+    ) -> (usize, Option<String>, u64) {
         let objects_max = objects_max.max(1);
         let cursor = after.map(ObjectId::head);
         let page = match store.list_objects(self.coll, cursor.as_ref(), objects_max) {
             Ok(page) => page,
             Err(error) => {
                 tracing::error!("{}: scrub cannot list objects: {error}", self.pgid);
-                return (0, None);
+                return (0, None, 0);
             }
         };
-        let listed = page.len();
-        let next = (listed == objects_max)
-            .then(|| page.last().map(|oid| oid.name.clone()))
-            .flatten();
-        let checked: Vec<String> = page
-            .into_iter()
-            .filter(|oid| !oid.name.is_empty() && oid.snap == SnapId::HEAD)
-            .map(|oid| oid.name)
-            .filter(|name| !self.missing.contains(name) && !self.repairs.contains_key(name))
-            .collect();
-        let (corrupt, readable): (Vec<String>, Vec<String>) = checked
-            .into_iter()
-            .partition(|name| self.copy_is_corrupt(store, name));
+        let page_full = page.len() == objects_max;
+        let mut walked = 0;
+        let mut bytes = 0u64;
+        let mut next = None;
+        let (mut corrupt, mut readable) = (Vec::new(), Vec::new());
+        for oid in page {
+            walked += 1;
+            let checkable = !oid.name.is_empty()
+                && oid.snap == SnapId::HEAD
+                && !self.missing.contains(&oid.name)
+                && !self.repairs.contains_key(&oid.name);
+            if !checkable {
+                next = Some(oid.name);
+                continue;
+            }
+            // Verifying reads the whole object: a step of large objects (4 MiB image
+            // objects) holds the shard as long as its bytes take, not its count.
+            let size = store
+                .stat(self.coll, &oid)
+                .map_or(0, |stat| stat.size_bytes);
+            bytes += size;
+            if self.copy_is_corrupt(store, &oid.name) {
+                corrupt.push(oid.name.clone());
+            } else {
+                readable.push(oid.name.clone());
+            }
+            next = Some(oid.name);
+            if bytes >= bytes_max {
+                break;
+            }
+        }
+        // More may follow when the listing was cut short, by count or by bytes.
+        let next = next.filter(|_| page_full || bytes >= bytes_max);
+        let listed = walked;
         if self.is_primary() {
             self.repair_after_scrub(corrupt, out);
-            return (listed, next);
+            return (listed, next, bytes);
         }
         let corrupt = self.corrupt_to_report(corrupt, &readable);
         if let Some(primary) = self.primary.filter(|_| !corrupt.is_empty()) {
@@ -361,7 +381,7 @@ impl Pg {
             });
             out.push(peer_output(primary, report));
         }
-        (listed, next)
+        (listed, next, bytes)
     }
 
     /// Replica: of the corrupt copies a scrub step found, those to report to the

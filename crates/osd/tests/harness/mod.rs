@@ -419,10 +419,17 @@ impl Cluster {
 
     /// Runs one deep-scrub step on every shard of `osd` and queues what it sends.
     pub fn scrub(&mut self, osd: OsdId) {
+        self.scrub_bounded(osd, 10_000, u64::MAX);
+    }
+
+    /// One deep-scrub step of at most `objects_max` objects and `bytes_max` bytes on
+    /// every shard of `osd`.
+    pub fn scrub_bounded(&mut self, osd: OsdId, objects_max: usize, bytes_max: u64) {
         let addrs: Vec<Addr> = self.shards.keys().copied().filter(|a| a.0 == osd).collect();
         for addr in addrs {
             let mut out = Vec::new();
-            self.shard_mut(addr).scrub_step(10_000, &mut out);
+            self.shard_mut(addr)
+                .scrub_step(objects_max, bytes_max, &mut out);
             self.route(addr, out);
         }
     }
