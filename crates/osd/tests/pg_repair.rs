@@ -168,7 +168,7 @@ fn a_scrub_of_the_primary_repairs_its_copy_without_any_read() {
 
 /// A deep-scrub step stops once the objects it verified hold its byte budget: a step
 /// runs between client ops on the shard's thread, and sixteen 4 MiB image objects in
-/// one step held the shard for 10–30 ms. At least one object is verified per step.
+/// one step, read whole, held the shard for 10–48 ms. At least one object is verified per step.
 #[test]
 fn a_scrub_step_verifies_objects_up_to_its_byte_budget() {
     const MIB: usize = 1024 * 1024;

@@ -347,8 +347,8 @@ impl Pg {
                 next = Some(oid.name);
                 continue;
             }
-            // Verifying reads the whole object: a step of large objects (4 MiB image
-            // objects) holds the shard as long as its bytes take, not its count.
+            // Verifying may read the whole object (LogStore does): a step of large
+            // objects (4 MiB image objects) holds the shard as long as its bytes take.
             let size = store
                 .stat(self.coll, &oid)
                 .map_or(0, |stat| stat.size_bytes);
