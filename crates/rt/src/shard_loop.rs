@@ -77,6 +77,9 @@ struct ShardState<S: ObjectStore> {
     report_tx: mpsc::Sender<ShardReport>,
     settings: SettingsReader,
     last_scrub: Instant,
+    /// A client op or a replicated write arrived since the last stats report; while
+    /// none does, the report tick returns freed memory to the kernel.
+    data_path_busy: bool,
     /// Flush from the shard's own task, once for all ready connections (see the
     /// module docs), rather than at the end of every connection's turn.
     group_commit: bool,
@@ -136,6 +139,7 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
                 report_tx,
                 settings: SettingsReader::default(),
                 last_scrub: Instant::now(),
+                data_path_busy: false,
                 group_commit,
                 flush_wanted: false,
                 clock_set: false,
@@ -205,7 +209,14 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
                     }
                     None => break,
                 },
-                _ = report.tick() => self.state.borrow_mut().report(false),
+                _ = report.tick() => {
+                    let state = &mut *self.state.borrow_mut();
+                    state.report(false);
+                    // Idle for a second: give freed memory back (a pool deletion's).
+                    if !std::mem::take(&mut state.data_path_busy) {
+                        crate::malloc::return_freed_memory();
+                    }
+                }
                 _ = scrub.tick() => {
                     let state = &mut *self.state.borrow_mut();
                     state.shard.set_clock(Instant::now());
@@ -288,10 +299,14 @@ impl<S: ObjectStore> ShardState<S> {
         match (peer.kind, msg) {
             (EntityKind::Osd, Msg::OsdPing(ping)) => self.answer_ping(&ping, out),
             (EntityKind::Client, Msg::OsdOp(op)) => {
+                self.data_path_busy = true;
                 self.shard
                     .handle_client_op(out.conn_id(), op, &mut self.outputs)
             }
             (EntityKind::Osd, msg) => {
+                if matches!(msg, Msg::RepOp(_) | Msg::RepOpReply(_)) {
+                    self.data_path_busy = true;
+                }
                 let from = OsdId(peer.id as u32);
                 self.shard.handle_peer_message(from, msg, &mut self.outputs)
             }
