@@ -19,8 +19,9 @@
 //! 4 MiB overwrite against 166 pages of real growth (BENCHMARKS.md, "Page faults per
 //! write"), and on this project's VMs a fault costs 2 to 48 µs. Under mimalloc with a
 //! 1 s delay, 350–570 pages per write were still faulted in again; [`PURGE_DELAY_MS`]
-//! (10 s) leaves 15–20, the same as never purging. An idle daemon still gives its
-//! freed memory back, ten seconds later.
+//! (10 s) leaves 15–20, the same as never purging. mimalloc purges only as a thread
+//! goes on allocating, so an OSD shard that has gone idle asks for it
+//! ([`return_freed_memory`]).
 
 /// The allocator the `carmine` binary installs with `#[global_allocator]`.
 pub use mimalloc::MiMalloc as Allocator;
