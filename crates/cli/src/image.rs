@@ -91,7 +91,7 @@ pub enum ImageCommand {
         #[arg(long)]
         read_only: bool,
     },
-    /// Write the changes from --from-snap (or from nothing) to POOL/IMAGE[@SNAP] to
+    /// Write the changes from --from-snap (or from nothing) to `POOL/IMAGE[@SNAP]` to
     /// FILE (- for stdout) in rbd's diff format v1.
     ExportDiff {
         spec: String,

@@ -46,7 +46,7 @@ impl CrushMap {
     /// Runs rule `rule_id` for input `x`, asking for `result_max` items.
     /// `weights[osd]` is the reweight vector (0x10000 in, 0 out); devices
     /// past its end count as out. Holes in `indep` results are
-    /// [`CRUSH_ITEM_NONE`]. Uses no choose_args. An unknown rule maps to
+    /// [`CRUSH_ITEM_NONE`](crate::CRUSH_ITEM_NONE). Uses no choose_args. An unknown rule maps to
     /// nothing.
     ///
     /// # Panics

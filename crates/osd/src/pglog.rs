@@ -454,7 +454,7 @@ impl PgLog {
     }
 
     /// Adds the requests of `incoming` that neither the log nor the dups know yet,
-    /// keeping the newest [`DUPS_MAX`] by version. The caller persists
+    /// keeping the newest `DUPS_MAX` by version. The caller persists
     /// [`PgLog::dup_omap`] afterwards (adopting a log rewrites the whole metadata).
     pub fn merge_dups(&mut self, incoming: &[LogDup]) {
         let fresh: Vec<(ReqId, Applied)> = incoming

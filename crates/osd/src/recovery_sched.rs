@@ -81,7 +81,7 @@ pub struct MclockSettings {
     pub client_weight: u32,
     pub recovery_weight: u32,
     /// Clients spending less than this count as idle (`osd_mclock_client_idle_below`);
-    /// 0: clients count as busy until they have sent no op for [`CLIENT_BUSY_WINDOW`].
+    /// 0: clients count as busy until they have sent no op for `CLIENT_BUSY_WINDOW`.
     pub client_idle_below_bytes_per_s: u64,
     /// The fixed cost of one op or one pushed object (`osd_mclock_cost_per_io`).
     pub op_cost_bytes: u64,
@@ -129,7 +129,7 @@ impl MclockSettings {
         op_cost_bytes: 0,
     };
 
-    /// Weights within 1..=[`WEIGHT_MAX`], and a reservation no higher than the limit.
+    /// Weights within 1..=`WEIGHT_MAX`, and a reservation no higher than the limit.
     pub fn sanitized(self) -> Self {
         let limit = self.limit_bytes_per_s;
         Self {

@@ -8,14 +8,14 @@
 //! owning shard, like every other PG message). So at most `max_backfills` PGs push
 //! from one shard, and at most `max_backfills` push into one shard, at a time. The
 //! primary's side of the protocol is `pg/reserve.rs`; this module holds the pure
-//! [`Reserver`] and the shard's two of them ([`ShardReservations`]), which also answer
+//! [`Reserver`] and the shard's two of them (`ShardReservations`), which also answer
 //! the remote requests.
 //!
 //! Requests wait in priority order, first come first served within a priority. A
-//! remote slot belongs to one primary's round in one interval ([`Ticket`]); a target
+//! remote slot belongs to one primary's round in one interval (`Ticket`); a target
 //! drops it when its own map ends that interval (the PG's primary or interval
 //! changes, or the PG is gone), so a request that arrives stale, or a primary that
-//! goes down, never leaks a slot ([`ShardReservations::sweep`]). Within an interval a
+//! goes down, never leaks a slot (`ShardReservations::sweep`). Within an interval a
 //! slot is freed by `Release`, which the primary sends again until this shard answers
 //! `Released`, so a release lost with a session leaks nothing either.
 //!
@@ -27,7 +27,7 @@
 //! `REJECT_TOOFULL`, checked in `RepNotBackfilling` and again in
 //! `RepWaitBackfillReserved`): a backfill while this OSD is backfillfull or full in
 //! the map or its own store is past the backfillfull ratio, a log-based recovery only
-//! while it is full ([`Room`]).
+//! while it is full (`Room`).
 
 use crate::pg::Pg;
 use crate::Output;

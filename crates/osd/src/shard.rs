@@ -135,7 +135,7 @@ impl<S: ObjectStore> OsdShard<S> {
     /// not model time).
     ///
     /// A PG gets the reading only when the shard next hands it work or shows it
-    /// ([`ShardClock::give`]), not here: walking every PG on every reading cost more
+    /// (`ShardClock::give`), not here: walking every PG on every reading cost more
     /// than the write it preceded (64 PGs, twice per event-loop turn).
     pub fn set_clock(&mut self, now: Instant) {
         if let Some(before) = self.clock.now {

@@ -152,7 +152,9 @@ mod tests {
         const BLOCK_BYTES: usize = 4 * 1024 * 1024;
         const BLOCKS: usize = 4;
         const ROUNDS: u8 = 6;
-        let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _alone = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         assert_eq!(keep_freed_memory().purge_delay, Setting::Applied);
         let faults_before = minor_faults();
         for round in 0..ROUNDS {
@@ -185,7 +187,9 @@ mod tests {
     fn freed_memory_is_returned_when_asked() {
         const BLOCK_BYTES: usize = 4 * 1024 * 1024;
         const BLOCKS: usize = 64;
-        let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _alone = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         keep_freed_memory();
         let blocks: Vec<Vec<u8>> = (0..BLOCKS)
             .map(|i| vec![i as u8 + 1; BLOCK_BYTES])

@@ -2,7 +2,7 @@
 //!
 //! Each shard is one OS thread (pinned to a CPU when there are enough) running a
 //! current-thread runtime and `LocalSet` with its own listener, store and PGs
-//! ([`ShardLoop`]). Shard 0
+//! (`shard_loop::ShardLoop`). Shard 0
 //! also runs the OSD-global task: the monitor session (boot, map subscription, stats),
 //! the distribution of each map epoch to every shard as an `Arc<OsdMap>`, and the
 //! heartbeats (module `heartbeat`).

@@ -3,7 +3,7 @@
 //! 1. **Acknowledged writes are durable**: every acknowledged write is in its PG's
 //!    history (the final primary's log, preceded by the entries the simulator saw
 //!    before they were trimmed) at the version its reply carried; replaying the writes
-//!    (in version order) through the [model](crate::model) gives exactly what the
+//!    (in version order) through the [model] gives exactly what the
 //!    primary's store holds and what the final read-back returned; the log applies only
 //!    writes some client sent and that did not fail; a failure it records (an error
 //!    entry) is the one the client was answered with, and what the model says the
@@ -40,7 +40,7 @@ pub struct FinalState {
     pub pgs: BTreeMap<PgId, Vec<(OsdId, PgDump)>>,
     /// Every PG's whole history of writes, oldest first: the final primary's log,
     /// preceded by what the simulator recorded of the entries trimmed from it
-    /// ([`crate::log_record`]).
+    /// (`crate::log_record`).
     pub logs: BTreeMap<PgId, Vec<LogEntry>>,
 }
 

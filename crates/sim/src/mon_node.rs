@@ -4,7 +4,7 @@
 //! - Each monitor keeps one outgoing lossy session to every peer and reopens it
 //!   [`PEER_RETRY_INTERVAL`] after it closes or a connection attempt fails; Raft
 //!   messages, forwards and forwarded replies travel on those sessions.
-//! - Raft's clock ticks from virtual time ([`MON_TICK`]), each rank at its own phase.
+//! - Raft's clock ticks from virtual time (`MON_TICK`), each rank at its own phase.
 //! - After every call the store image the monitor hands out ([`Monitor::take_store`])
 //!   becomes its "disk" **before** any output of that call is carried out, so a crash
 //!   (which happens between events) never loses what a sent message depended on; a

@@ -1,6 +1,6 @@
-//! `LogStore`: the native persistent [`ObjectStore`], after Crimson's SeaStore. One
+//! `LogStore`: the native persistent [`ObjectStore`](crate::ObjectStore), after Crimson's SeaStore. One
 //! instance per OSD shard owns one [`BlockDevice`] (for a real OSD, the
-//! [`FileDevice`](crate::FileDevice) at [`shard_device_path`]) and is driven by that
+//! [`FileDevice`] at [`shard_device_path`]) and is driven by that
 //! shard alone: `&mut self`, no locks, no threads, no clocks, so the simulator can
 //! drive it deterministically over a [`FaultyDevice`](crate::FaultyDevice).
 //!
@@ -29,12 +29,12 @@
 //!
 //! # Durability contract
 //!
-//! - [`submit`](ObjectStore::submit) validates the transaction, applies it to the
+//! - [`submit`](crate::ObjectStore::submit) validates the transaction, applies it to the
 //!   in-memory index (reads see it at once), appends one checksummed record to the
 //!   pending buffer and returns its sequence number. Nothing is durable yet.
-//! - [`flush`](ObjectStore::flush) writes every pending record in as few writes as
+//! - [`flush`](crate::ObjectStore::flush) writes every pending record in as few writes as
 //!   possible (one per segment touched), issues one `sync` for all of them (group
-//!   commit) and only then advances [`committed_through`](ObjectStore::committed_through).
+//!   commit) and only then advances [`committed_through`](crate::ObjectStore::committed_through).
 //!   It runs to completion before returning.
 //! - Acknowledge a transaction only once `committed_through() >= seq`. After a crash,
 //!   the store holds every transaction up to the `committed_through` it had reached,

@@ -823,7 +823,7 @@ impl Pg {
     }
 
     /// Primary, each tick: when the same peering step has waited
-    /// [`PEERING_RESEND_INTERVAL`], resends its requests to the peers that have not
+    /// `PEERING_RESEND_INTERVAL`, resends its requests to the peers that have not
     /// answered (their answer, or our request, may have been lost with a session).
     /// Recovery's pulls and pushes are resent likewise (`recovery_tick`).
     pub fn peering_tick(

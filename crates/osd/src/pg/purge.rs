@@ -57,7 +57,7 @@ impl Pg {
 
     /// Primary: once the PG is clean with its whole up set acting, tells every stray
     /// that answered this interval's peering to delete its copy (once per interval),
-    /// and every stray that announced itself since (see [`Pg::note_stray`]).
+    /// and every stray that announced itself since (see `Pg::note_stray`).
     pub fn purge_strays(&mut self, out: &mut Vec<Output>) {
         if self.strays_purged && self.late_strays.is_empty() {
             return;
