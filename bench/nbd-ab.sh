@@ -13,26 +13,9 @@
 # cluster, the same objects and the same machine state, alternately.
 set -uo pipefail
 A=$(readlink -f "$1"); B=$(readlink -f "$2"); ROUNDS=${3:-3}; SECS=${4:-8}
-D=$(mktemp -d /tmp/nbd-ab.XXXXXX); C="--conf $D/carmine.toml"; PORT=${PORT:-10871}
-HZ=$(getconf CLK_TCK)
-trap '[ -n "${NBD:-}" ] && kill "$NBD" 2>/dev/null; "$A" vstop --dir "$D" >/dev/null 2>&1; rm -rf "$D"' EXIT
-"$A" vstart --osds 3 --mons 1 --dir "$D" > "$D/vstart.log" 2>&1 || { cat "$D/vstart.log"; exit 1; }
-for i in $(seq 1 100); do
-  "$A" $C --format json status 2>/dev/null | python3 -c 'import json,sys; s=json.load(sys.stdin)
-sys.exit(0 if s["osdmap"]["num_up_osds"]==s["osdmap"]["num_osds"]==3 and s["health"]["status"]=="HEALTH_OK" else 1)' && break
-  sleep 0.2
-done
-"$A" $C pool create nbdab --size 3 --pg-num 32 > /dev/null
-"$A" $C image create nbdab/img --size 1G > /dev/null
-OSDS=$(cat "$D"/run/osd.*.pid)
-cpu() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat"))); done; echo $t; }
-serve() { # serve BIN
-  "$1" $C image nbd nbdab/img --bind "127.0.0.1:$PORT" > "$D/nbd.log" 2>&1 &
-  NBD=$!
-  for i in $(seq 1 100); do grep -q serving "$D/nbd.log" && return; sleep 0.1; done
-  echo "nbd server did not start"; cat "$D/nbd.log"; exit 1
-}
-unserve() { kill -TERM "$NBD"; wait "$NBD" 2>/dev/null; NBD=; }
+PORT=${PORT:-10871}
+. "$(dirname "$0")/lib/image-cluster.sh"
+start_image_cluster nbd-ab
 fio_run() { # fio_run NAME RW QD
   fio --name="$1" --ioengine=nbd --uri="nbd://127.0.0.1:$PORT" --rw="$2" --bs=4k --iodepth="$3" \
     --size=256M --runtime="$SECS" --time_based=1 --output-format=json 2>/dev/null | sed -n '/^{/,$p' > "$D/fio.json"

@@ -6,22 +6,10 @@
 # p50, p99, p99.9, OSD CPU per IO.
 set -uo pipefail
 A=${BIN:-target/release/carmine}; ROUNDS=${ROUNDS:-3}; SECS=${SECS:-8}
-D=$(mktemp -d /tmp/scrubx.XXXXXX); C="--conf $D/carmine.toml"; PORT=10881
-HZ=$(getconf CLK_TCK)
-trap '[ -n "${NBD:-}" ] && kill "$NBD" 2>/dev/null; "$A" vstop --dir "$D" >/dev/null 2>&1; rm -rf "$D"' EXIT
-"$A" vstart --osds 3 --mons 1 --dir "$D" > "$D/vstart.log" 2>&1 || { cat "$D/vstart.log"; exit 1; }
-for i in $(seq 1 100); do
-  "$A" $C --format json status 2>/dev/null | python3 -c 'import json,sys; s=json.load(sys.stdin)
-sys.exit(0 if s["osdmap"]["num_up_osds"]==s["osdmap"]["num_osds"]==3 and s["health"]["status"]=="HEALTH_OK" else 1)' && break
-  sleep 0.2
-done
-"$A" $C pool create nbdab --size 3 --pg-num 32 > /dev/null
-"$A" $C image create nbdab/img --size 1G > /dev/null
-OSDS=$(cat "$D"/run/osd.*.pid)
-cpu() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat"))); done; echo $t; }
-"$A" $C image nbd nbdab/img --bind "127.0.0.1:$PORT" > "$D/nbd.log" 2>&1 &
-NBD=$!
-for i in $(seq 1 100); do grep -q serving "$D/nbd.log" && break; sleep 0.1; done
+PORT=${PORT:-10881}
+. "$(dirname "$0")/lib/image-cluster.sh"
+start_image_cluster scrub-ab
+serve "$A"
 fio --name=prefill --ioengine=nbd --uri="nbd://127.0.0.1:$PORT" --rw=write --bs=4M --iodepth=16 --size=256M > /dev/null 2>&1
 for round in $(seq 1 "$ROUNDS"); do
   for mode in on off; do

@@ -365,10 +365,9 @@ impl Pg {
         }
         // More may follow when the listing was cut short, by count or by bytes.
         let next = next.filter(|_| page_full || bytes >= bytes_max);
-        let listed = walked;
         if self.is_primary() {
             self.repair_after_scrub(corrupt, out);
-            return (listed, next, bytes);
+            return (walked, next, bytes);
         }
         let corrupt = self.corrupt_to_report(corrupt, &readable);
         if let Some(primary) = self.primary.filter(|_| !corrupt.is_empty()) {
@@ -381,7 +380,7 @@ impl Pg {
             });
             out.push(peer_output(primary, report));
         }
-        (listed, next, bytes)
+        (walked, next, bytes)
     }
 
     /// Replica: of the corrupt copies a scrub step found, those to report to the
