@@ -22,6 +22,11 @@ pub struct Cli {
     /// Output for people (plain) or scripts (json).
     #[arg(long, global = true, value_enum, default_value_t = Format::Plain)]
     pub format: Format,
+    /// Microseconds a daemon shard or a client polls its sockets before it sleeps, as
+    /// Seastar's reactor (0: never; default $CARMINE_IDLE_POLL_US, else 200). Waking a
+    /// sleeping vCPU is slow on virtual machines; polling costs CPU only after activity.
+    #[arg(long, global = true, value_name = "US")]
+    pub idle_poll_us: Option<u64>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -135,6 +140,24 @@ impl Cli {
     }
 }
 
+/// `--idle-poll-us`, else `$CARMINE_IDLE_POLL_US`, else the default.
+fn idle_poll_budget(flag: Option<u64>, env: Option<String>) -> Result<Duration> {
+    let micros = match (flag, env) {
+        (Some(micros), _) => micros,
+        (None, Some(text)) => text.trim().parse().map_err(|_| {
+            anyhow::anyhow!("CARMINE_IDLE_POLL_US={text:?} is not a number of microseconds")
+        })?,
+        (None, None) => return Ok(carmine_msgr::idle_poll::IDLE_POLL_DEFAULT),
+    };
+    if micros > IDLE_POLL_MAX_US {
+        anyhow::bail!("idle polling of {micros} µs is more than the {IDLE_POLL_MAX_US} µs allowed");
+    }
+    Ok(Duration::from_micros(micros))
+}
+
+/// A sleep deferred longer than this is a busy loop, not a latency choice.
+const IDLE_POLL_MAX_US: u64 = 100_000;
+
 /// Runs `call` with a client connected to the configured cluster.
 pub fn with_client<F, Fut, T>(cli_conf: Option<&std::path::Path>, call: F) -> Result<T>
 where
@@ -146,9 +169,8 @@ where
     if let Some(seconds) = conf.op_timeout_seconds {
         config.op_timeout = Duration::from_secs(seconds);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime =
+        carmine_msgr::idle_poll::current_thread_runtime(carmine_msgr::idle_poll::process_budget())?;
     runtime.block_on(async move {
         let client = Client::connect(config).await?;
         call(client).await
@@ -158,6 +180,8 @@ where
 pub fn dispatch(cli: Cli) -> Result<()> {
     let conf = cli.conf.as_deref();
     let json = cli.format == Format::Json;
+    let budget = idle_poll_budget(cli.idle_poll_us, std::env::var("CARMINE_IDLE_POLL_US").ok())?;
+    carmine_msgr::idle_poll::set_process_budget(budget);
     match cli.command {
         Command::Vstart(args) => vstart::vstart(args),
         Command::Vstop(args) => vstart::vstop(args, conf),
@@ -226,5 +250,39 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Image(command) => {
             with_client(conf, |c| async move { image::run(&c, command, json).await })
         }
+    }
+}
+
+#[cfg(test)]
+mod idle_poll_tests {
+    use super::*;
+
+    #[test]
+    fn the_flag_wins_then_the_environment_then_the_default() {
+        let micros = |d: Duration| d.as_micros();
+        assert_eq!(
+            micros(idle_poll_budget(Some(0), Some("50".into())).unwrap()),
+            0
+        );
+        assert_eq!(
+            micros(idle_poll_budget(None, Some(" 50 ".into())).unwrap()),
+            50
+        );
+        assert_eq!(
+            idle_poll_budget(None, None).unwrap(),
+            carmine_msgr::idle_poll::IDLE_POLL_DEFAULT
+        );
+    }
+
+    #[test]
+    fn a_bad_budget_is_a_clear_error() {
+        let error = idle_poll_budget(None, Some("fast".into())).unwrap_err();
+        assert!(
+            error.to_string().contains("CARMINE_IDLE_POLL_US=\"fast\""),
+            "{error}"
+        );
+        let error = idle_poll_budget(Some(IDLE_POLL_MAX_US + 1), None).unwrap_err();
+        assert!(error.to_string().contains("more than"), "{error}");
+        assert!(idle_poll_budget(Some(IDLE_POLL_MAX_US), None).is_ok());
     }
 }

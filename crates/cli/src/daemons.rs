@@ -255,6 +255,7 @@ pub fn osd(args: OsdArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
         host: daemon.host.unwrap_or_else(|| format!("host{id}")),
         pin_threads: !daemon.no_pin,
         first_cpu: daemon.first_cpu,
+        idle_poll: carmine_msgr::idle_poll::process_budget(),
         heartbeat: HeartbeatConfig {
             interval: Duration::from_secs_f64(daemon.osd_heartbeat_interval_seconds),
             grace: Duration::from_secs_f64(daemon.osd_heartbeat_grace_seconds),

@@ -236,6 +236,11 @@ fn daemon_specs(args: &VstartArgs, dir: &Path, fsid: &str, mons: &[SocketAddr]) 
             args.osd_heartbeat_interval_seconds.to_string(),
             "--osd-heartbeat-grace-seconds".into(),
             args.osd_heartbeat_grace_seconds.to_string(),
+            // `carmine --idle-poll-us N vstart` (or its environment) reaches the OSDs.
+            "--idle-poll-us".into(),
+            carmine_msgr::idle_poll::process_budget()
+                .as_micros()
+                .to_string(),
         ]);
         // Each shard gets a CPU of its own while there are enough of them; past
         // that, pinning would stack shards on one CPU while another idles, so the

@@ -53,6 +53,7 @@ pub mod frame;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod handshake;
+pub mod idle_poll;
 pub mod message;
 mod queue;
 pub mod session;

@@ -223,6 +223,7 @@ struct Conn {
 impl Conn {
     fn new(stream: TcpStream) -> io::Result<Conn> {
         stream.set_nodelay(true)?;
+        crate::idle_poll::watch(&stream);
         Ok(Conn {
             stream,
             pending: VecDeque::new(),

@@ -54,6 +54,9 @@ pub struct OsdDaemonConfig {
     /// Shard `i` is pinned to CPU `(first_cpu + i) % cpus`, so that several OSDs on
     /// one machine (a dev cluster) do not all pile onto CPU 0.
     pub first_cpu: usize,
+    /// How long a shard polls its sockets before it sleeps
+    /// ([`carmine_msgr::idle_poll`]); zero: never.
+    pub idle_poll: Duration,
     /// Heartbeat timing (the map's config keys override it).
     pub heartbeat: HeartbeatConfig,
 }
@@ -162,9 +165,7 @@ fn run_shard(
     report_tx: mpsc::Sender<ShardReport>,
     global: Option<Global>,
 ) -> Result<(), DaemonError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = carmine_msgr::idle_poll::current_thread_runtime(config.idle_poll)?;
     // A LocalSet: the shard's connection tasks share its state without locks.
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {

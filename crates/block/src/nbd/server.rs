@@ -70,6 +70,7 @@ impl NbdServer {
         loop {
             let (stream, peer) = listener.accept().await?;
             stream.set_nodelay(true)?;
+            carmine_msgr::idle_poll::watch(&stream);
             let server = self.clone();
             tokio::spawn(async move {
                 if let Err(error) = server.serve_connection(stream).await {
@@ -84,6 +85,7 @@ impl NbdServer {
         let listener = UnixListener::bind(path)?;
         loop {
             let (stream, _) = listener.accept().await?;
+            carmine_msgr::idle_poll::watch(&stream);
             let server = self.clone();
             tokio::spawn(async move {
                 if let Err(error) = server.serve_connection(stream).await {
