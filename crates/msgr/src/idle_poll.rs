@@ -229,6 +229,34 @@ mod tests {
         assert!(poll_a_quiet_socket() < PROMPT);
     }
 
+    /// The hook runs only when the runtime has nothing to do: work made ready by the
+    /// last task (a spawned task completing what the `block_on` future awaits, a
+    /// `LocalSet` task waking another, a yield) runs without waiting out the budget.
+    /// tokio checks for pending work before its park hook (1.54); this keeps it so.
+    #[test]
+    fn a_polling_runtime_never_polls_while_it_has_work() {
+        let runtime = current_thread_runtime(LONG).unwrap();
+        let start = Instant::now();
+        runtime.block_on(async {
+            let (_a, _b) = tokio::net::UnixStream::pair().unwrap();
+            for _ in 0..3 {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                tokio::spawn(async move { tx.send(()).unwrap() });
+                rx.await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async {
+            for _ in 0..3 {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                tokio::task::spawn_local(async move { tx.send(()).unwrap() });
+                rx.await.unwrap();
+            }
+        });
+        assert!(start.elapsed() < PROMPT, "took {:?}", start.elapsed());
+    }
+
     /// The runtime's own epoll still gets the socket's event after the hook saw it, and
     /// timers still fire (late by at most the budget).
     #[test]
