@@ -14,16 +14,13 @@
 #      300 and 1500 (qd1), Ir/op from the difference.
 # Needs fio (nbd engine), valgrind, python3. Results go to stdout.
 set -uo pipefail
+. "$(dirname "$0")/lib/cluster.sh"
 BASE=$(readlink -f "$1"); NEW=$(readlink -f "$2"); ROUNDS=${3:-5}; SECS=${4:-4}
 D=$(mktemp -d /tmp/client-ab.XXXXXX); C="--conf $D/carmine.toml"
 TICK=$(getconf CLK_TCK)
 trap '"$BASE" vstop --dir "$D" >/dev/null 2>&1; kill $(jobs -p) 2>/dev/null' EXIT
 "$BASE" vstart --osds 3 --mons 1 --dir "$D" > "$D/vstart.log" 2>&1 || { cat "$D/vstart.log"; exit 1; }
-for i in $(seq 1 100); do
-  "$BASE" $C --format json status 2>/dev/null | python3 -c 'import json,sys; s=json.load(sys.stdin)
-sys.exit(0 if s["osdmap"]["num_up_osds"]==s["osdmap"]["num_osds"]==3 and s["health"]["status"]=="HEALTH_OK" else 1)' && break
-  sleep 0.2
-done
+wait_cluster_ready "$BASE" "$D/carmine.toml"
 "$BASE" $C pool create bench3 --size 3 --pg-num 32 > /dev/null
 sleep 2
 "$BASE" $C --format json bench bench3 write -b 4096 -t 16 --seconds 2 --no-cleanup --run-name warm > /dev/null

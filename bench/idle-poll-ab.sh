@@ -15,6 +15,7 @@ if [ $# -gt 0 ]; then BUDGETS=("$@"); else BUDGETS=(0 200); fi
 ROUNDS=${ROUNDS:-2}
 SECS=${SECS:-4}
 HZ=$(getconf CLK_TCK)
+. "$(dirname "$0")/lib/cluster.sh"
 D=
 trap '[ -n "$D" ] && { "$BIN" vstop --dir "$D" >/dev/null 2>&1; rm -rf "$D"; }' EXIT
 cpu() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat"))); done; echo $t; }
@@ -26,11 +27,7 @@ for round in $(seq 1 "$ROUNDS"); do
     C=(--conf "$D/carmine.toml")
     "${B[@]}" "${C[@]}" pool create p1 --size 1 --pg-num 32 > /dev/null
     "${B[@]}" "${C[@]}" pool create p3 --size 3 --pg-num 32 > /dev/null
-    for i in $(seq 1 100); do
-      "${B[@]}" "${C[@]}" --format json status 2>/dev/null | python3 -c 'import json,sys; s=json.load(sys.stdin)
-sys.exit(0 if s["health"]["status"]=="HEALTH_OK" else 1)' && break
-      sleep 0.2
-    done
+    wait_cluster_ready "$BIN" "$D/carmine.toml"
     OSDS=$(cat "$D"/run/osd.*.pid)
     for run in "p1 1" "p3 1" "p3 16"; do
       set -- $run

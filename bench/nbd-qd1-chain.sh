@@ -12,15 +12,12 @@
 #   3. `perf stat` on the server: CPU time and context switches per request.
 # The wake-up chain needs root (perf sched) and a kernel with sched tracepoints.
 set -uo pipefail
+. "$(dirname "$0")/lib/cluster.sh"
 BIN=$(readlink -f "$1"); SECS=${2:-6}
 D=$(mktemp -d /tmp/nbd-chain.XXXXXX); C="--conf $D/carmine.toml"; PORT=10859
 trap '"$BIN" vstop --dir "$D" >/dev/null 2>&1; kill $(jobs -p) 2>/dev/null' EXIT
 "$BIN" vstart --osds 3 --mons 1 --dir "$D" > "$D/vstart.log" 2>&1 || { cat "$D/vstart.log"; exit 1; }
-for i in $(seq 1 100); do
-  "$BIN" $C --format json status 2>/dev/null | python3 -c 'import json,sys; s=json.load(sys.stdin)
-sys.exit(0 if s["osdmap"]["num_up_osds"]==s["osdmap"]["num_osds"]==3 and s["health"]["status"]=="HEALTH_OK" else 1)' && break
-  sleep 0.2
-done
+wait_cluster_ready "$BIN" "$D/carmine.toml"
 "$BIN" $C pool create bench3 --size 3 --pg-num 32 > /dev/null
 "$BIN" $C image create bench3/chain --size 1G > /dev/null
 "$BIN" $C image nbd bench3/chain --bind "127.0.0.1:$PORT" > "$D/nbd.log" 2>&1 &

@@ -4,6 +4,8 @@
 # and PORT, and calls start_image_cluster PREFIX; the cluster and any server are
 # stopped when the script exits.
 
+. "$(dirname "${BASH_SOURCE[0]}")/cluster.sh"
+
 cpu() { # cpu PID...: utime+stime in clock ticks, summed
   local t=0 p
   for p in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat"))); done
@@ -15,12 +17,7 @@ start_image_cluster() { # start_image_cluster PREFIX: sets D, C, HZ, OSDS
   HZ=$(getconf CLK_TCK)
   trap '[ -n "${NBD:-}" ] && kill "$NBD" 2>/dev/null; "$A" vstop --dir "$D" >/dev/null 2>&1; rm -rf "$D"' EXIT
   "$A" vstart --osds 3 --mons 1 --dir "$D" > "$D/vstart.log" 2>&1 || { cat "$D/vstart.log"; exit 1; }
-  local i
-  for i in $(seq 1 100); do
-    "$A" $C --format json status 2>/dev/null | python3 -c 'import json,sys; s=json.load(sys.stdin)
-sys.exit(0 if s["osdmap"]["num_up_osds"]==s["osdmap"]["num_osds"]==3 and s["health"]["status"]=="HEALTH_OK" else 1)' && break
-    sleep 0.2
-  done
+  wait_cluster_ready "$A" "$D/carmine.toml"
   "$A" $C pool create nbdab --size 3 --pg-num 32 > /dev/null
   "$A" $C image create nbdab/img --size 1G > /dev/null
   OSDS=$(cat "$D"/run/osd.*.pid)
