@@ -10,7 +10,11 @@
 //! OPS (100,000) 4 KiB `write_full`s, one in flight, over PGS (32) PGs. MODE `new`
 //! (the default) names a new object per write, as `carmine bench` does; `overwrite`
 //! cycles through 1,024 objects, as a block image does. Instructions per write =
-//! (Ir at 2N ops − Ir at N ops) / N.
+//! (Ir at 2N ops − Ir at N ops) / N. A line per 20,000 writes shows the step when the
+//! PG logs fill (PGS × 3,000 entries). For timings, run it with the daemon's allocator
+//! settings (`carmine_rt::malloc`): `MIMALLOC_PURGE_DELAY=10000
+//! MIMALLOC_ARENA_PURGE_MULT=10`; with mimalloc's default 10 ms, a full log's freed
+//! entries are purged and faulted in again, which the daemon does not do.
 
 /// The allocator the `carmine` binary runs on (`carmine_rt::malloc`), so that the counts
 /// here are the daemon's.
@@ -178,6 +182,9 @@ impl Cluster {
     }
 }
 
+/// Writes per progress line.
+const SEGMENT: u64 = 20_000;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let ops: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
@@ -186,6 +193,7 @@ fn main() {
     let data = Bytes::from(vec![0x5a; 4096]);
     let mut cluster = Cluster::new(pg_num);
     let started = Instant::now();
+    let mut segment_start = started;
     for tid in 1..=ops {
         let name = if overwrite {
             format!("rbd_data.10226b8b4567.{:016x}", tid % 1024)
@@ -193,6 +201,17 @@ fn main() {
             format!("benchmark_data_host0_4242_object{tid}")
         };
         cluster.write(tid, &name, &data);
+        if tid % SEGMENT == 0 {
+            // Per-segment rates show the step when the PG logs fill (32 PGs × 3,000).
+            let now = Instant::now();
+            println!(
+                "  writes {:>7}..{:<7} {:6.2} us/op",
+                tid - SEGMENT,
+                tid,
+                (now - segment_start).as_secs_f64() * 1e6 / SEGMENT as f64
+            );
+            segment_start = now;
+        }
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!(

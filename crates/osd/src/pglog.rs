@@ -12,6 +12,11 @@ use std::collections::{HashMap, VecDeque};
 
 /// Entries kept before the oldest are trimmed (Ceph's `osd_min_pg_log_entries`).
 pub const LOG_ENTRIES_MAX: usize = 3000;
+/// Most entries trimmed at once (Ceph's `osd_pg_log_trim_min`): a full log grows by up
+/// to this many before its oldest go, so that the trimming — removing the log keys,
+/// setting and forgetting dups, in the store and in the indexes — happens in one
+/// batch of neighbouring keys every so many writes, not key by key on every write.
+pub const LOG_TRIM_BATCH_MAX: usize = 100;
 /// Request ids of trimmed entries remembered to answer resends (Ceph's
 /// `osd_pg_log_dups_tracked`), whatever the log length.
 pub const DUPS_MAX: usize = 3000;
@@ -243,8 +248,11 @@ pub struct PgLog {
     by_reqid: HashMap<ReqId, EVersion, ReqIdHash>,
     dups: VecDeque<(ReqId, Applied)>,
     dup_index: HashMap<ReqId, Applied, ReqIdHash>,
-    /// Entries kept before the oldest is trimmed.
+    /// Entries kept after a trim.
     entries_max: usize,
+    /// Entries beyond `entries_max` that make a trim: the log holds at most
+    /// `entries_max + trim_batch - 1`.
+    trim_batch: usize,
 }
 
 impl Default for PgLog {
@@ -254,15 +262,19 @@ impl Default for PgLog {
 }
 
 impl PgLog {
-    /// An empty log that keeps at most `entries_max` (at least 1) entries.
+    /// An empty log that keeps `entries_max` (at least 1) entries after each trim. It
+    /// trims in batches of an eighth of that, at most [`LOG_TRIM_BATCH_MAX`] (so the
+    /// simulator's tiny logs trim in batches of a few entries, or one by one).
     pub fn with_entries_max(entries_max: usize) -> Self {
         let hash = ReqIdHash::new();
+        let entries_max = entries_max.max(1);
         Self {
             entries: VecDeque::new(),
             by_reqid: HashMap::with_hasher(hash),
             dups: VecDeque::new(),
             dup_index: HashMap::with_hasher(hash),
-            entries_max: entries_max.max(1),
+            entries_max,
+            trim_batch: (entries_max / 8).clamp(1, LOG_TRIM_BATCH_MAX),
         }
     }
 
@@ -334,7 +346,7 @@ impl PgLog {
         );
         assert_eq!(info.last_update, entry.version);
         let coll = CollectionId::Pg(info.pgid);
-        let excess = (self.entries.len() + 1).saturating_sub(self.entries_max);
+        let excess = self.trimmed_by_push();
         // The trimmed entries' requests are remembered durably as dups, the oldest dups
         // beyond DUPS_MAX forgotten, exactly as `push` does in memory. Every key is
         // distinct (a log key, a dup of a trimmed entry, an older dup, the info), so
@@ -368,11 +380,26 @@ impl PgLog {
         tx.omap_set(coll, pgmeta_oid(), set);
     }
 
+    /// How many of the oldest entries pushing one more trims: none until the log
+    /// would exceed `entries_max` by a whole batch, then all beyond `entries_max`.
+    fn trimmed_by_push(&self) -> usize {
+        self.trimmed_from(self.entries.len() + 1)
+    }
+
+    /// How many of the oldest of `len` entries a log trims.
+    fn trimmed_from(&self, len: usize) -> usize {
+        if len >= self.entries_max + self.trim_batch {
+            len - self.entries_max
+        } else {
+            0
+        }
+    }
+
     /// The log tail after pushing one more entry (for the info persisted with it): the
     /// version of the newest entry the push trims, or `tail` (the current one) when it
     /// trims nothing. The log then holds exactly the history after the tail.
     pub fn tail_after_push(&self, tail: EVersion) -> EVersion {
-        let excess = (self.entries.len() + 1).saturating_sub(self.entries_max);
+        let excess = self.trimmed_by_push();
         match excess
             .checked_sub(1)
             .and_then(|last| self.entries.get(last))
@@ -394,9 +421,11 @@ impl PgLog {
             .is_ok()
     }
 
-    /// Replaces the whole log (a copy adopting the authoritative history); keeps the
-    /// newest `entries_max` of `entries` and returns the version of the newest one it
-    /// dropped (the new tail), if it dropped any. `keep_dups`: whether the requests
+    /// Replaces the whole log (a copy adopting the authoritative history); keeps all
+    /// of `entries` that a log may hold (so a copy adopting another's log holds the
+    /// same entries and tail, whatever point of its trim batch the other was at), or
+    /// trims them to the newest `entries_max` when there are more, and returns the
+    /// version of the newest one it dropped (the new tail), if it dropped any. `keep_dups`: whether the requests
     /// remembered so far belong to the adopted history (they do when this copy's log
     /// led up to a point of it; not when it is wiped for a backfill, since a trimmed
     /// divergent entry would then answer a resend of a write that was rolled back).
@@ -407,7 +436,7 @@ impl PgLog {
             self.dups.clear();
             self.dup_index.clear();
         }
-        let excess = entries.len().saturating_sub(self.entries_max);
+        let excess = self.trimmed_from(entries.len());
         let tail = excess.checked_sub(1).map(|last| entries[last].version);
         for (index, entry) in entries.into_iter().enumerate() {
             if index < excess {
@@ -426,13 +455,39 @@ impl PgLog {
         if entry.version <= self.head() {
             return;
         }
-        while self.entries.len() >= self.entries_max {
-            let old = self.entries.pop_front().expect("log is not empty");
-            self.by_reqid.remove(&old.reqid);
-            self.remember(&old);
+        for _ in 0..self.trimmed_by_push() {
+            self.trim_oldest();
         }
         self.by_reqid.insert(entry.reqid, entry.version);
         self.entries.push_back(entry);
+    }
+
+    /// Adds an entry a replica applied with the primary's transaction, which trimmed
+    /// the persisted log up to `tail` (the primary's info): the log in memory trims
+    /// to the same point, whatever its own length says.
+    pub fn push_trimmed_to(&mut self, entry: LogEntry, tail: EVersion) {
+        if entry.version <= self.head() {
+            return;
+        }
+        self.by_reqid.insert(entry.reqid, entry.version);
+        self.entries.push_back(entry);
+        while self
+            .entries
+            .front()
+            .is_some_and(|oldest| oldest.version <= tail)
+        {
+            self.trim_oldest();
+        }
+    }
+
+    /// Drops the oldest entry, remembering its request.
+    fn trim_oldest(&mut self) {
+        if let Some(old) = self.entries.pop_front() {
+            if self.by_reqid.get(&old.reqid) == Some(&old.version) {
+                self.by_reqid.remove(&old.reqid);
+            }
+            self.remember(&old);
+        }
     }
 }
 
@@ -519,13 +574,38 @@ mod tests {
             pgid: PgId::new(1, 0),
             ..PgInfo::default()
         };
-        for v in 1..=(LOG_ENTRIES_MAX as u64 + 5) {
+        // A full log grows by a batch less one before it trims...
+        let untrimmed = (LOG_ENTRIES_MAX + LOG_TRIM_BATCH_MAX - 1) as u64;
+        for v in 1..=untrimmed {
             let mut tx = Transaction::new();
             info.last_update = EVersion::new(1, v);
             log.persist_append(&entry(v, v), &info, &mut tx);
             log.push(entry(v, v));
         }
-        assert_eq!(log.len(), LOG_ENTRIES_MAX);
+        assert_eq!(log.len(), untrimmed as usize);
+        // ...then the next append trims the whole batch, in one removal.
+        for v in untrimmed + 1..=LOG_ENTRIES_MAX as u64 + LOG_TRIM_BATCH_MAX as u64 + 5 {
+            let mut tx = Transaction::new();
+            info.last_update = EVersion::new(1, v);
+            let tail = log.tail_after_push(EVersion::ZERO);
+            log.persist_append(&entry(v, v), &info, &mut tx);
+            let removals: Vec<usize> = tx
+                .ops
+                .iter()
+                .filter_map(|op| match op {
+                    carmine_store::TxOp::OmapRm { keys, .. } => Some(keys.len()),
+                    _ => None,
+                })
+                .collect();
+            if v == untrimmed + 1 {
+                assert_eq!(removals, [LOG_TRIM_BATCH_MAX]);
+                assert_eq!(tail, EVersion::new(1, LOG_TRIM_BATCH_MAX as u64));
+            } else {
+                assert!(removals.is_empty(), "{removals:?}");
+            }
+            log.push(entry(v, v));
+        }
+        assert_eq!(log.len(), LOG_ENTRIES_MAX + 5);
         // Trimmed, but remembered: a resend is answered, not applied again.
         assert_eq!(
             log.find_reqid(ReqId { client: 1, tid: 3 }),
@@ -536,7 +616,7 @@ mod tests {
             })
         );
         assert!(log.find_reqid(ReqId { client: 1, tid: 0 }).is_none());
-        let last = LOG_ENTRIES_MAX as u64 + 5;
+        let last = (LOG_ENTRIES_MAX + LOG_TRIM_BATCH_MAX + 5) as u64;
         assert_eq!(
             log.find_reqid(ReqId {
                 client: 1,
@@ -634,6 +714,74 @@ mod tests {
         assert_eq!(reqid.tid, first_dup);
         assert_eq!(applied.user_version, first_dup);
         assert_eq!(log.dup_omap().len(), DUPS_MAX);
+    }
+
+    /// With trims in batches, after every append the store holds exactly the info, the
+    /// log entries after the persisted tail (those the log holds in memory) and the
+    /// dups the log remembers; and a replica, applying the primary's transactions and
+    /// trimming to the primary's tail, holds the same log as the primary.
+    #[test]
+    fn batched_trims_keep_store_memory_tail_and_replica_in_step() {
+        use carmine_store::{MemStore, ObjectStore};
+        let entries_max = 16;
+        let mut primary = PgLog::with_entries_max(entries_max);
+        assert_eq!(primary.trim_batch, 2);
+        // The replica's own limit differs: what it trims follows the primary's tail.
+        let mut replica = PgLog::with_entries_max(entries_max * 2);
+        let pgid = PgId::new(1, 0);
+        let coll = CollectionId::Pg(pgid);
+        let mut store = MemStore::new();
+        let mut tx = Transaction::new();
+        tx.create_collection(coll);
+        tx.touch(coll, pgmeta_oid());
+        store.submit(tx).unwrap();
+        let mut info = PgInfo {
+            pgid,
+            ..PgInfo::default()
+        };
+        let mut lengths = std::collections::BTreeSet::new();
+        for v in 1..=(DUPS_MAX + 3 * entries_max) as u64 {
+            let mut tx = Transaction::new();
+            info.last_update = EVersion::new(1, v);
+            info.log_tail = primary.tail_after_push(info.log_tail);
+            primary.persist_append(&entry(v, v), &info, &mut tx);
+            store.submit(tx).unwrap();
+            primary.push(entry(v, v));
+            replica.push_trimmed_to(entry(v, v), info.log_tail);
+            lengths.insert(primary.len());
+
+            let logged: Vec<EVersion> = primary.entries().map(|e| e.version).collect();
+            let first = logged[0].version;
+            assert_eq!(info.log_tail.version, first - 1, "at {v}");
+            assert_eq!(
+                replica.entries().map(|e| e.version).collect::<Vec<_>>(),
+                logged
+            );
+            if v % 97 != 0 && v < (DUPS_MAX + 2 * entries_max) as u64 {
+                continue; // the whole omap is compared now and then, and at the end
+            }
+            let keys: Vec<Bytes> = store
+                .omap_list(coll, &pgmeta_oid(), None, usize::MAX)
+                .unwrap()
+                .into_iter()
+                .map(|(key, _)| key)
+                .collect();
+            let mut expected: Vec<Bytes> = primary
+                .dups_to_send()
+                .iter()
+                .map(|dup| dup_key(dup.version))
+                .collect();
+            expected.push(Bytes::from_static(INFO_KEY));
+            expected.extend(logged.iter().map(|version| log_key(*version)));
+            assert_eq!(keys, expected, "at {v}");
+        }
+        // The log only ever held entries_max to entries_max + batch - 1 once full.
+        assert_eq!(
+            lengths.range(entries_max..).copied().collect::<Vec<_>>(),
+            [entries_max, entries_max + 1]
+        );
+        assert_eq!(primary.dups_to_send().len(), DUPS_MAX);
+        assert_eq!(replica.dups_to_send().len(), DUPS_MAX);
     }
 
     fn error_entry(version: u64, tid: u64) -> LogEntry {

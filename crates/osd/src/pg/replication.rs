@@ -520,7 +520,7 @@ impl Pg {
             Ok(seq) => {
                 self.last_submitted = seq;
                 self.info = rep.info;
-                self.log.push(rep.entry);
+                self.log.push_trimmed_to(rep.entry, self.info.log_tail);
                 self.replica_acks.push_back(ReplicaAck {
                     seq,
                     primary: from,
