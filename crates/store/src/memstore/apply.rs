@@ -16,6 +16,7 @@
 
 use super::object::{DataUndo, Object, ObjectData, SpareBuffers};
 use super::{Collection, Counters, MemStore};
+use crate::omap::OmapKey;
 use crate::{CollectionId, StoreError, Transaction, TxOp};
 use bytes::Bytes;
 use carmine_types::limits::{
@@ -43,8 +44,8 @@ enum Change {
     Data(DataUndo),
     Mtime(u64),
     Xattr(String, Option<Bytes>),
-    OmapEntry(Bytes, Option<Bytes>),
-    OmapAll(BTreeMap<Bytes, Bytes>),
+    OmapEntry(OmapKey, Option<Bytes>),
+    OmapAll(BTreeMap<OmapKey, Bytes>),
 }
 
 /// The undo records of the transaction being applied. The vector is kept between
@@ -452,6 +453,15 @@ fn own_small(value: Bytes) -> Bytes {
     }
 }
 
+/// An omap key to keep: inline when short (see [`OmapKey`]), else its own buffer.
+fn own_key(key: Bytes) -> OmapKey {
+    if key.len() <= OmapKey::INLINE_MAX {
+        OmapKey::copied(&key)
+    } else {
+        OmapKey::new(own_small(key))
+    }
+}
+
 fn change(
     object: &mut Object,
     op: ObjectOp,
@@ -491,27 +501,28 @@ fn change(
         ObjectOp::OmapSet(entries) => match undo {
             Some(undo) => {
                 for (key, value) in entries {
-                    let (key, value) = (own_small(key), own_small(value));
-                    let previous = object.put_omap(key.clone(), Some(value));
+                    let key = own_key(key);
+                    let previous = object.put_omap(key.clone(), Some(own_small(value)));
                     undo.push(Undo::Change(Change::OmapEntry(key, previous)));
                 }
             }
             None => {
                 for (key, value) in entries {
-                    object.put_omap(own_small(key), Some(own_small(value)));
+                    object.put_omap(own_key(key), Some(own_small(value)));
                 }
             }
         },
         ObjectOp::OmapRm(keys) => match undo {
             Some(undo) => {
                 for key in keys {
+                    let key = own_key(key);
                     let previous = object.remove_omap(&key);
                     undo.push(Undo::Change(Change::OmapEntry(key, previous)));
                 }
             }
             None => {
                 for key in keys {
-                    object.remove_omap(&key);
+                    object.remove_omap(&OmapKey::copied(&key));
                 }
             }
         },

@@ -8,6 +8,7 @@
 //! to the objects it touched (see `apply.rs`).
 
 use super::extents::ExtentMap;
+use crate::omap::OmapKey;
 use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
 
@@ -264,7 +265,7 @@ pub(super) struct Object {
     pub data: ObjectData,
     pub mtime_ns: u64,
     xattrs: Xattrs,
-    omap: BTreeMap<Bytes, Bytes>,
+    omap: BTreeMap<OmapKey, Bytes>,
     xattr_bytes: u64,
     omap_bytes: u64,
     /// Set by [`MemStore::inject_decay`](super::MemStore::inject_decay): data reads fail
@@ -317,7 +318,7 @@ impl Object {
         self.xattrs.0.iter().cloned().collect()
     }
 
-    pub fn omap(&self) -> &BTreeMap<Bytes, Bytes> {
+    pub fn omap(&self) -> &BTreeMap<OmapKey, Bytes> {
         &self.omap
     }
 
@@ -365,15 +366,15 @@ impl Object {
     }
 
     /// Removes an omap entry and returns its value, or `None` if there was none.
-    pub fn remove_omap(&mut self, key: &[u8]) -> Option<Bytes> {
+    pub fn remove_omap(&mut self, key: &OmapKey) -> Option<Bytes> {
         let previous = self.omap.remove(key)?;
-        self.omap_bytes -= entry_bytes(key, &previous);
+        self.omap_bytes -= entry_bytes(key.as_slice(), &previous);
         Some(previous)
     }
 
     /// Sets (`Some`) or removes (`None`) an omap entry and returns the previous value.
-    pub fn put_omap(&mut self, key: Bytes, value: Option<Bytes>) -> Option<Bytes> {
-        let key_bytes = key.len() as u64;
+    pub fn put_omap(&mut self, key: OmapKey, value: Option<Bytes>) -> Option<Bytes> {
+        let key_bytes = key.as_slice().len() as u64;
         let previous = match value {
             Some(value) => {
                 self.omap_bytes += key_bytes + value.len() as u64;
@@ -388,8 +389,8 @@ impl Object {
     }
 
     /// Replaces the whole omap (O(1)) and returns the previous one.
-    pub fn replace_omap(&mut self, omap: BTreeMap<Bytes, Bytes>) -> BTreeMap<Bytes, Bytes> {
-        self.omap_bytes = omap.iter().map(|(k, v)| entry_bytes(k, v)).sum();
+    pub fn replace_omap(&mut self, omap: BTreeMap<OmapKey, Bytes>) -> BTreeMap<OmapKey, Bytes> {
+        self.omap_bytes = omap.iter().map(|(k, v)| entry_bytes(k.as_slice(), v)).sum();
         std::mem::replace(&mut self.omap, omap)
     }
 }
