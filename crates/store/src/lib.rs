@@ -28,6 +28,7 @@ pub mod device;
 pub mod logstore;
 mod memstore;
 mod omap;
+mod owned;
 mod transaction;
 
 pub use device::{BlockDevice, FaultConfig, FaultyDevice, FileDevice, MemDevice};

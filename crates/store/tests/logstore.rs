@@ -526,3 +526,37 @@ fn unformatted_or_foreign_devices() {
         Err(StoreError::Corrupt(_))
     ));
 }
+
+/// Xattr and omap values and keys arrive as slices of a message's receive buffer (or,
+/// in replay, of the buffer a log segment was read into). A store that kept them as
+/// they came would pin that whole buffer for as long as the attribute lives — the PG
+/// log's thousands of entries per PG, every object's info xattr — which MemStore once
+/// did to 356 MB. Both stores keep their own copy of small ones.
+#[test]
+fn stores_do_not_pin_the_buffers_attributes_arrive_in() {
+    fn pinned_after_submit(store: &mut dyn ObjectStore) -> bool {
+        let mut setup = Transaction::new();
+        setup.create_collection(pg());
+        setup.touch(pg(), object(1));
+        store.submit(setup).unwrap();
+        let receive_buffer = Bytes::from(vec![7u8; 128 * 1024]);
+        let mut tx = Transaction::new();
+        tx.set_xattr(pg(), object(1), "_".into(), receive_buffer.slice(0..200));
+        tx.omap_set(
+            pg(),
+            object(1),
+            vec![(
+                receive_buffer.slice(200..235),
+                receive_buffer.slice(300..400),
+            )],
+        );
+        store.submit(tx).unwrap();
+        store.flush().unwrap();
+        // Unique again once the store holds no slice of it.
+        receive_buffer.try_into_mut().is_err()
+    }
+    assert!(!pinned_after_submit(&mut MemStore::new()), "MemStore");
+    let mut log_store =
+        LogStore::open(MemDevice::new(DEVICE_BYTES), LogStoreConfig::small()).unwrap();
+    assert!(!pinned_after_submit(&mut log_store), "LogStore");
+}

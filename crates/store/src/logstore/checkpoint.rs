@@ -11,6 +11,8 @@
 use super::format::{frame_versioned, unframe, CHECKPOINT_MAGIC};
 use super::index::{Counters, Extent, Geometry, Index, Objects, Onode, Piece, PieceId};
 use super::varint::{put_varint, unzigzag, zigzag, Cursor};
+use crate::omap::OmapKey;
+use crate::owned::{own_key, own_small};
 use crate::CollectionId;
 use bytes::Bytes;
 use carmine_types::encoding::{Decode, DecodeError, Decoder};
@@ -154,7 +156,7 @@ fn encode_object(out: &mut Vec<u8>, previous_name: &[u8], oid: &ObjectId, onode:
     if flags & FLAG_OMAP != 0 {
         put_varint(out, onode.omap.len() as u64);
         for (key, value) in &onode.omap {
-            put_blob(out, key);
+            put_blob(out, key.as_slice());
             put_blob(out, value);
         }
     }
@@ -443,7 +445,7 @@ fn decode_attributes(c: &mut Cursor<'_>, flags: u8, onode: &mut Onode) -> Result
             let value = c.blob("omap value", MESSAGE_BYTES_MAX)?;
             onode
                 .omap
-                .insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value));
+                .insert(OmapKey::copied(key), Bytes::copy_from_slice(value));
         }
     }
     Ok(())
@@ -506,15 +508,13 @@ fn decode_onode_v1(d: &mut Decoder) -> Result<Onode, DecodeError> {
     }
     for _ in 0..d.get_count("xattrs", 8)? {
         let name = d.get_string("xattr name", XATTR_NAME_BYTES_MAX)?;
-        onode
-            .xattrs
-            .insert(name, d.get_blob("xattr value", MESSAGE_BYTES_MAX)?);
+        let value = own_small(d.get_blob("xattr value", MESSAGE_BYTES_MAX)?);
+        onode.xattrs.insert(name, value);
     }
     for _ in 0..d.get_count("omap", 8)? {
-        let key = d.get_blob("omap key", OMAP_KEY_BYTES_MAX)?;
-        onode
-            .omap
-            .insert(key, d.get_blob("omap value", MESSAGE_BYTES_MAX)?);
+        let key = own_key(d.get_blob("omap key", OMAP_KEY_BYTES_MAX)?);
+        let value = own_small(d.get_blob("omap value", MESSAGE_BYTES_MAX)?);
+        onode.omap.insert(key, value);
     }
     Ok(onode)
 }
@@ -671,7 +671,7 @@ mod tests {
                     }
                     e.put_u32(onode.omap.len() as u32);
                     for (key, value) in &onode.omap {
-                        e.put_blob(key);
+                        e.put_blob(key.as_slice());
                         e.put_blob(value);
                     }
                 }

@@ -10,6 +10,8 @@
 //! segment live bytes count whole live pieces, which is what the cleaner must copy.
 
 use super::extents::ExtentMap;
+use crate::omap::OmapKey;
+use crate::owned::{own_key, own_small};
 use crate::{CollectionId, MemStore, TxOp};
 use bytes::Bytes;
 use carmine_types::ObjectId;
@@ -49,13 +51,17 @@ pub struct Onode {
     pub mtime_ns: u64,
     pub extents: ExtentMap,
     pub xattrs: BTreeMap<String, Bytes>,
-    pub omap: BTreeMap<Bytes, Bytes>,
+    pub omap: BTreeMap<OmapKey, Bytes>,
 }
 
 impl Onode {
     fn attribute_bytes(&self) -> u64 {
         let xattrs: usize = self.xattrs.iter().map(|(k, v)| k.len() + v.len()).sum();
-        let omap: usize = self.omap.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let omap: usize = self
+            .omap
+            .iter()
+            .map(|(k, v)| k.as_slice().len() + v.len())
+            .sum();
         (xattrs + omap) as u64
     }
 }
@@ -245,17 +251,20 @@ impl Index {
                 name,
                 value,
             } => self.with_onode(coll, oid, |_, onode| {
-                onode.xattrs.insert(name, value);
+                onode.xattrs.insert(name, own_small(value));
             }),
             TxOp::RmXattr { coll, oid, name } => self.with_onode(coll, oid, |_, onode| {
                 onode.xattrs.remove(&name).expect("validated");
             }),
-            TxOp::OmapSet { coll, oid, entries } => {
-                self.with_onode(coll, oid, |_, onode| onode.omap.extend(entries))
-            }
+            TxOp::OmapSet { coll, oid, entries } => self.with_onode(coll, oid, |_, onode| {
+                let owned = entries
+                    .into_iter()
+                    .map(|(key, value)| (own_key(key), own_small(value)));
+                onode.omap.extend(owned)
+            }),
             TxOp::OmapRm { coll, oid, keys } => self.with_onode(coll, oid, |_, onode| {
                 for key in keys {
-                    onode.omap.remove(&key);
+                    onode.omap.remove(&OmapKey::copied(&key));
                 }
             }),
             TxOp::OmapClear(coll, oid) => self.with_onode(coll, oid, |_, onode| onode.omap.clear()),
