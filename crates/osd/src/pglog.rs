@@ -671,25 +671,32 @@ mod tests {
         assert!(decode_dup(b"dup.x", omap[0].1.clone()).is_err());
     }
 
+    /// A MemStore holding one PG's collection and metadata object, and its empty info.
+    fn store_with_pgmeta() -> (carmine_store::MemStore, CollectionId, PgInfo) {
+        use carmine_store::ObjectStore;
+        let pgid = PgId::new(1, 0);
+        let coll = CollectionId::Pg(pgid);
+        let mut store = carmine_store::MemStore::new();
+        let mut tx = Transaction::new();
+        tx.create_collection(coll);
+        tx.touch(coll, pgmeta_oid());
+        store.submit(tx).unwrap();
+        let info = PgInfo {
+            pgid,
+            ..PgInfo::default()
+        };
+        (store, coll, info)
+    }
+
     /// What the appends leave in the store is exactly the newest entries, the dups of
     /// the newest trimmed ones (at most DUPS_MAX) and the info, once the log and the
     /// dups are both full.
     #[test]
     fn persisted_log_holds_the_newest_entries_and_dups() {
-        use carmine_store::{MemStore, ObjectStore};
+        use carmine_store::ObjectStore;
         let entries_max = 3;
         let mut log = PgLog::with_entries_max(entries_max);
-        let pgid = PgId::new(1, 0);
-        let coll = CollectionId::Pg(pgid);
-        let mut store = MemStore::new();
-        let mut tx = Transaction::new();
-        tx.create_collection(coll);
-        tx.touch(coll, pgmeta_oid());
-        store.submit(tx).unwrap();
-        let mut info = PgInfo {
-            pgid,
-            ..PgInfo::default()
-        };
+        let (mut store, coll, mut info) = store_with_pgmeta();
         let writes = (DUPS_MAX + entries_max + 5) as u64;
         for v in 1..=writes {
             let mut tx = Transaction::new();
@@ -722,23 +729,13 @@ mod tests {
     /// trimming to the primary's tail, holds the same log as the primary.
     #[test]
     fn batched_trims_keep_store_memory_tail_and_replica_in_step() {
-        use carmine_store::{MemStore, ObjectStore};
+        use carmine_store::ObjectStore;
         let entries_max = 16;
         let mut primary = PgLog::with_entries_max(entries_max);
         assert_eq!(primary.trim_batch, 2);
         // The replica's own limit differs: what it trims follows the primary's tail.
         let mut replica = PgLog::with_entries_max(entries_max * 2);
-        let pgid = PgId::new(1, 0);
-        let coll = CollectionId::Pg(pgid);
-        let mut store = MemStore::new();
-        let mut tx = Transaction::new();
-        tx.create_collection(coll);
-        tx.touch(coll, pgmeta_oid());
-        store.submit(tx).unwrap();
-        let mut info = PgInfo {
-            pgid,
-            ..PgInfo::default()
-        };
+        let (mut store, coll, mut info) = store_with_pgmeta();
         let mut lengths = std::collections::BTreeSet::new();
         for v in 1..=(DUPS_MAX + 3 * entries_max) as u64 {
             let mut tx = Transaction::new();
