@@ -7,13 +7,14 @@
 # (utime+stime from /proc). Budgets alternate, ROUNDS times, so they share the load.
 #
 #   bench/idle-poll-ab.sh [BIN] [BUDGETS...]     e.g. bench/idle-poll-ab.sh target/release/carmine 0 200
-#   environment: ROUNDS [2]  SECS [4]
+#   environment: ROUNDS [2]  SECS [4]  STORE [mem] (`log`: LogStore OSDs, as `vstart --store log`)
 set -euo pipefail
 BIN=${1:-target/release/carmine}
 shift || true
 if [ $# -gt 0 ]; then BUDGETS=("$@"); else BUDGETS=(0 200); fi
 ROUNDS=${ROUNDS:-2}
 SECS=${SECS:-4}
+STORE=${STORE:-mem}
 HZ=$(getconf CLK_TCK)
 . "$(dirname "$0")/lib/cluster.sh"
 D=
@@ -23,7 +24,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for us in "${BUDGETS[@]}"; do
     D=$(mktemp -d /tmp/idle-poll-ab.XXXXXX)
     B=("$BIN" --idle-poll-us "$us")
-    "${B[@]}" vstart --osds 3 --mons 1 --dir "$D" > "$D/vstart.log" 2>&1 || { cat "$D/vstart.log"; exit 1; }
+    "${B[@]}" vstart --osds 3 --mons 1 --store "$STORE" --dir "$D" > "$D/vstart.log" 2>&1 || { cat "$D/vstart.log"; exit 1; }
     C=(--conf "$D/carmine.toml")
     "${B[@]}" "${C[@]}" pool create p1 --size 1 --pg-num 32 > /dev/null
     "${B[@]}" "${C[@]}" pool create p3 --size 3 --pg-num 32 > /dev/null
