@@ -239,15 +239,17 @@ impl Applied {
     }
 }
 
-/// The in-memory log with its request-id index, and the request ids of trimmed
-/// entries ("dups"), persisted as `dup.` keys beside the log (peering sends them with
-/// the log: see [`PgLog::merge_dups`]).
+/// The in-memory log, the request ids of trimmed entries ("dups"), persisted as `dup.`
+/// keys beside the log (peering sends them with the log: see [`PgLog::merge_dups`]),
+/// and one index of both.
 #[derive(Debug)]
 pub struct PgLog {
     entries: VecDeque<LogEntry>,
-    by_reqid: HashMap<ReqId, EVersion, ReqIdHash>,
     dups: VecDeque<(ReqId, Applied)>,
-    dup_index: HashMap<ReqId, Applied, ReqIdHash>,
+    /// The newest version of each request in `entries` or `dups`. One index for both:
+    /// a trimmed entry becomes a dup at the same version, so trimming leaves it as it
+    /// is, and only a forgotten dup is removed from it.
+    by_reqid: HashMap<ReqId, EVersion, ReqIdHash>,
     /// Entries kept after a trim.
     entries_max: usize,
     /// Entries beyond `entries_max` that make a trim: the log holds at most
@@ -270,9 +272,8 @@ impl PgLog {
         let entries_max = entries_max.max(1);
         Self {
             entries: VecDeque::new(),
-            by_reqid: HashMap::with_hasher(hash),
             dups: VecDeque::new(),
-            dup_index: HashMap::with_hasher(hash),
+            by_reqid: HashMap::with_hasher(hash),
             entries_max,
             trim_batch: (entries_max / 8).clamp(1, LOG_TRIM_BATCH_MAX),
         }
@@ -296,19 +297,25 @@ impl PgLog {
     /// Where request `reqid` was applied, if its entry is still in the log or was
     /// trimmed recently enough to be remembered.
     pub fn find_reqid(&self, reqid: ReqId) -> Option<Applied> {
-        if let Some(version) = self.by_reqid.get(&reqid) {
-            let index = self
-                .entries
-                .binary_search_by(|entry| entry.version.cmp(version))
-                .ok()?;
+        let version = *self.by_reqid.get(&reqid)?;
+        if let Ok(index) = self
+            .entries
+            .binary_search_by(|entry| entry.version.cmp(&version))
+        {
             return self.entries.get(index).map(Applied::of);
         }
-        self.dup_index.get(&reqid).cloned()
+        // A resend of a trimmed write: rare, so a scan (dups adopted with a log need
+        // not be in version order).
+        self.dups
+            .iter()
+            .rev()
+            .find(|(dup, applied)| *dup == reqid && applied.version == version)
+            .map(|(_, applied)| applied.clone())
     }
 
     /// A dup loaded from the store (oldest first).
     pub fn load_dup(&mut self, reqid: ReqId, applied: Applied) {
-        self.dup_index.insert(reqid, applied.clone());
+        self.by_reqid.insert(reqid, applied.version);
         self.dups.push_back((reqid, applied));
     }
 
@@ -320,16 +327,27 @@ impl PgLog {
             .collect()
     }
 
-    /// Remembers the request of a trimmed entry.
+    /// Remembers the request of a trimmed entry (the index already names its
+    /// version) and forgets the oldest dups beyond `DUPS_MAX`.
     fn remember(&mut self, entry: &LogEntry) {
-        let applied = Applied::of(entry);
-        self.dup_index.insert(entry.reqid, applied.clone());
-        self.dups.push_back((entry.reqid, applied));
+        self.dups.push_back((entry.reqid, Applied::of(entry)));
         while self.dups.len() > DUPS_MAX {
             let (reqid, applied) = self.dups.pop_front().expect("not empty");
-            if self.dup_index.get(&reqid) == Some(&applied) {
-                self.dup_index.remove(&reqid);
+            if self.by_reqid.get(&reqid) == Some(&applied.version) {
+                self.by_reqid.remove(&reqid);
             }
+        }
+    }
+
+    /// Rebuilds the index from the dups and the entries (the newest version of a
+    /// request wins: dups are older than the log).
+    fn reindex(&mut self) {
+        self.by_reqid.clear();
+        for (reqid, applied) in &self.dups {
+            self.by_reqid.insert(*reqid, applied.version);
+        }
+        for entry in &self.entries {
+            self.by_reqid.insert(entry.reqid, entry.version);
         }
     }
 
@@ -431,21 +449,21 @@ impl PgLog {
     /// divergent entry would then answer a resend of a write that was rolled back).
     pub fn replace(&mut self, entries: Vec<LogEntry>, keep_dups: bool) -> Option<EVersion> {
         self.entries.clear();
-        self.by_reqid.clear();
         if !keep_dups {
             self.dups.clear();
-            self.dup_index.clear();
         }
         let excess = self.trimmed_from(entries.len());
         let tail = excess.checked_sub(1).map(|last| entries[last].version);
         for (index, entry) in entries.into_iter().enumerate() {
             if index < excess {
-                self.remember(&entry);
-                continue;
+                self.dups.push_back((entry.reqid, Applied::of(&entry)));
+            } else {
+                self.entries.push_back(entry);
             }
-            self.by_reqid.insert(entry.reqid, entry.version);
-            self.entries.push_back(entry);
         }
+        let over = self.dups.len().saturating_sub(DUPS_MAX);
+        self.dups.drain(..over);
+        self.reindex();
         tail
     }
 
@@ -480,12 +498,10 @@ impl PgLog {
         }
     }
 
-    /// Drops the oldest entry, remembering its request.
+    /// Drops the oldest entry, remembering its request (as a dup at the same version,
+    /// so the index stays as it is).
     fn trim_oldest(&mut self) {
         if let Some(old) = self.entries.pop_front() {
-            if self.by_reqid.get(&old.reqid) == Some(&old.version) {
-                self.by_reqid.remove(&old.reqid);
-            }
             self.remember(&old);
         }
     }
@@ -515,7 +531,6 @@ impl PgLog {
         let fresh: Vec<(ReqId, Applied)> = incoming
             .iter()
             .filter(|dup| !self.by_reqid.contains_key(&dup.reqid))
-            .filter(|dup| !self.dup_index.contains_key(&dup.reqid))
             .map(|dup| (dup.reqid, Applied::of_dup(dup)))
             .collect();
         if fresh.is_empty() {
@@ -524,11 +539,8 @@ impl PgLog {
         let mut all: Vec<(ReqId, Applied)> = self.dups.drain(..).chain(fresh).collect();
         all.sort_by_key(|(_, applied)| applied.version);
         let excess = all.len().saturating_sub(DUPS_MAX);
-        self.dup_index.clear();
-        for (reqid, applied) in all.into_iter().skip(excess) {
-            self.dup_index.insert(reqid, applied.clone());
-            self.dups.push_back((reqid, applied));
-        }
+        self.dups.extend(all.into_iter().skip(excess));
+        self.reindex();
     }
 }
 
@@ -779,6 +791,16 @@ mod tests {
         );
         assert_eq!(primary.dups_to_send().len(), DUPS_MAX);
         assert_eq!(replica.dups_to_send().len(), DUPS_MAX);
+        // Every remembered request answers a resend, from the log or its dup; the
+        // forgotten ones do not.
+        let first_dup = primary.dups_to_send()[0].version.version;
+        for log in [&primary, &replica] {
+            for tid in 1..=(DUPS_MAX + 3 * entries_max) as u64 {
+                let found = log.find_reqid(ReqId { client: 1, tid });
+                let expected = (tid >= first_dup).then_some(EVersion::new(1, tid));
+                assert_eq!(found.map(|applied| applied.version), expected, "tid {tid}");
+            }
+        }
     }
 
     fn error_entry(version: u64, tid: u64) -> LogEntry {
