@@ -1,5 +1,5 @@
-//! Omap reads shared by the stores, which both keep an object's omap as a sorted map
-//! of byte keys to byte values, and [`OmapKey`], the key MemStore keeps.
+//! [`OmapKey`], the key both stores keep an object's omap by (a sorted map of keys to
+//! byte values), and the omap reads they share.
 
 use bytes::Bytes;
 use std::borrow::Borrow;
@@ -7,21 +7,10 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-/// A key of a sorted omap, handed back to readers as `Bytes`.
-pub(crate) trait StoredKey: Ord + Borrow<[u8]> {
-    fn to_bytes(&self) -> Bytes;
-}
-
-impl StoredKey for Bytes {
-    fn to_bytes(&self) -> Bytes {
-        self.clone()
-    }
-}
-
 /// Entries with keys strictly after `after` (all when `None`), in key order, at most
 /// `max_entries`.
-pub(crate) fn range<K: StoredKey>(
-    omap: &BTreeMap<K, Bytes>,
+pub(crate) fn range(
+    omap: &BTreeMap<OmapKey, Bytes>,
     after: Option<&[u8]>,
     max_entries: usize,
 ) -> Vec<(Bytes, Bytes)> {
@@ -33,10 +22,7 @@ pub(crate) fn range<K: StoredKey>(
 }
 
 /// The entries of `keys` that exist, in key order, each key once.
-pub(crate) fn lookup<K: StoredKey>(
-    omap: &BTreeMap<K, Bytes>,
-    keys: &[Bytes],
-) -> Vec<(Bytes, Bytes)> {
+pub(crate) fn lookup(omap: &BTreeMap<OmapKey, Bytes>, keys: &[Bytes]) -> Vec<(Bytes, Bytes)> {
     let found: BTreeMap<Bytes, Bytes> = keys
         .iter()
         .filter_map(|key| omap.get_key_value(key.as_ref()))
@@ -45,7 +31,7 @@ pub(crate) fn lookup<K: StoredKey>(
     found.into_iter().collect()
 }
 
-/// An omap key as MemStore keeps it. A short key lives inside the B-tree node, so a
+/// An omap key as the stores keep it. A short key lives inside the B-tree node, so a
 /// search compares the keys of the node it has already read, instead of following one
 /// pointer to the heap per key compared, and storing it allocates nothing. The PG
 /// metadata object holds thousands of keys per PG (its log and dups) and every write
@@ -95,19 +81,18 @@ impl OmapKey {
         }
     }
 
+    /// The key as handed back to readers.
+    pub fn to_bytes(&self) -> Bytes {
+        match &self.0 {
+            Repr::Inline { .. } => Bytes::copy_from_slice(self.as_slice()),
+            Repr::Heap(bytes) => bytes.clone(),
+        }
+    }
+
     pub fn as_slice(&self) -> &[u8] {
         match &self.0 {
             Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],
             Repr::Heap(bytes) => bytes,
-        }
-    }
-}
-
-impl StoredKey for OmapKey {
-    fn to_bytes(&self) -> Bytes {
-        match &self.0 {
-            Repr::Inline { .. } => Bytes::copy_from_slice(self.as_slice()),
-            Repr::Heap(bytes) => bytes.clone(),
         }
     }
 }
