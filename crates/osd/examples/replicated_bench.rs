@@ -24,7 +24,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use bytes::Bytes;
 use carmine_clustermap::{OsdMap, PoolSpec};
 use carmine_osd::{OsdShard, Output, TICK_INTERVAL};
-use carmine_proto::{Msg, OpCode, OsdOp};
+use carmine_proto::{Msg, OpCode, OsdOp, RepOpEncoder};
 use carmine_store::MemStore;
 use carmine_types::{OsdId, PgId, PoolId, ReqId, ShardIndex, SnapId};
 use std::collections::{HashMap, VecDeque};
@@ -49,6 +49,8 @@ struct Cluster {
     origin: Instant,
     elapsed: Duration,
     since_tick: Duration,
+    /// As the runtime does: a write's replicas share one encoding.
+    encoder: RepOpEncoder,
 }
 
 impl Cluster {
@@ -75,6 +77,7 @@ impl Cluster {
             origin: Instant::now(),
             elapsed: Duration::ZERO,
             since_tick: Duration::ZERO,
+            encoder: RepOpEncoder::default(),
         };
         for id in 0..OSD_COUNT {
             let mut out = Vec::new();
@@ -121,11 +124,12 @@ impl Cluster {
                 }
                 Output::Client(..) => panic!("unexpected client message"),
                 Output::Peer(to, _, msg) => {
-                    let (front, data) = msg.encode_parts();
+                    let (front, data) = self.encoder.encode_parts(&msg);
                     self.wire.push_back((from, to, msg.msg_type(), front, data));
                 }
             }
         }
+        self.encoder.clear();
     }
 
     /// Delivers until nothing is in flight; each delivery is one runtime turn.

@@ -13,6 +13,7 @@
 //! assert_eq!(Msg::decode(msg.msg_type(), front).unwrap(), msg);
 //! ```
 
+mod encode_once;
 mod heartbeat;
 mod lease;
 mod mon;
@@ -24,6 +25,7 @@ mod purge;
 mod reserve;
 mod snap;
 
+pub use encode_once::*;
 pub use heartbeat::*;
 pub use lease::*;
 pub use mon::*;

@@ -29,7 +29,7 @@ use carmine_clustermap::OsdMap;
 use carmine_msgr::tcp::{serve_local_with, ConnId, ConnectionHandle, Dispatch, Outbox};
 use carmine_msgr::{Message, Policy, SessionConfig};
 use carmine_osd::{OsdShard, Output, ShardCounters};
-use carmine_proto::{Msg, OsdPing, PgStat};
+use carmine_proto::{Msg, OsdPing, PgStat, RepOpEncoder};
 use carmine_store::{ObjectStore, StoreUsage};
 use carmine_types::{EntityKind, EntityName, OsdId, ShardIndex};
 use std::cell::RefCell;
@@ -93,6 +93,8 @@ struct ShardState<S: ObjectStore> {
     /// through `rearm` to set the timer again.
     recovery_wakeup: Option<Instant>,
     rearm: Rc<tokio::sync::Notify>,
+    /// Encodes a replicated write once for all of its replicas.
+    rep_encoder: RepOpEncoder,
 }
 
 type SharedState<S> = Rc<RefCell<ShardState<S>>>;
@@ -146,6 +148,7 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
                 flush_requested: flush_notify,
                 recovery_wakeup: None,
                 rearm: Rc::new(tokio::sync::Notify::new()),
+                rep_encoder: RepOpEncoder::default(),
             })
         });
         Self {
@@ -370,12 +373,18 @@ impl<S: ObjectStore> ShardState<S> {
                         info.shard_addrs.get(usize::from(shard.0)).copied()
                     });
                     match addr {
-                        Some(addr) => self.peers.send((osd, shard), addr, to_message(&msg, epoch)),
+                        Some(addr) => {
+                            let (front, data) = self.rep_encoder.encode_parts(&msg);
+                            let message =
+                                Message::new(msg.msg_type(), 0, epoch.0, front).with_data(data);
+                            self.peers.send((osd, shard), addr, message);
+                        }
                         None => tracing::debug!("{osd} is down or unknown; message dropped"),
                     }
                 }
             }
         }
+        self.rep_encoder.clear();
         outputs
     }
 
