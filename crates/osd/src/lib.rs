@@ -24,6 +24,7 @@ mod exec;
 pub mod heartbeat;
 mod osd_set;
 mod pg;
+mod pg_set;
 mod pglog;
 mod recovery_sched;
 pub mod reserver;

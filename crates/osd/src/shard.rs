@@ -5,6 +5,7 @@
 
 use crate::pg::purge::{marked_deleting, stray_notices, PurgeProgress, PURGE_OBJECTS_PER_TURN};
 use crate::pg::Pg;
+use crate::pg_set::PgSet;
 use crate::recovery_sched::RecoverySched;
 use crate::reserver::{Room, ShardReservations};
 use crate::{ClientRef, MclockSettings, OsdTuning, Output};
@@ -65,7 +66,10 @@ pub struct OsdShard<S: ObjectStore> {
     store: S,
     map: Option<Arc<OsdMap>>,
     pgs: BTreeMap<PgId, Pg>,
-    pending: BTreeSet<PgId>,
+    /// PGs with writes waiting for a store commit, walked after every turn.
+    pending: PgSet,
+    /// The walk's copy of `pending` (kept to reuse its buffer).
+    walking: Vec<PgId>,
     /// PGs with snapshot trimming to do (see `snap_trim_turn`).
     snap_trimming: BTreeSet<PgId>,
     waiting_for_map: VecDeque<(Epoch, Held)>,
@@ -110,7 +114,8 @@ impl<S: ObjectStore> OsdShard<S> {
             store,
             map: None,
             pgs: BTreeMap::new(),
-            pending: BTreeSet::new(),
+            pending: PgSet::default(),
+            walking: Vec::new(),
             snap_trimming: BTreeSet::new(),
             waiting_for_map: VecDeque::new(),
             counters: ShardCounters::default(),
@@ -989,9 +994,10 @@ impl<S: ObjectStore> OsdShard<S> {
             }
         }
         let committed = self.store.committed_through();
-        let pending = std::mem::take(&mut self.pending);
+        let mut walking = std::mem::take(&mut self.walking);
+        self.pending.take_into(&mut walking);
         let limit = self.recovery_max_active;
-        for pgid in pending {
+        for &pgid in &walking {
             let Some(pg) = self.pgs.get_mut(&pgid) else {
                 continue;
             };
@@ -1005,6 +1011,7 @@ impl<S: ObjectStore> OsdShard<S> {
             self.recovery.settle(self.clock.now, pg, before);
             self.reservations.settle(pg, out);
         }
+        self.walking = walking;
     }
 }
 
