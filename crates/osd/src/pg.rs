@@ -142,6 +142,10 @@ pub struct Pg {
     past_intervals: Vec<carmine_clustermap::PastInterval>,
     /// Infos gathered while peering.
     notifies: BTreeMap<OsdId, carmine_proto::PgNotify>,
+    /// A rollback left the object and byte counts of the history that ends at this
+    /// version unknown (no answering copy ended there yet): the next peering that
+    /// hears from one takes them from it (`Pg::settle_stats`).
+    stats_unsure_at: Option<EVersion>,
     /// Objects this copy knows it lacks (persisted as `missing.NAME` pgmeta keys).
     missing: BTreeSet<String>,
     /// Primary: objects each replica lacks, and those pushed and not yet acknowledged.
@@ -251,6 +255,7 @@ impl Pg {
             phase: Phase::Replica,
             past_intervals: Vec::new(),
             notifies: BTreeMap::new(),
+            stats_unsure_at: None,
             missing: BTreeSet::new(),
             peer_missing: BTreeMap::new(),
             pushing: BTreeMap::new(),

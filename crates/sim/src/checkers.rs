@@ -15,6 +15,8 @@
 //! 3. **Replicas are byte-identical**: every acting member of every PG holds the same
 //!    objects, data, mtimes, xattrs and omap — the PG metadata (info and log) included.
 //! 4. (in the simulator) every PG is active+clean within the bound after the faults.
+//! 6. **PG stats are true**: the object count and bytes in the primary's PG info
+//!    (what `carmine df` and the monitor's PG stats report) are what the PG holds.
 //! 5. **Monitors agree**: no two monitors ever publish different maps for one epoch,
 //!    each monitor's epochs only grow, and a restarted monitor is no older than what
 //!    it published before ([`crate::mon_node::check_monitors`]).
@@ -55,12 +57,13 @@ struct Position {
 
 type Timelines = BTreeMap<String, Vec<Position>>;
 
-/// Runs checkers 1, 2, 3 and 5.
+/// Runs checkers 1, 2, 3, 5 and 6.
 pub fn check(history: &History, end: &FinalState, mons: &MonRecord) -> Vec<String> {
     let mut violations = Vec::new();
     let timelines = durable_writes(history, end, &mut violations);
     linearizable_reads(history, &timelines, &mut violations);
     replicas_identical(end, &mut violations);
+    stats_match_content(end, &mut violations);
     check_monitors(mons, &mut violations);
     if violations.len() > VIOLATIONS_MAX {
         let more = violations.len() - VIOLATIONS_MAX;
@@ -431,6 +434,38 @@ fn replicas_identical(end: &FinalState, out: &mut Vec<String>) {
                     "{pgid}: replicas differ, {first_osd} vs {osd}: {difference}"
                 ));
             }
+        }
+    }
+}
+
+// --- 6. PG stats ----------------------------------------------------------------
+
+/// The primary's info counts the PG's objects (the metadata object aside) and their
+/// bytes; the replicas agree with it by checker 3. The simulated clients take no
+/// snapshots, so every object is a head object.
+fn stats_match_content(end: &FinalState, out: &mut Vec<String>) {
+    for (pgid, members) in &end.pgs {
+        let (osd, dump) = &members[0];
+        let Some(objects) = dump else { continue };
+        let info = match dump::pg_info(dump) {
+            Ok(Some(info)) => info,
+            Ok(None) => continue,
+            Err(error) => {
+                out.push(format!("{pgid} on {osd}: {error}"));
+                continue;
+            }
+        };
+        let held = objects
+            .iter()
+            .filter(|(name, _)| name.as_str() != dump::PGMETA_NAME);
+        let count = held.clone().count() as u64;
+        let bytes: u64 = held.map(|(_, object)| object.size_bytes).sum();
+        if (info.object_count, info.data_bytes) != (count, bytes) {
+            out.push(format!(
+                "{pgid} on {osd}: PG info says {} objects of {} bytes, the PG holds {count} \
+                 objects of {bytes} bytes",
+                info.object_count, info.data_bytes
+            ));
         }
     }
 }

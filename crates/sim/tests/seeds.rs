@@ -259,7 +259,9 @@ fn regression_an_interval_below_min_size_does_not_outrank_newer_copies() {
 /// object, nobody could supply it, and the PG stayed degraded for good (the writes
 /// behind the carried-over one waited forever too). The primary now rolls back its
 /// never-acknowledged writes from the first one whose object it cannot read, and
-/// recovers the acknowledged version from a replica.
+/// recovers the acknowledged version from a replica. Its PG info still counted the
+/// rolled-back write's bytes (6 where the PG held 10; checker 6): it now takes the
+/// counts, in the next peering, from a copy that ends where its kept log does.
 #[test]
 fn regression_an_unacknowledged_write_whose_only_copy_rots_is_rolled_back() {
     check(&[run_with_faults(7290, FaultClasses::ALL)], 10, 50);
@@ -288,7 +290,10 @@ fn regression_a_pg_peered_below_min_size_does_not_outrank_newer_members() {
 /// logs and missing sets differing). Peering now rolls back the entries only the
 /// primary holds, from the first whose object it cannot read, when a member of the
 /// interval that entry was written in answers with an older `last_update` (so the
-/// write was never acknowledged), and recovers the acknowledged version.
+/// write was never acknowledged), and recovers the acknowledged version. The object
+/// and byte counts of the rolled-back write stayed in every member's PG info (105
+/// bytes where the PG held 103; checker 6): the rollback now takes them from a copy
+/// that ends where the kept log does.
 #[test]
 fn regression_an_unreadable_unacknowledged_write_is_rolled_back_after_a_restart() {
     check(&[run_with_faults(4040, FaultClasses::ALL)], 10, 100);

@@ -195,6 +195,9 @@ impl Pg {
         if self.roll_back_unreadable_history(store) {
             self.notifies.insert(self.whoami, self.my_notify());
         }
+        if self.settle_stats() {
+            self.notifies.insert(self.whoami, self.my_notify());
+        }
         let auth = match self.complete_auth() {
             Ok(auth) => auth,
             Err(reason) => {
@@ -1043,6 +1046,26 @@ impl Pg {
         );
         let mut info = self.info.clone();
         info.last_update = kept.last().map_or(info.log_tail, |entry| entry.version);
+        // Our object and byte counts include the forgotten writes. A copy whose log
+        // ends where ours now does counts exactly the history we keep (seed 4040:
+        // without this, every member reported the rolled-back write's bytes for good).
+        match self.stats_at(info.last_update) {
+            Some((object_count, data_bytes)) => {
+                info.object_count = object_count;
+                info.data_bytes = data_bytes;
+                self.stats_unsure_at = None;
+            }
+            None => {
+                tracing::info!(
+                    "{}: rolled back {} entries; the PG's object and byte counts wait for \
+                     a copy that ends at {}",
+                    self.pgid,
+                    forgotten.len(),
+                    info.last_update
+                );
+                self.stats_unsure_at = Some(info.last_update);
+            }
+        }
         let adopted = Adopted {
             info,
             entries: kept,
@@ -1051,6 +1074,42 @@ impl Pg {
         };
         self.adopt_log(store, adopted, &missing);
         self.in_flight.retain(|write| write.version < first);
+    }
+
+    /// The object count and bytes of the history that ends at `last_update`, from an
+    /// answering copy whose log ends exactly there: versions name one history, so its
+    /// counts are that history's.
+    fn stats_at(&self, last_update: EVersion) -> Option<(u64, u64)> {
+        self.notifies
+            .iter()
+            .filter(|(osd, n)| **osd != self.whoami && n.exists)
+            .map(|(_, n)| &n.info)
+            .find(|info| info.last_update == last_update)
+            .map(|info| (info.object_count, info.data_bytes))
+    }
+
+    /// After a rollback that found no copy ending where our log now does (a former
+    /// primary rolls back at the interval change, before it hears from anyone; seed
+    /// 7290): takes the counts from a copy that answered this peering and ends there,
+    /// so that they are the kept history's whether our log then becomes authoritative
+    /// or not. Returns whether our info changed. The new counts reach the store with
+    /// the next info this copy persists (activation, or its next write).
+    fn settle_stats(&mut self) -> bool {
+        let Some(at) = self.stats_unsure_at else {
+            return false;
+        };
+        if self.info.last_update != at {
+            // Our log moved on (adopted, or written): the counts are whoever's it was.
+            self.stats_unsure_at = None;
+            return false;
+        }
+        let Some((object_count, data_bytes)) = self.stats_at(at) else {
+            return false;
+        };
+        self.info.object_count = object_count;
+        self.info.data_bytes = data_bytes;
+        self.stats_unsure_at = None;
+        true
     }
 
     /// Former primary, new interval: rolls back our writes that were never
