@@ -219,6 +219,12 @@ impl Pg {
             }
             return;
         }
+        self.request_log(auth, out);
+        self.phase = Phase::GetLog { auth };
+    }
+
+    /// Asks `auth` for its whole log (GetLog).
+    fn request_log(&self, auth: OsdId, out: &mut Vec<Output>) {
         let request = Msg::PgLogRequest(PgLogRequest {
             pgid: self.pgid,
             interval: self.interval_start,
@@ -226,7 +232,6 @@ impl Pg {
             after: None,
         });
         self.send(auth, request, out);
-        self.phase = Phase::GetLog { auth };
     }
 
     /// Every past interval that may have accepted writes is covered by an answer.
@@ -886,13 +891,7 @@ impl Pg {
             }
             Phase::GetLog { auth } => {
                 tracing::info!("{}: no log yet from {auth}; asking again", self.pgid);
-                let request = Msg::PgLogRequest(PgLogRequest {
-                    pgid: self.pgid,
-                    interval: self.interval_start,
-                    map_epoch: self.map_epoch,
-                    after: None,
-                });
-                self.send(auth, request, out);
+                self.request_log(auth, out);
             }
             Phase::Pull { source, all } => {
                 // Only what has not arrived: the source answers a pull again in full,
