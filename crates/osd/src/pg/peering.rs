@@ -191,11 +191,11 @@ impl Pg {
             return;
         }
         // Before our log can outrank the others: a write only this copy holds whose
-        // object it cannot read is served by nobody (seed 4040).
-        if self.roll_back_unreadable_history(store) {
-            self.notifies.insert(self.whoami, self.my_notify());
-        }
-        if self.settle_stats() {
+        // object it cannot read is served by nobody (seed 4040); and counts a rollback
+        // left unknown come from a copy that ends where we now do (seed 7290).
+        let rolled_back = self.roll_back_unreadable_history(store);
+        let settled = self.settle_stats();
+        if rolled_back || settled {
             self.notifies.insert(self.whoami, self.my_notify());
         }
         let auth = match self.complete_auth() {
