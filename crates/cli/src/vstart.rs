@@ -127,6 +127,13 @@ fn running_pid(dir: &Path, name: &str) -> Option<i32> {
         return None;
     }
     let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    if cmdline.is_empty() {
+        // A daemon just spawned can be caught mid-exec: `spawn` returns once the
+        // exec has begun, and the kernel sets the new program's arguments after
+        // that, so `cmdline` reads empty for a moment. Kernel threads, the only
+        // other processes with an empty `cmdline`, have no executable.
+        return fs::read_link(format!("/proc/{pid}/exe")).ok().map(|_| pid);
+    }
     let cmdline = String::from_utf8_lossy(&cmdline);
     let data_dir = dir.join(name);
     cmdline
@@ -622,4 +629,59 @@ fn stop(dir: &Path, name: &str, pid: i32, kill: bool) -> Result<()> {
     }
     let _ = fs::remove_file(pid_file(dir, name));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory with a `run/` folder, unique per test.
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("carmine-vstart-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("run")).unwrap();
+        dir
+    }
+
+    fn write_pid(dir: &Path, pid: u32) {
+        fs::write(pid_file(dir, "osd.0"), format!("{pid}\n")).unwrap();
+    }
+
+    #[test]
+    fn a_live_process_that_is_not_the_daemon_is_not_running() {
+        let dir = scratch("self");
+        write_pid(&dir, std::process::id());
+        assert_eq!(running_pid(&dir, "osd.0"), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_kernel_thread_with_an_empty_command_line_is_not_running() {
+        // kthreadd is pid 2 on a host, but not inside every container.
+        let is_kthread = fs::read("/proc/2/cmdline").is_ok_and(|c| c.is_empty())
+            && fs::read_link("/proc/2/exe").is_err();
+        if !is_kthread {
+            return;
+        }
+        let dir = scratch("kthread");
+        write_pid(&dir, 2);
+        assert_eq!(running_pid(&dir, "osd.0"), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_daemon_is_running_and_a_missing_pid_file_is_not() {
+        let dir = scratch("daemon");
+        assert_eq!(running_pid(&dir, "osd.0"), None);
+        let data = dir.join("osd.0");
+        let mut child = Command::new("sleep").arg("30").arg(&data).spawn().unwrap();
+        write_pid(&dir, child.id());
+        // Mid-exec or not, the freshly spawned process counts as running.
+        assert_eq!(running_pid(&dir, "osd.0"), Some(child.id() as i32));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(running_pid(&dir, "osd.0"), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }
