@@ -217,6 +217,10 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             if json {
                 args.extend(["--format".to_string(), "json".to_string()]);
             }
+            // The daemons' own log lines, when asked for (`CARMINE_LOG=info`).
+            if std::env::var_os("CARMINE_LOG").is_some() {
+                crate::daemons::init_daemon_logging();
+            }
             let code = carmine_sim::main_cli(&args);
             if code != 0 {
                 std::process::exit(code);

@@ -5,7 +5,8 @@
 //! - a write applied only on the primary (its replicas never got the `RepOp`, so it
 //!   was never acknowledged) whose only copy then rots is rolled back at the next
 //!   interval, instead of leaving the object unfound and the PG degraded forever,
-//!   also when the primary restarted meanwhile (seed 4040);
+//!   also when the primary restarted meanwhile (seed 4040), and from far enough back
+//!   that no object is left at a version only the primary wrote (seed 23448);
 //! - a PG that peers below `min_size` records no activation, so its shorter log does
 //!   not outrank the members that hold newer writes (and a rotten copy of the older
 //!   version does not become the only source);
@@ -143,6 +144,93 @@ fn an_unacknowledged_write_whose_only_copy_rots_is_rolled_back_after_a_restart()
     cluster.run();
     assert_eq!(state(&cluster, "victim"), "active+clean");
     cluster.assert_replicas_identical(pgid);
+}
+
+/// A second object of the same PG as `name`.
+fn neighbour_of(cluster: &Cluster, name: &str) -> String {
+    let pgid = cluster.pg_of(name);
+    (0..10_000)
+        .map(|i| format!("neighbour-{i}"))
+        .find(|other| cluster.pg_of(other) == pgid)
+        .expect("some name maps to the same PG")
+}
+
+/// Seed 23448: the cut-off primary wrote `shared`, then `victim`, then `shared` again,
+/// none of them acknowledged, and a bit flip hit `victim`. Rolling back from the
+/// `victim` write, the first entry whose object it could not read, kept the first
+/// `shared` write in the log: a version only the primary had written and had since
+/// overwritten, so nobody could serve it and the PG stayed incomplete. The rollback
+/// now starts at that first `shared` write, and both objects come back at their
+/// acknowledged versions.
+#[test]
+fn a_rollback_keeps_no_version_only_the_rolled_back_copy_wrote() {
+    let (mut cluster, shared) = three_unacknowledged_writes_and_a_rot();
+    let pgid = cluster.pg_of("victim");
+    let members = cluster.acting(pgid);
+    // The primary restarts before its replicas see any map without it.
+    for &replica in &members[1..] {
+        cluster.partition(replica);
+    }
+    cluster.restart_process(members[0], false);
+    for &replica in &members[1..] {
+        cluster.heal(replica);
+    }
+    cluster.revive(members[0]);
+    cluster.run();
+    assert_eq!(cluster.acting(pgid), members);
+    assert_acknowledged_versions_are_back(&mut cluster, &shared);
+}
+
+/// The same at an interval change with no restart, where the ops still in flight say
+/// which writes were never acknowledged (`Pg::roll_back_unreadable_writes`).
+#[test]
+fn a_rollback_of_writes_in_flight_keeps_no_version_only_the_primary_wrote() {
+    let (mut cluster, shared) = three_unacknowledged_writes_and_a_rot();
+    let pgid = cluster.pg_of("victim");
+    let members = cluster.acting(pgid);
+    cluster.crash(members[2]);
+    cluster.run();
+    assert_eq!(cluster.primary_of(pgid), members[0]);
+    cluster.restart(members[2], false);
+    cluster.run();
+    assert_acknowledged_versions_are_back(&mut cluster, &shared);
+}
+
+/// `victim` and `shared` (a name of the same PG) written and acknowledged, then three
+/// writes the replicas never get: `shared`, `victim`, `shared`; then the primary's
+/// copy of `victim` rots. Returns the cluster and the name of `shared`.
+fn three_unacknowledged_writes_and_a_rot() -> (Cluster, String) {
+    let mut cluster = Cluster::new(Config::default());
+    let shared = neighbour_of(&cluster, "victim");
+    write(&mut cluster, "victim", b"acknowledged");
+    write(&mut cluster, &shared, b"acknowledged too");
+    let primary = cluster.primary_of(cluster.pg_of("victim"));
+    let mut lost = Vec::new();
+    for (name, content) in [
+        (shared.as_str(), &b"first, never acknowledged"[..]),
+        ("victim", b"never acknowledged"),
+        (shared.as_str(), b"second, never acknowledged"),
+    ] {
+        lost.push(send_write(&mut cluster, name, content));
+        cluster.drop_where(|env| env.is_rep_op());
+    }
+    cluster.run();
+    for op in &lost {
+        assert!(!cluster.has_reply(op.reqid), "answered without replicas");
+    }
+    cluster.decay(primary, "victim");
+    (cluster, shared)
+}
+
+fn assert_acknowledged_versions_are_back(cluster: &mut Cluster, shared: &str) {
+    assert_eq!(read(cluster, "victim"), Some(Ok(b"acknowledged".to_vec())));
+    assert_eq!(
+        read(cluster, shared),
+        Some(Ok(b"acknowledged too".to_vec()))
+    );
+    cluster.run();
+    assert_eq!(state(cluster, "victim"), "active+clean");
+    cluster.assert_replicas_identical(cluster.pg_of("victim"));
 }
 
 /// Seed 6236: a replica missed the newest writes (it crashed before their `RepOp`s

@@ -298,3 +298,18 @@ fn regression_a_pg_peered_below_min_size_does_not_outrank_newer_members() {
 fn regression_an_unreadable_unacknowledged_write_is_rolled_back_after_a_restart() {
     check(&[run_with_faults(4040, FaultClasses::ALL)], 10, 100);
 }
+
+/// Seed 23448 (LogStore, bit flips, 5 monitors): osd.3, primary of PG 1.1, was cut
+/// off from every OSD and monitor (not from the clients) for 7 s and applied writes
+/// 6'47..6'55 that no replica got (the replicas stayed at 6'46); a bit flip hit its
+/// copy of `client1-0`, and it crashed and came back. The rollback of seed 4040 rolled
+/// back from 6'52, the first entry whose object it could not read, which left the
+/// objects of the forgotten entries missing at their 6'47..6'51 versions: versions
+/// only osd.3 had written, and had since overwritten. No copy could serve them, so PG
+/// 1.1 stayed incomplete for good. The rollback point is now lowered until every
+/// forgotten object's newest kept version is one another copy holds (here 6'47:
+/// those entries are as unacknowledged as 6'52).
+#[test]
+fn regression_a_rollback_keeps_no_version_only_the_rolled_back_copy_had() {
+    check(&[run_with_faults(23448, FaultClasses::ALL)], 10, 100);
+}

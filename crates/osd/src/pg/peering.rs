@@ -1145,6 +1145,8 @@ impl Pg {
             return;
         };
         let in_flight: BTreeSet<EVersion> = self.in_flight.iter().map(|w| w.version).collect();
+        let unreadable = first;
+        let first = self.rollback_point_others_can_serve(unreadable, |v| in_flight.contains(&v));
         let (kept, forgotten): (Vec<LogEntry>, Vec<LogEntry>) = self
             .log
             .entries()
@@ -1161,8 +1163,8 @@ impl Pg {
             return;
         }
         tracing::warn!(
-            "{}: our copy of a write never acknowledged ({first}) is unreadable; \
-             rolling back {} entries from it",
+            "{}: our copy of a write never acknowledged ({unreadable}) is unreadable; \
+             rolling back {} entries from {first}",
             self.pgid,
             forgotten.len()
         );
@@ -1208,6 +1210,8 @@ impl Pg {
         else {
             return false;
         };
+        let unreadable = first;
+        let first = self.rollback_point_others_can_serve(unreadable, |v| v > others);
         let Some(interval) = self
             .past_intervals
             .iter()
@@ -1238,13 +1242,47 @@ impl Pg {
             return false;
         }
         tracing::warn!(
-            "{}: our copy of {first}, which no answering copy holds and a member of its \
-             interval never applied, is unreadable; rolling back {} entries from it",
+            "{}: our copy of {unreadable}, which no answering copy holds and a member of \
+             its interval never applied, is unreadable; rolling back {} entries from {first}",
             self.pgid,
             forgotten.len()
         );
         self.roll_back_log(store, kept, &forgotten, first);
         true
+    }
+
+    /// Lowers a rollback point `first` until every object the rollback forgets has
+    /// a newest kept version that another copy holds. Rolling back from `first`
+    /// leaves those objects missing here at their newest kept version, which our copy
+    /// no longer has once a forgotten write overwrote it; a kept version that is
+    /// `unacknowledged` may be one no other copy ever applied, so nobody could serve
+    /// it (seed 23448: a rollback from 6'52 left two objects missing at versions of
+    /// 6'47..6'51 that only the primary had written, and the PG incomplete for good).
+    /// Entries from such a version on are as unacknowledged as `first`, so rolling
+    /// them back too loses nothing a client was told is done.
+    fn rollback_point_others_can_serve(
+        &self,
+        mut first: EVersion,
+        unacknowledged: impl Fn(EVersion) -> bool,
+    ) -> EVersion {
+        loop {
+            let forgotten: BTreeSet<&str> = self
+                .log
+                .entries()
+                .filter(|e| e.version >= first && e.changes_object())
+                .map(|e| e.oid.as_str())
+                .collect();
+            let unservable = self
+                .log
+                .entries()
+                .filter(|e| e.version < first && e.changes_object() && unacknowledged(e.version))
+                .find(|e| forgotten.contains(e.oid.as_str()))
+                .map(|e| e.version);
+            match unservable {
+                Some(earlier) => first = earlier,
+                None => return first,
+            }
+        }
     }
 }
 
