@@ -1135,7 +1135,7 @@ impl Pg {
     /// `mark_unfound_lost revert`; here no acknowledged version can be lost by it, so
     /// the PG need not wait for one.
     pub(super) fn roll_back_unreadable_writes(&mut self, store: &mut dyn ObjectStore) {
-        let Some(first) = self
+        let Some(unreadable) = self
             .in_flight
             .iter()
             .filter(|write| write.is_write)
@@ -1145,7 +1145,6 @@ impl Pg {
             return;
         };
         let in_flight: BTreeSet<EVersion> = self.in_flight.iter().map(|w| w.version).collect();
-        let unreadable = first;
         let first = self.rollback_point_others_can_serve(unreadable, |v| in_flight.contains(&v));
         let (kept, forgotten): (Vec<LogEntry>, Vec<LogEntry>) = self
             .log
@@ -1201,7 +1200,7 @@ impl Pg {
         else {
             return false;
         };
-        let Some(first) = self
+        let Some(unreadable) = self
             .log
             .entries()
             .filter(|e| e.version > others && e.changes_object())
@@ -1210,7 +1209,6 @@ impl Pg {
         else {
             return false;
         };
-        let unreadable = first;
         let first = self.rollback_point_others_can_serve(unreadable, |v| v > others);
         let Some(interval) = self
             .past_intervals
