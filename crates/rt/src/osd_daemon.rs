@@ -176,6 +176,9 @@ fn run_shard(
         }
         match config.store {
             StoreKind::Mem => {
+                // New objects' data goes into buffers faulted in while idle-polling.
+                carmine_store::page_pool::enable(carmine_store::page_pool::DEFAULT_BUFFERS);
+                carmine_msgr::idle_poll::set_idle_work(Some(carmine_store::page_pool::top_up_one));
                 let shard = OsdShard::new(config.id, index, config.shard_count, MemStore::new());
                 // MemStore commits at once: flush and reply at the end of each turn.
                 ShardLoop::new(shard, map_rx, report_tx, false)

@@ -215,8 +215,10 @@ impl<S: ObjectStore + 'static> ShardLoop<S> {
                 _ = report.tick() => {
                     let state = &mut *self.state.borrow_mut();
                     state.report(false);
-                    // Idle for a second: give freed memory back (a pool deletion's).
+                    // Idle for a second: give freed memory back (a pool deletion's,
+                    // and the pre-touched buffers: they refill on the next burst).
                     if !std::mem::take(&mut state.data_path_busy) {
+                        carmine_store::page_pool::release();
                         crate::malloc::return_freed_memory();
                     }
                 }

@@ -29,6 +29,7 @@ pub mod logstore;
 mod memstore;
 mod omap;
 mod owned;
+pub mod page_pool;
 mod transaction;
 
 pub use device::{BlockDevice, FaultConfig, FaultyDevice, FileDevice, MemDevice};

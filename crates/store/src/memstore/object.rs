@@ -9,6 +9,7 @@
 
 use super::extents::ExtentMap;
 use crate::omap::OmapKey;
+use crate::page_pool;
 use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
 
@@ -40,17 +41,22 @@ impl SpareBuffers {
         }
     }
 
-    /// A copy of `data` in a spare buffer of exactly its length, or in a new one.
+    /// A copy of `data` in a spare buffer of exactly its length, else in one of the
+    /// thread's pre-touched buffers ([`page_pool`]), else in a new one.
     fn copy(&mut self, data: &[u8]) -> Bytes {
-        match self.0.last() {
+        let mut buffer = match self.0.last() {
             Some(spare) if spare.capacity() == data.len() => {
                 let mut buffer = self.0.pop().expect("checked above");
                 buffer.clear();
-                buffer.extend_from_slice(data);
-                buffer.freeze()
+                buffer
             }
-            _ => Bytes::copy_from_slice(data),
-        }
+            _ => match page_pool::take(data.len()) {
+                Some(buffer) => buffer,
+                None => return Bytes::copy_from_slice(data),
+            },
+        };
+        buffer.extend_from_slice(data);
+        buffer.freeze()
     }
 }
 
@@ -442,6 +448,33 @@ mod tests {
         assert_eq!(&held[..], &[3u8; 4096][..]);
         assert!(spares.0.is_empty());
         assert!(data.invariants_hold());
+    }
+
+    #[test]
+    fn a_small_write_with_no_spare_takes_a_pre_touched_buffer_of_its_size() {
+        std::thread::spawn(|| {
+            page_pool::enable(2);
+            while page_pool::top_up_one() {}
+            let mut data = ObjectData::default();
+            let spares = &mut SpareBuffers::default();
+            data.write(0, Bytes::from(vec![1u8; page_pool::BUFFER_BYTES]), spares);
+            assert_eq!(page_pool::ready(), 1, "one pooled buffer taken");
+            data.write(8192, Bytes::from(vec![2u8; 100]), spares);
+            assert_eq!(page_pool::ready(), 1, "other sizes allocate as before");
+            assert_eq!(&data.read(0, 4096)[..], &[1u8; 4096][..]);
+            assert_eq!(&data.read(8192, 100)[..], &[2u8; 100][..]);
+            // The buffer a committed overwrite freed comes before the pool.
+            let undo = data.write(0, Bytes::from(vec![3u8; page_pool::BUFFER_BYTES]), spares);
+            ObjectData::commit(undo, spares);
+            assert_eq!(page_pool::ready(), 0);
+            assert!(page_pool::top_up_one());
+            data.write(0, Bytes::from(vec![4u8; page_pool::BUFFER_BYTES]), spares);
+            assert_eq!(page_pool::ready(), 1, "the spare was used, not the pool");
+            assert_eq!(&data.read(0, 4096)[..], &[4u8; 4096][..]);
+            assert!(data.invariants_hold());
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
