@@ -96,6 +96,18 @@ impl ExtentMap {
         }
     }
 
+    /// The last extent starting at or before `bound`, to change in place.
+    pub fn last_at_or_before_mut(&mut self, bound: u64) -> Option<(u64, &mut Bytes)> {
+        match self {
+            ExtentMap::Empty => None,
+            ExtentMap::One(at, data) => (*at <= bound).then_some((*at, data)),
+            ExtentMap::Many(map) => map
+                .range_mut(..=bound)
+                .next_back()
+                .map(|(&at, data)| (at, data)),
+        }
+    }
+
     /// The offset of the first extent starting in `start..end`.
     pub fn first_in(&self, start: u64, end: u64) -> Option<u64> {
         match self {
@@ -150,6 +162,8 @@ mod tests {
         assert_eq!(all, vec![0, 8, 16]);
         assert_eq!(map.last_before(8, false).map(|(at, _)| at), Some(0));
         assert_eq!(map.last_before(8, true).map(|(at, _)| at), Some(8));
+        assert_eq!(map.last_at_or_before_mut(9).map(|(at, _)| at), Some(8));
+        assert_eq!(map.last_at_or_before_mut(7).map(|(at, _)| at), Some(0));
         assert_eq!(map.first_in(1, 17), Some(8));
         let mut seen = Vec::new();
         map.for_each_in(1, 17, |at, _| seen.push(at));
@@ -158,6 +172,8 @@ mod tests {
         assert_eq!(map.remove(8), None);
         assert_eq!(map.remove(0), Some(b(3)));
         assert!(matches!(map, ExtentMap::One(16, _)));
+        assert_eq!(map.last_at_or_before_mut(15), None);
+        assert_eq!(map.last_at_or_before_mut(16).map(|(at, _)| at), Some(16));
         assert_eq!(map.last_before(16, false), None);
         assert_eq!(map.first_in(0, 16), None);
         assert_eq!(map.first_in(16, 17), Some(16));
