@@ -41,8 +41,9 @@
 #   NBDKIT [1] (0 skips the nbdkit-memory block runs; they run only with FIO=1)
 #   CARMINE_BIN (skip the build and use this binary)  CARGO_TARGET_DIR (as cargo)
 #   ONLY=ceph|carmine (run one side; the table then shows only that side)
-#   CARMINE_NO_PIN=1  restart each OSD vstart started with `--no-pin` (vstart pins shard 0 of every
-#               OSD to CPU 0, so with 1 shard per OSD all OSDs share one core; Ceph's use every core)
+#   CARMINE_NO_PIN=1  restart each OSD vstart started with `--no-pin`. Only matters when all shards fit
+#               the CPUs: vstart then pins each shard to a CPU of its own, and with more shards than CPUs
+#               (3 one-shard OSDs on 2 cores) it already starts them unpinned
 # Needs: ceph-mon ceph-osd ceph-common (rados, rbd) python3-rados fio; python3-matplotlib
 # is installed with apt-get when missing.
 set -euo pipefail
