@@ -51,7 +51,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 N_OSDS=${N_OSDS:-3}
-SIZES=${SIZES:-"1 3"}
+SIZES=${SIZES-"1 3"}   # SIZES="" (set, empty): the block phases only
 PG_NUM=${PG_NUM:-32}
 DUR=${DUR:-15}; DUR_LAT=${DUR_LAT:-10}; DUR_BIG=${DUR_BIG:-8}; DUR_FIO=${DUR_FIO:-15}
 if [ "${QUICK:-0}" = 1 ]; then DUR=3; DUR_LAT=2; DUR_BIG=2; DUR_FIO=3; fi
