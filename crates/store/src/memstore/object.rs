@@ -205,38 +205,37 @@ impl ObjectData {
     /// OSD's memory (every 4 MiB buffer kept, plus a new page per overwrite) and paid a
     /// first-touch page fault per write. The replaced bytes go to the undo record, in a
     /// spare buffer that the commit recycles for the next one.
-    ///
-    /// Safe to change in place because a shared buffer is never changed: a clone of the
-    /// object (a snapshot), a read's zero-copy reply and a copy of the store all hold a
-    /// reference, and `try_into_mut` fails while any does.
     fn overwrite_in_place(
         &mut self,
         offset: u64,
         data: &[u8],
         spares: &mut SpareBuffers,
     ) -> Option<DataUndo> {
-        let end = offset + data.len() as u64;
-        let (at, extent) = self.extents.last_at_or_before_mut(offset)?;
-        if extent_end(at, extent) < end || extent.len() <= data.len() || !extent.is_unique() {
-            return None;
-        }
-        let from = usize::try_from(offset - at).expect("in extent");
-        let range = from..from + data.len();
-        let replaced = spares.copy(&extent[range.clone()]);
-        let mut buffer = std::mem::take(extent)
-            .try_into_mut()
-            .expect("a unique buffer converts without a copy");
-        buffer[range].copy_from_slice(data);
-        *extent = buffer.freeze();
+        let size_bytes = self.size_bytes;
+        let (from, extent) = self.own_extent_holding(offset, data.len())?;
+        let replaced = spares.copy(&extent[from..from + data.len()]);
+        copy_into(extent, from, data);
         Some(DataUndo {
-            size_bytes: self.size_bytes,
+            size_bytes,
             start: offset,
-            end,
+            end: offset + data.len() as u64,
             extents: Replaced {
                 first: Some((offset, replaced)),
                 rest: Vec::new(),
             },
         })
+    }
+
+    /// The extent that holds all of `offset..offset+len` and more, with the range's
+    /// start inside it, if no other `Bytes` refers to its buffer: the one extent a
+    /// write may change in place. Safe because a shared buffer is never changed: a
+    /// clone of the object (a snapshot), a read's zero-copy reply and a copy of the
+    /// store all hold a reference.
+    fn own_extent_holding(&mut self, offset: u64, len: usize) -> Option<(usize, &mut Bytes)> {
+        let (at, extent) = self.extents.last_at_or_before_mut(offset)?;
+        let holds = extent_end(at, extent) >= offset + len as u64 && extent.len() > len;
+        (holds && extent.is_unique())
+            .then(|| (usize::try_from(offset - at).expect("in extent"), extent))
     }
 
     /// Zeroes `offset..offset+length` by punching a hole, extending the size to its end.
@@ -272,15 +271,13 @@ impl ObjectData {
             rest,
         } = &undo.extents
         {
-            if rest.is_empty()
-                && *offset == undo.start
-                && extent_end(*offset, replaced) == undo.end
-                && undo.size_bytes == self.size_bytes
-                && self
-                    .overwrite_in_place(*offset, replaced, &mut SpareBuffers::default())
-                    .is_some()
-            {
-                return;
+            let exactly_the_range =
+                *offset == undo.start && extent_end(*offset, replaced) == undo.end;
+            if rest.is_empty() && exactly_the_range && undo.size_bytes == self.size_bytes {
+                if let Some((from, extent)) = self.own_extent_holding(*offset, replaced.len()) {
+                    copy_into(extent, from, replaced);
+                    return;
+                }
             }
         }
         self.punch(undo.start, undo.end);
@@ -331,6 +328,16 @@ impl ObjectData {
             ok && previous_end <= self.size_bytes
         })
     }
+}
+
+/// Copies `data` into `extent`'s own buffer at `from`; the caller found the buffer
+/// unique ([`ObjectData::own_extent_holding`]).
+fn copy_into(extent: &mut Bytes, from: usize, data: &[u8]) {
+    let mut buffer = std::mem::take(extent)
+        .try_into_mut()
+        .expect("a unique buffer converts without a copy");
+    buffer[from..from + data.len()].copy_from_slice(data);
+    *extent = buffer.freeze();
 }
 
 /// An object: data, modification time, xattrs and omap. Byte counts of xattrs and
