@@ -6,7 +6,9 @@
 # Three phases, each on a fresh cluster (so no run pays for an earlier one's deletes, and memory
 # is measured from the same start), first for Ceph, then for Carmine:
 #   block: a size-3 pool, a 1 GiB image with its first IMG_REGION prefilled (4 MiB writes), then
-#          fio 4 KiB randwrite qd16, randread qd16, randwrite qd1 -- Ceph through librbd
+#          fio 4 KiB randwrite qd16, randread qd16, randwrite qd1, the three FIO_REPS times over
+#          (the table takes each metric's median: one fio run's IOPS moves by up to 2x on this
+#          kind of shared machine, nbdkit's most of all) -- Ceph through librbd
 #          (`fio --ioengine=rbd`, rbd_cache off), Carmine through its NBD export
 #          (`carmine image nbd` + `fio --ioengine=nbd`), the same fio parameters; and the same fio runs
 #          against `nbdkit memory 1G` on loopback (NBDKIT=1, the default): a block device in local RAM
@@ -37,7 +39,8 @@
 #               with QUICK=1]: where table.md, table-wide.md, results.jsonl and the PNG are copied
 #   N_OSDS [3]  SIZES ["1 3"]  PG_NUM [32]
 #   DUR [15] (4 KiB t16 write and read)  DUR_LAT [10] (4 KiB t1)  DUR_BIG [8] (4 MiB)
-#   DUR_FIO [15]  IMG_REGION [256M]  FIO [1] (0 skips the block runs)  QUICK=1 (2-3 s runs)
+#   DUR_FIO [8] (each fio run)  FIO_REPS [3] (rounds of the three fio runs; the table shows medians)
+#   IMG_REGION [256M]  FIO [1] (0 skips the block runs)  QUICK=1 (2-3 s runs, one fio round)
 #   NBDKIT [1] (0 skips the nbdkit-memory block runs; they run only with FIO=1)
 #   CARMINE_BIN (skip the build and use this binary)  CARGO_TARGET_DIR (as cargo)
 #   ONLY=ceph|carmine (run one side; the table then shows only that side)
@@ -53,8 +56,8 @@ ROOT=$(cd "$HERE/.." && pwd)
 N_OSDS=${N_OSDS:-3}
 SIZES=${SIZES-"1 3"}   # SIZES="" (set, empty): the block phases only
 PG_NUM=${PG_NUM:-32}
-DUR=${DUR:-15}; DUR_LAT=${DUR_LAT:-10}; DUR_BIG=${DUR_BIG:-8}; DUR_FIO=${DUR_FIO:-15}
-if [ "${QUICK:-0}" = 1 ]; then DUR=3; DUR_LAT=2; DUR_BIG=2; DUR_FIO=3; fi
+DUR=${DUR:-15}; DUR_LAT=${DUR_LAT:-10}; DUR_BIG=${DUR_BIG:-8}; DUR_FIO=${DUR_FIO:-8}; FIO_REPS=${FIO_REPS:-3}
+if [ "${QUICK:-0}" = 1 ]; then DUR=3; DUR_LAT=2; DUR_BIG=2; DUR_FIO=3; FIO_REPS=1; fi
 IMG_REGION=${IMG_REGION:-256M}
 FIO=${FIO:-1}
 NBDKIT=${NBDKIT:-1}
@@ -112,7 +115,7 @@ CARMINE_BIN=$(readlink -f "$CARMINE_BIN")
   echo "fio: $(fio --version)"
   if [ "$NBDKIT" = 1 ] && [ "$FIO" = 1 ]; then echo "nbdkit: $(nbdkit --version | head -1)"; fi
   echo "carmine: $CARMINE_BIN ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
-  echo "params: N_OSDS=$N_OSDS SIZES='$SIZES' PG_NUM=$PG_NUM DUR=$DUR DUR_LAT=$DUR_LAT DUR_BIG=$DUR_BIG DUR_FIO=$DUR_FIO IMG_REGION=$IMG_REGION FIO=$FIO CARMINE_NO_PIN=${CARMINE_NO_PIN:-0}"
+  echo "params: N_OSDS=$N_OSDS SIZES='$SIZES' PG_NUM=$PG_NUM DUR=$DUR DUR_LAT=$DUR_LAT DUR_BIG=$DUR_BIG DUR_FIO=$DUR_FIO FIO_REPS=$FIO_REPS IMG_REGION=$IMG_REGION FIO=$FIO CARMINE_NO_PIN=${CARMINE_NO_PIN:-0}"
   echo "uptime at start: $(uptime)"
 } | tee "$OUT/machine.txt"
 
@@ -229,12 +232,16 @@ block_workloads() {  # block_workloads SYSTEM FIO_ENGINE_ARGS...
   log "  prefill $IMG_REGION of the image (4 MiB writes, qd16)"
   bg_run timeout "$TMO" fio "$@" $FIO_COMMON --name=prefill --rw=write --bs=4M --iodepth=16 --size="$IMG_REGION" \
     --output="$L.prefill.json" > "$L.prefill.out" 2>&1 || { tail -5 "$L.prefill.out" >&2; die "$sys: fio prefill failed"; }
-  local spec rw qd
-  for spec in "randwrite 16" "randread 16" "randwrite 1"; do
-    read -r rw qd <<< "$spec"
-    run_case "$sys" 3 "fio_${rw}_qd$qd" fio 4096 "$L.${rw}_qd$qd" \
-      fio "$@" $FIO_COMMON --name="${rw}_qd$qd" --rw="$rw" --bs=4k --iodepth="$qd" --size="$IMG_REGION" \
-      --runtime="$DUR_FIO" --time_based --output="$L.${rw}_qd$qd.json"
+  local spec rw qd rep
+  # Round after round of all three, so that a slow spell of the host lands in one round of each
+  # rather than in every run of one workload; each run is recorded with its round (REP).
+  for rep in $(seq 1 "$FIO_REPS"); do
+    for spec in "randwrite 16" "randread 16" "randwrite 1"; do
+      read -r rw qd <<< "$spec"
+      REP=$rep run_case "$sys" 3 "fio_${rw}_qd$qd" fio 4096 "$L.${rw}_qd$qd.r$rep" \
+        fio "$@" $FIO_COMMON --name="${rw}_qd$qd" --rw="$rw" --bs=4k --iodepth="$qd" --size="$IMG_REGION" \
+        --runtime="$DUR_FIO" --time_based --output="$L.${rw}_qd$qd.r$rep.json"
+    done
   done
 }
 

@@ -6,6 +6,9 @@
                                                                 -> JSON line for one run
   compare_ceph.py line RESULTS.jsonl                            -> one human line for the last run
   compare_ceph.py report OUTDIR                                 -> markdown table on stdout, OUTDIR/compare-ceph.png
+
+A workload run several times (the fio rounds, REP=1, 2, ... in the environment of `parse`) is shown as
+the median of each metric over its runs, with the range in the block-targets table.
 """
 import json
 import math
@@ -79,7 +82,7 @@ def parse_run(argv):
         "osd_cores": osd_cpu / wall, "mon_nbd_cpu_s": other_daemons, "client_cpu_s": client_cpu,
         "others_cores": max(0.0, host - osd_cpu - other_daemons - client_cpu) / wall,
         "peak_rss_mib_max": max(hwm_kb) / 1024, "peak_rss_mib_per_osd": [k / 1024 for k in hwm_kb],
-        "log": log,
+        "log": log, "rep": int(os.environ.get("REP", "1")),
     }
     print(json.dumps(rec))
 
@@ -108,7 +111,8 @@ def fmt_lat(us):
 
 def line(path):
     r = load(path)[-1]
-    print(f"  {r['system']:8s} size {r['size']} {LABEL.get(r['workload'], r['workload']):38s} "
+    name = LABEL.get(r["workload"], r["workload"]) + (f" #{r['rep']}" if r.get("rep", 1) > 1 else "")
+    print(f"  {r['system']:8s} size {r['size']} {name:38s} "
           f"{r['ops_s']:9.0f} ops/s {r['mb_s']:7.1f} MB/s  mean {fmt_lat(r['lat_avg_us']):>9s}  "
           f"p99 {fmt_lat(r['lat_p99_us']):>9s}  OSD CPU {r['osd_cpu_us_per_op']:6.0f} µs/op  "
           f"peak RSS/OSD {r['peak_rss_mib_max']:6.0f} MiB  others {r['others_cores']:.2f} cores")
@@ -147,9 +151,34 @@ METRICS = [  # key, label, formatter
 ]
 
 
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def combine(group):
+    """One record for a workload's runs: each numeric metric's median over them (a single run as it
+    is), with `reps` and each metric's (min, max) in `spread`; `log` is the run of median ops/s (whose
+    latency histogram the plot draws)."""
+    if len(group) == 1:
+        return group[0]
+    by_ops = sorted(group, key=lambda r: r["ops_s"])
+    rec = dict(by_ops[(len(by_ops) - 1) // 2])
+    rec["reps"] = len(group)
+    rec["spread"] = {}
+    for key, value in group[0].items():
+        if key == "rep" or not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        values = [r[key] for r in group if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])]
+        if len(values) == len(group):
+            rec[key] = median(values)
+            rec["spread"][key] = (min(values), max(values))
+    return rec
+
+
 def report(out):
     recs = load(os.path.join(out, "results.jsonl"))
-    runs = {(r["system"], r["size"], r["workload"]): r for r in recs if r["type"] == "run"}
     rest = {r["system"]: r for r in recs if r["type"] == "rest"}
     meta = next((r for r in recs if r["type"] == "meta"), {"n_osds": 3, "img_region_bytes": 0})
     # data the memory stores hold per OSD at the end of each run (in-memory stores: RSS grows with it):
@@ -166,6 +195,11 @@ def report(out):
                 written[k] = written.get(k, 0) + r["ops"] * r["bs"]
             held = written.get(k, 0)
         r["held_mib_per_osd"] = held * r["size"] / meta["n_osds"] / 2**20
+    groups = {}
+    for r in recs:
+        if r["type"] == "run":
+            groups.setdefault((r["system"], r["size"], r["workload"]), []).append(r)
+    runs = {key: combine(group) for key, group in groups.items()}
     sizes = sorted({r["size"] for r in runs.values()})
     rows = []
     verdicts = []
@@ -216,6 +250,9 @@ def report(out):
           "Peak RSS is VmHWM during the run (reset before it) of the largest OSD. Each phase (block; size 1; size 3)\n"
           "runs on a fresh cluster; the block runs hold the same data on both systems, the object runs hold what\n"
           "they wrote (shown below each: both stores keep it in RAM), so only block-run memory has a target.")
+    reps = max((r.get("reps", 1) for r in runs.values()), default=1)
+    if reps > 1:
+        print(f"A workload run {reps} times (the fio rows) shows each metric's median over its runs.")
     # background load during the runs
     oth = {}
     for r in runs.values():
@@ -242,12 +279,14 @@ def block_targets(runs):
         ok = ratio >= bound if op == ">=" else ratio <= bound
         fmt = fmt_lat if metric == "lat_avg_us" else fmt_num
         rows.append(f"| {LABEL[wl]}, {'IOPS' if metric == 'ops_s' else 'mean latency'} | {against} "
-                    f"{fmt(b[metric])} | {fmt(k[metric])} | {ratio:.3f}× | {'≥' if op == '>=' else '≤'} {bound:g}× "
-                    f"| {'**met**' if ok else 'missed'} |")
+                    f"{fmt(b[metric])}{spread(b, metric, fmt)} | {fmt(k[metric])}{spread(k, metric, fmt)} | "
+                    f"{ratio:.3f}× | {'≥' if op == '>=' else '≤'} {bound:g}× | {'**met**' if ok else 'missed'} |")
     nbdkit = [(wl, label) for wl, label in WORKLOADS if ("nbdkit", 3, wl) in runs]
     if not rows and not nbdkit:
         return
-    print("\nBlock targets (issue #10): Carmine's NBD export of a size-3 image")
+    reps = max((r.get("reps", 1) for r in runs.values()), default=1)
+    print("\nBlock targets (issue #10): Carmine's NBD export of a size-3 image"
+          + (f" (medians of {reps} runs each, range in brackets)" if reps > 1 else ""))
     print("| workload | baseline | Carmine | ratio | target | met? |")
     print("|---|---|---|---|---|---|")
     for r in rows:
@@ -256,6 +295,12 @@ def block_targets(runs):
         r = runs[("nbdkit", 3, wl)]
         print(f"| {label}: nbdkit memory (1 process) | {fmt_num(r['ops_s'])} IOPS, mean {fmt_lat(r['lat_avg_us'])}, "
               f"p99 {fmt_lat(r['lat_p99_us'])}, {fmt_num(r['osd_cpu_us_per_op'], ' µs')} CPU/op | | | | |")
+
+
+def spread(rec, metric, fmt):
+    """' (min–max)' over a workload's runs, or nothing for a single run."""
+    lo_hi = rec.get("spread", {}).get(metric)
+    return f" ({fmt(lo_hi[0])}–{fmt(lo_hi[1])})" if lo_hi else ""
 
 
 def wide(out, runs, sizes):
