@@ -16,27 +16,26 @@ LIB="$(cd "$(dirname "$0")" && pwd)/lib/image-cluster.sh"
 
 one() { # one DEPTH ROUND: a cluster of its own, in a subshell so its EXIT trap stops it
   (
+    local depth=$1 round=$2
     . "$LIB"
     start_image_cluster nbd-depth
     serve "$A"
     fio --name=prefill --ioengine=nbd --uri="nbd://127.0.0.1:$PORT" --rw=write --bs=4M --iodepth=16 \
       --size=256M > /dev/null 2>&1
     sleep 2
-    fio --name=x --ioengine=nbd --uri="nbd://127.0.0.1:$PORT" --rw=randwrite --bs=4k --iodepth="$1" \
+    fio --name=x --ioengine=nbd --uri="nbd://127.0.0.1:$PORT" --rw=randwrite --bs=4k --iodepth="$depth" \
       --size=256M --runtime=$((SECS + 4)) --time_based=1 --output-format=json 2>/dev/null |
       sed -n '/^{/,$p' > "$D/fio.json" &
     local fio_job=$!
     sleep 2
     local fio_pid; fio_pid=$(pgrep -n -x fio)
     if [ -n "${PIN:-}" ]; then
-      local c1 c2 c3 cn cf pair
-      IFS=: read -r c1 c2 c3 cn cf <<< "$PIN"
-      # shellcheck disable=SC2086
-      set -- $OSDS
-      for pair in "$c1 $1" "$c2 $2" "$c3 $3" "$cn $NBD" "$cf $fio_pid"; do
-        # shellcheck disable=SC2086
-        set -- $pair
-        [ $# = 2 ] && taskset -a -p -c "$1" "$2" > /dev/null
+      local cpus pids i
+      IFS=: read -r -a cpus <<< "$PIN"
+      # shellcheck disable=SC2206
+      pids=($OSDS "$NBD" "$fio_pid")
+      for i in "${!pids[@]}"; do
+        [ -n "${cpus[$i]:-}" ] && taskset -a -p -c "${cpus[$i]}" "${pids[$i]}" > /dev/null
       done
     fi
     snap() {
@@ -47,7 +46,7 @@ one() { # one DEPTH ROUND: a cluster of its own, in a subshell so its EXIT trap 
     }
     snap > "$D/s0"; sleep "$SECS"; snap > "$D/s1"
     wait "$fio_job"
-    python3 - "$D/fio.json" "$D/s0" "$D/s1" "$SECS" "$2" "${PIN:-}" "$OSDS" "$NBD" <<'PY'
+    python3 - "$D/fio.json" "$D/s0" "$D/s1" "$SECS" "$round" "${PIN:-}" "$OSDS" "$NBD" <<'PY'
 import collections, json, sys
 fio, s0, s1, secs, rnd, pin, osds, nbd = sys.argv[1:]
 d = json.load(open(fio))["jobs"][0]["write"]
