@@ -9,7 +9,11 @@
 //!
 //! OPS (100,000) 4 KiB `write_full`s, one in flight, over PGS (32) PGs. MODE `new`
 //! (the default) names a new object per write, as `carmine bench` does; `overwrite`
-//! cycles through 1,024 objects, as a block image does. Instructions per write =
+//! cycles through 1,024 objects; `image` first fills 64 objects of 4 MiB (256 MiB per
+//! OSD, not timed) and then writes 4 KiB at pseudo-random aligned offsets in them, as
+//! fio's random writes to a prefilled image do (every receiver gets its own copy of a
+//! message's data there, so MemStore overwrites in place as it does behind sockets).
+//! Instructions per write =
 //! (Ir at 2N ops − Ir at N ops) / N. A line per 20,000 writes shows the step when the
 //! PG logs fill (PGS × 3,000 entries). For timings, run it with the daemon's allocator
 //! settings (`carmine_rt::malloc`): `MIMALLOC_PURGE_DELAY=10000
@@ -51,6 +55,8 @@ struct Cluster {
     since_tick: Duration,
     /// As the runtime does: a write's replicas share one encoding.
     encoder: RepOpEncoder,
+    /// Every receiver gets its own copy of a message's data ([`Cluster::own_copy`]).
+    own_copies: bool,
 }
 
 impl Cluster {
@@ -78,6 +84,7 @@ impl Cluster {
             elapsed: Duration::ZERO,
             since_tick: Duration::ZERO,
             encoder: RepOpEncoder::default(),
+            own_copies: false,
         };
         for id in 0..OSD_COUNT {
             let mut out = Vec::new();
@@ -125,11 +132,24 @@ impl Cluster {
                 Output::Client(..) => panic!("unexpected client message"),
                 Output::Peer(to, _, msg) => {
                     let (front, data) = self.encoder.encode_parts(&msg);
+                    let data = self.own_copy(data);
                     self.wire.push_back((from, to, msg.msg_type(), front, data));
                 }
             }
         }
         self.encoder.clear();
+    }
+
+    /// What a receiver reads off its socket. With `own_copies` (`image` mode) it is a
+    /// buffer of its own, as over TCP, so that MemStore can overwrite an object's data
+    /// in place; otherwise the sender's buffer, shared (the figures recorded for the
+    /// other modes were taken that way).
+    fn own_copy(&self, data: Bytes) -> Bytes {
+        if self.own_copies {
+            Bytes::copy_from_slice(&data)
+        } else {
+            data
+        }
     }
 
     /// Delivers until nothing is in flight; each delivery is one runtime turn.
@@ -147,6 +167,10 @@ impl Cluster {
     }
 
     fn write(&mut self, tid: u64, name: &str, data: &Bytes) {
+        self.submit(tid, name, OpCode::WriteFull { data: data.clone() });
+    }
+
+    fn submit(&mut self, tid: u64, name: &str, op_code: OpCode) {
         let pgid = self.map.object_to_pg(self.pool, name).expect("pool exists");
         let map = &self.map;
         let primary = *self.primaries.entry(pgid).or_insert_with(|| {
@@ -163,13 +187,14 @@ impl Cluster {
             map_epoch: self.map.epoch,
             flags: 0,
             mtime_ns: 0,
-            ops: vec![OpCode::WriteFull { data: data.clone() }],
+            ops: vec![op_code],
             snapc: Default::default(),
             snapid: SnapId::HEAD,
         };
         // The client's message crosses the wire too.
         let msg = Msg::OsdOp(op);
         let (front, bytes) = msg.encode_parts();
+        let bytes = self.own_copy(bytes);
         let msg = Msg::decode_parts(msg.msg_type(), front, bytes).expect("decodes");
         let Msg::OsdOp(op) = msg else { unreachable!() };
         let before = self.replies;
@@ -188,23 +213,47 @@ impl Cluster {
 
 /// Writes per progress line.
 const SEGMENT: u64 = 20_000;
+/// `image` mode: the image's objects and their size.
+const IMAGE_OBJECTS: u64 = 64;
+const IMAGE_OBJECT_BYTES: u64 = 4 << 20;
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let ops: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let pg_num: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(32);
-    let overwrite = args.next().is_some_and(|mode| mode == "overwrite");
+    let mode = args.next().unwrap_or_default();
     let data = Bytes::from(vec![0x5a; 4096]);
     let mut cluster = Cluster::new(pg_num);
+    cluster.own_copies = mode == "image";
+    let image_name = |object: u64| format!("rbd_data.10226b8b4567.{object:016x}");
+    if mode == "image" {
+        let block = Bytes::from(vec![0xa5; IMAGE_OBJECT_BYTES as usize]);
+        for object in 0..IMAGE_OBJECTS {
+            cluster.write(u64::MAX - object, &image_name(object), &block);
+        }
+    }
+    // xorshift64: the same offsets in every run.
+    let mut random = 0x9e37_79b9_7f4a_7c15u64;
     let started = Instant::now();
     let mut segment_start = started;
     for tid in 1..=ops {
-        let name = if overwrite {
-            format!("rbd_data.10226b8b4567.{:016x}", tid % 1024)
-        } else {
-            format!("benchmark_data_host0_4242_object{tid}")
-        };
-        cluster.write(tid, &name, &data);
+        match mode.as_str() {
+            "image" => {
+                random ^= random << 13;
+                random ^= random >> 7;
+                random ^= random << 17;
+                let object = random % IMAGE_OBJECTS;
+                let offset = (random >> 32) % (IMAGE_OBJECT_BYTES / 4096) * 4096;
+                let data = data.clone();
+                cluster.submit(tid, &image_name(object), OpCode::Write { offset, data });
+            }
+            "overwrite" => cluster.write(tid, &image_name(tid % 1024), &data),
+            _ => cluster.write(
+                tid,
+                &format!("benchmark_data_host0_4242_object{tid}"),
+                &data,
+            ),
+        }
         if tid % SEGMENT == 0 {
             // Per-segment rates show the step when the PG logs fill (32 PGs × 3,000).
             let now = Instant::now();
