@@ -44,6 +44,9 @@
 #   NBDKIT [1] (0 skips the nbdkit-memory block runs; they run only with FIO=1)
 #   CARMINE_BIN (skip the build and use this binary)  CARGO_TARGET_DIR (as cargo)
 #   ONLY=ceph|carmine (run one side; the table then shows only that side)
+#   ORDER [ceph-first] | carmine-first: which system's phases run first (nbdkit's always last).
+#               The second system starts on a host that has just run the first: alternate the
+#               order between runs to see whether that matters
 #   CARMINE_NO_PIN=1  restart each OSD vstart started with `--no-pin`. Only matters when all shards fit
 #               the CPUs: vstart then pins each shard to a CPU of its own, and with more shards than CPUs
 #               (3 one-shard OSDs on 2 cores) it already starts them unpinned
@@ -62,6 +65,7 @@ IMG_REGION=${IMG_REGION:-256M}
 FIO=${FIO:-1}
 NBDKIT=${NBDKIT:-1}
 ONLY=${ONLY:-both}
+ORDER=${ORDER:-ceph-first}
 MAX_BIG_OBJS=${MAX_BIG_OBJS:-512}   # rados bench 4 MiB: cap on objects (memory), as in the shared bench.sh
 OUT=${OUT:-/tmp/compare-ceph-$(date +%Y%m%d-%H%M%S)}
 # a QUICK run is for trying the script: it leaves the committed results alone unless RESULTS is set
@@ -71,6 +75,7 @@ T_START=$(date +%s)
 
 die() { echo "compare-ceph: $*" >&2; exit 1; }
 log() { echo "[$(date +%H:%M:%S)] $*"; }
+case "$ORDER" in ceph-first|carmine-first) ;; *) die "ORDER must be ceph-first or carmine-first, not '$ORDER'";; esac
 
 # ---------------------------------------------------------------- preconditions
 # Debian's python (python3-rados, python3-matplotlib live there), not one from pyenv/venv on PATH
@@ -115,7 +120,7 @@ CARMINE_BIN=$(readlink -f "$CARMINE_BIN")
   echo "fio: $(fio --version)"
   if [ "$NBDKIT" = 1 ] && [ "$FIO" = 1 ]; then echo "nbdkit: $(nbdkit --version | head -1)"; fi
   echo "carmine: $CARMINE_BIN ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
-  echo "params: N_OSDS=$N_OSDS SIZES='$SIZES' PG_NUM=$PG_NUM DUR=$DUR DUR_LAT=$DUR_LAT DUR_BIG=$DUR_BIG DUR_FIO=$DUR_FIO FIO_REPS=$FIO_REPS IMG_REGION=$IMG_REGION FIO=$FIO CARMINE_NO_PIN=${CARMINE_NO_PIN:-0}"
+  echo "params: N_OSDS=$N_OSDS SIZES='$SIZES' PG_NUM=$PG_NUM DUR=$DUR DUR_LAT=$DUR_LAT DUR_BIG=$DUR_BIG DUR_FIO=$DUR_FIO FIO_REPS=$FIO_REPS ORDER=$ORDER IMG_REGION=$IMG_REGION FIO=$FIO CARMINE_NO_PIN=${CARMINE_NO_PIN:-0}"
   echo "uptime at start: $(uptime)"
 } | tee "$OUT/machine.txt"
 
@@ -414,10 +419,16 @@ carmine_phase() {  # carmine_phase block|1|3
 }
 
 PHASES=""; [ "$FIO" = 1 ] && PHASES="block"; PHASES="$PHASES $SIZES"
+run_ceph() {
+  if [ "$ONLY" != carmine ]; then for ph in $PHASES; do ceph_phase "$ph"; done; fi
+  echo "after ceph $(uptime)" >> "$OUT/uptime.txt"
+}
+run_carmine() {
+  if [ "$ONLY" != ceph ]; then for ph in $PHASES; do carmine_phase "$ph"; done; fi
+  echo "after carmine $(uptime)" >> "$OUT/uptime.txt"
+}
 echo "start $(uptime)" >> "$OUT/uptime.txt"
-if [ "$ONLY" != carmine ]; then for ph in $PHASES; do ceph_phase "$ph"; done; fi
-echo "after ceph $(uptime)" >> "$OUT/uptime.txt"
-if [ "$ONLY" != ceph ]; then for ph in $PHASES; do carmine_phase "$ph"; done; fi
+if [ "$ORDER" = carmine-first ]; then run_carmine; run_ceph; else run_ceph; run_carmine; fi
 
 # ---------------------------------------------------------------- nbdkit memory (the NBD ceiling)
 nbdkit_phase() {  # the same fio runs against nbdkit's memory plugin; its process stands in for "the OSDs"

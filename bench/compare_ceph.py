@@ -205,7 +205,9 @@ def report(out):
     verdicts = []
 
     def add(wl_label, mlabel, cv, kv, fmt, target):
-        ratio = kv / cv if (cv not in (None, 0) and kv is not None and not math.isnan(cv) and not math.isnan(kv)) else None
+        # a near-zero baseline (another process's CPU share rounding to nothing) has no meaningful ratio
+        ratio = kv / cv if (cv is not None and kv is not None and not math.isnan(cv) and not math.isnan(kv)
+                            and abs(cv) > 1e-6) else None
         tgt, met = "", ""
         if target:
             op, bound = target
