@@ -177,6 +177,11 @@ def combine(group):
     return rec
 
 
+def rounds(runs):
+    """How many runs the most repeated workload had (1 when none was repeated)."""
+    return max((r.get("reps", 1) for r in runs.values()), default=1)
+
+
 def report(out):
     recs = load(os.path.join(out, "results.jsonl"))
     rest = {r["system"]: r for r in recs if r["type"] == "rest"}
@@ -252,7 +257,7 @@ def report(out):
           "Peak RSS is VmHWM during the run (reset before it) of the largest OSD. Each phase (block; size 1; size 3)\n"
           "runs on a fresh cluster; the block runs hold the same data on both systems, the object runs hold what\n"
           "they wrote (shown below each: both stores keep it in RAM), so only block-run memory has a target.")
-    reps = max((r.get("reps", 1) for r in runs.values()), default=1)
+    reps = rounds(runs)
     if reps > 1:
         print(f"A workload run {reps} times (the fio rows) shows each metric's median over its runs.")
     # background load during the runs
@@ -286,7 +291,7 @@ def block_targets(runs):
     nbdkit = [(wl, label) for wl, label in WORKLOADS if ("nbdkit", 3, wl) in runs]
     if not rows and not nbdkit:
         return
-    reps = max((r.get("reps", 1) for r in runs.values()), default=1)
+    reps = rounds(runs)
     print("\nBlock targets (issue #10): Carmine's NBD export of a size-3 image"
           + (f" (medians of {reps} runs each, range in brackets)" if reps > 1 else ""))
     print("| workload | baseline | Carmine | ratio | target | met? |")
