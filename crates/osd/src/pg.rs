@@ -129,6 +129,14 @@ pub struct Pg {
     blocked_read_count: usize,
     waiting_for_active: VecDeque<(ClientRef, OsdOp)>,
     replica_acks: VecDeque<ReplicaAck>,
+    /// Primary, while activating: the store sequence of its own activation record (the
+    /// adopted log, pulled objects and `last_epoch_started` it submitted). The PG goes
+    /// active only once that is durable: peering later trusts a primary's word that it
+    /// never activated in an interval, and the monitor drops the history a clean PG
+    /// reports. A primary that went active on an unsynced record and crashed came back
+    /// without it, took itself for never activated, and served a stale copy (seed
+    /// 119989 lost five acknowledged writes).
+    activation_record: Option<TxSeq>,
     /// Members of the acting set that the map marks full; while any is, writes that
     /// add data are refused with `NoSpace` before they run.
     full_members: Vec<OsdId>,
@@ -248,6 +256,7 @@ impl Pg {
             blocked_read_count: 0,
             waiting_for_active: VecDeque::new(),
             replica_acks: VecDeque::new(),
+            activation_record: None,
             full_members: Vec::new(),
             failsafe_full_ratio: carmine_clustermap::FullRatios::default().failsafe,
             last_submitted: 0,
@@ -368,7 +377,9 @@ impl Pg {
     }
 
     pub fn has_pending_commits(&self) -> bool {
-        !self.in_flight.is_empty() || !self.replica_acks.is_empty()
+        !self.in_flight.is_empty()
+            || !self.replica_acks.is_empty()
+            || self.activation_record.is_some()
     }
 
     /// Corrupt copies this PG found and repaired.

@@ -313,3 +313,19 @@ fn regression_an_unreadable_unacknowledged_write_is_rolled_back_after_a_restart(
 fn regression_a_rollback_keeps_no_version_only_the_rolled_back_copy_had() {
     check(&[run_with_faults(23448, FaultClasses::ALL)], 10, 100);
 }
+
+/// Seed 119989 (LogStore, size 2, 5 monitors): osd.1 led PG 1.7 alone (min_size 1)
+/// and acknowledged writes 5'40..5'44. osd.0 came back, peered as primary in interval
+/// 6, adopted that log, pulled the object, went active and reported the PG clean, so
+/// the monitor dropped the intervals before 6. Nothing flushed osd.0's store in that
+/// interval (no write reached the PG, and a shard flushes only for work that waits on
+/// a commit), so its crash 0.9 s later lost the adopted log and its
+/// `last_epoch_started` of 6. Restarted, it answered that it never activated in
+/// interval 6, which peering takes as proof the interval took no writes: it activated
+/// alone on its 4'39 copy, outranked osd.1 and backfilled it, and the five
+/// acknowledged writes were gone. A primary now goes active only once its own
+/// activation record is durable (`Pg::activation_record`).
+#[test]
+fn regression_a_primary_goes_active_only_on_a_durable_activation() {
+    check(&[run_with_faults(119989, FaultClasses::ALL)], 10, 100);
+}

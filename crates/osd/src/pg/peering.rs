@@ -595,6 +595,7 @@ impl Pg {
             vec![(Bytes::from_static(INFO_KEY), self.info.to_bytes())],
         );
         self.submit_meta(store, tx);
+        self.activation_record = Some(self.last_submitted);
         let versions = self.log_versions();
         let mut waiting = BTreeSet::new();
         // What each replica lacks is worked out afresh; answers to pushes of an earlier
@@ -817,6 +818,9 @@ impl Pg {
             Phase::WaitPgTemp { auth } => {
                 format!("peering: waiting for a pg_temp led by {auth}, which holds a complete copy")
             }
+            Phase::Activating { waiting } if waiting.is_empty() => {
+                "activating: waiting for its own activation record to be durable".to_string()
+            }
             Phase::Activating { waiting } => {
                 format!("activating: waiting for {} to activate", names(waiting))
             }
@@ -945,11 +949,11 @@ impl Pg {
         self.after_activated(store, out);
     }
 
-    fn after_activated(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+    pub(super) fn after_activated(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
         let Phase::Activating { waiting } = &self.phase else {
             return;
         };
-        if !waiting.is_empty() {
+        if !waiting.is_empty() || self.activation_record.is_some() {
             return;
         }
         self.phase = Phase::Active;

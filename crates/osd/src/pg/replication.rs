@@ -354,6 +354,10 @@ impl Pg {
             let ack = self.replica_acks.pop_front().expect("checked non-empty");
             out.push(peer_output(ack.primary, ack.reply));
         }
+        if self.activation_record.is_some_and(|seq| seq <= committed) {
+            self.activation_record = None;
+            self.after_activated(store, out);
+        }
         self.complete_writes(store, out);
     }
 
