@@ -176,14 +176,20 @@ impl Monitor {
                 tracking.down_since = None;
             }
         }
+        // A boot is done once a map shows this instance up. A map of an earlier instance
+        // at the same addresses is not enough: a monitor catching up on old epochs after
+        // the boot arrived saw the OSD's previous life up, dropped the boot, and then
+        // applied the epoch that marked it down, leaving the OSD down for good (seed
+        // 112006; the OSD boots again only when a new map marks it down).
         self.pending_boots.retain(|&osd, pending| {
             let Ok(Msg::OsdBoot(boot)) =
                 Msg::decode(pending.forward.inner_type, pending.forward.inner.clone())
             else {
                 return false;
             };
-            !map.osd(osd)
-                .is_some_and(|info| info.up && info.shard_addrs == boot.shard_addrs)
+            !map.osd(osd).is_some_and(|info| {
+                info.up && info.shard_addrs == boot.shard_addrs && info.instance == boot.instance
+            })
         });
         // A snapshot may jump epochs: the changes kept no longer lead to this map.
         if map.epoch.0 == self.map.epoch.0 + 1 {

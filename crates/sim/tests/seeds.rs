@@ -329,3 +329,15 @@ fn regression_a_rollback_keeps_no_version_only_the_rolled_back_copy_had() {
 fn regression_a_primary_goes_active_only_on_a_durable_activation() {
     check(&[run_with_faults(119989, FaultClasses::ALL)], 10, 100);
 }
+
+/// Seed 112006 (LogStore, 3 monitors): osd.3 crashed and came back while the monitors
+/// were split and restarting, and sent its boot to mon.1, which had restarted at e6.
+/// mon.1 then caught up on e7 and e8, which still showed osd.3's previous instance up
+/// at the same addresses, took the boot for done and dropped it; e9 marked osd.3 down.
+/// osd.3 already held e9, so nothing made it boot again: it stayed down, and a PG
+/// whose past interval only osd.3 could vouch for stayed down after every fault had
+/// healed. A monitor now keeps a boot until a map shows that instance up.
+#[test]
+fn regression_a_boot_outlives_old_maps_of_the_previous_instance() {
+    check(&[run_with_faults(112006, FaultClasses::ALL)], 10, 100);
+}
