@@ -22,6 +22,7 @@
 mod direct;
 mod exec;
 pub mod heartbeat;
+mod instance;
 mod osd_set;
 mod pg;
 mod pg_set;
@@ -33,6 +34,7 @@ mod snaps;
 mod tuning;
 
 pub use direct::DirectClient;
+pub use instance::map_for_instance;
 pub use pg::Pg;
 pub use pglog::{PgLog, LOG_ENTRIES_MAX};
 pub use recovery_sched::MclockSettings;

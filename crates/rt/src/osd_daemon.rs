@@ -388,6 +388,9 @@ impl GlobalTask {
         let marked_down = map.osd(self.config.id).is_some_and(|info| {
             !info.up || info.shard_addrs != self.shard_addrs || info.instance != self.instance
         });
+        // A map showing our previous instance up shows us, this process, down.
+        let map =
+            carmine_osd::map_for_instance(map, self.config.id, self.instance, &self.shard_addrs);
         self.newest = Some(map.clone());
         self.heartbeats.handle_map(map.clone(), mon);
         for tx in &self.map_txs {

@@ -344,6 +344,8 @@ impl Sim {
             let instance = (u64::from(osd.0) << 32) | node.starts;
             !info.up || info.shard_addrs != node.addrs || info.instance != instance
         });
+        let instance = (u64::from(osd.0) << 32) | node.starts;
+        let map = carmine_osd::map_for_instance(map, osd, instance, &node.addrs);
         node.map = Some(map.clone());
         let reboot = marked_down && map.epoch > node.booted_epoch && node.mon_session.is_some();
         for index in 0..node.shard_count {

@@ -341,3 +341,16 @@ fn regression_a_primary_goes_active_only_on_a_durable_activation() {
 fn regression_a_boot_outlives_old_maps_of_the_previous_instance() {
     check(&[run_with_faults(112006, FaultClasses::ALL)], 10, 100);
 }
+
+/// Seed 138596 (LogStore, size 2, 5 monitors): osd.2, alone in PG 1.1's interval
+/// e10, acknowledged writes 10'17 and 10'18 (`last_epoch_started` 10), then crashed.
+/// Restarted, it asked a lagging monitor for maps and got e6 onwards, which still
+/// showed its previous instance up: it peered alone as primary of the closed interval
+/// e7 and recorded that activation, lowering its `last_epoch_started` to 7. At e13
+/// osd.1, with older writes but `last_epoch_started` 9, outranked it, and five
+/// acknowledged writes were lost. A process now acts on a map that shows its previous
+/// instance up as one that shows it down (`carmine_osd::map_for_instance`).
+#[test]
+fn regression_a_restarted_osd_does_not_act_as_its_previous_instance() {
+    check(&[run_with_faults(138596, FaultClasses::ALL)], 10, 100);
+}
