@@ -340,11 +340,10 @@ impl Sim {
         if map.epoch <= node.epoch() {
             return;
         }
+        let instance = (u64::from(osd.0) << 32) | node.starts;
         let marked_down = map.osd(osd).is_some_and(|info| {
-            let instance = (u64::from(osd.0) << 32) | node.starts;
             !info.up || info.shard_addrs != node.addrs || info.instance != instance
         });
-        let instance = (u64::from(osd.0) << 32) | node.starts;
         let map = carmine_osd::map_for_instance(map, osd, instance, &node.addrs);
         node.map = Some(map.clone());
         let reboot = marked_down && map.epoch > node.booted_epoch && node.mon_session.is_some();
