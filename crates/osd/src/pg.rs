@@ -154,6 +154,13 @@ pub struct Pg {
     /// version unknown (no answering copy ended there yet): the next peering that
     /// hears from one takes them from it (`Pg::settle_stats`).
     stats_unsure_at: Option<EVersion>,
+    /// Primary, after such a rollback: the counts are those of this copy's own content
+    /// (the rolled-back writes still in them, as their objects still are), so every
+    /// object a pull or repair replaces adjusts them by its change, and once the
+    /// rolled-back objects have their kept versions the counts are the kept history's
+    /// (seed 102790: they stayed 15 bytes high for good). Cleared when this copy
+    /// adopts another's history, whose counts describe that copy's content.
+    stats_follow_content: bool,
     /// Objects this copy knows it lacks (persisted as `missing.NAME` pgmeta keys).
     missing: BTreeSet<String>,
     /// Primary: objects each replica lacks, and those pushed and not yet acknowledged.
@@ -265,6 +272,7 @@ impl Pg {
             past_intervals: Vec::new(),
             notifies: BTreeMap::new(),
             stats_unsure_at: None,
+            stats_follow_content: false,
             missing: BTreeSet::new(),
             peer_missing: BTreeMap::new(),
             pushing: BTreeMap::new(),

@@ -354,3 +354,17 @@ fn regression_a_boot_outlives_old_maps_of_the_previous_instance() {
 fn regression_a_restarted_osd_does_not_act_as_its_previous_instance() {
     check(&[run_with_faults(138596, FaultClasses::ALL)], 10, 100);
 }
+
+/// Seed 102790 (LogStore, size 3, 5 monitors): PG 1.6's primary osd.2, cut off
+/// outbound, applied a write of `shared-0` (v4'83, 15 to 30 bytes) that no replica got;
+/// a bit flip then hit that copy. Peering rolled v4'83 back (seed 7290's rollback), but
+/// no other copy ended at the kept v4'82, so the counts stayed those of osd.2's content,
+/// v4'83 included. The repair then replaced `shared-0` with osd.1's 15-byte copy
+/// without touching them, and every member's PG info over-counted 15 bytes for good
+/// (checker 6). Until another copy's counts settle them, a primary's counts after such
+/// a rollback now follow its content: each object a pull or repair replaces adjusts
+/// them by its change (`Pg::stats_follow_content`).
+#[test]
+fn regression_counts_left_unsure_by_a_rollback_follow_the_repairs() {
+    check(&[run_with_faults(102790, FaultClasses::ALL)], 5, 100);
+}

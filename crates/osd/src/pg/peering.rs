@@ -567,6 +567,7 @@ impl Pg {
         self.submit_meta(store, tx);
         self.info = info;
         self.missing = missing.clone();
+        self.stats_follow_content = false;
     }
 
     pub(super) fn submit_meta(&mut self, store: &mut dyn ObjectStore, tx: Transaction) {
@@ -1075,7 +1076,9 @@ impl Pg {
             dups: &[],
             wipe: false,
         };
+        let unsure = self.stats_unsure_at.is_some();
         self.adopt_log(store, adopted, &missing);
+        self.stats_follow_content = unsure;
         self.in_flight.retain(|write| write.version < first);
     }
 
@@ -1112,6 +1115,8 @@ impl Pg {
         self.info.object_count = object_count;
         self.info.data_bytes = data_bytes;
         self.stats_unsure_at = None;
+        // The kept history's counts now, not this copy's content.
+        self.stats_follow_content = false;
         true
     }
 

@@ -14,6 +14,7 @@ use crate::pglog::missing_key;
 use crate::Output;
 use carmine_proto::{Msg, ObjectCopy, ObjectState, PgPull, PgPush, PgPushReply};
 use carmine_store::{CollectionId, ObjectStore, Transaction};
+use carmine_types::encoding::Encode;
 use carmine_types::{ObjectId, OsdId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -161,8 +162,17 @@ impl Pg {
     pub(super) fn apply_copies(&mut self, store: &mut dyn ObjectStore, objects: Vec<ObjectCopy>) {
         let mut tx = Transaction::new();
         let mut recovered = Vec::new();
+        let follow = self.stats_follow_content && self.is_primary();
+        let mut counts = (self.info.object_count, self.info.data_bytes);
         for copy in objects {
             let oid = ObjectId::head(copy.oid.clone());
+            if follow {
+                let before = store.stat(self.coll, &oid).ok().map(|s| s.size_bytes);
+                let after = copy.state.as_ref().map(|s| s.data.len() as u64);
+                counts.0 = (counts.0 + u64::from(after.is_some()))
+                    .saturating_sub(u64::from(before.is_some()));
+                counts.1 = (counts.1 + after.unwrap_or(0)).saturating_sub(before.unwrap_or(0));
+            }
             if store.exists(self.coll, &oid) {
                 tx.remove(self.coll, oid.clone());
             }
@@ -186,6 +196,14 @@ impl Pg {
         }
         if !recovered.is_empty() {
             tx.omap_rm(self.coll, crate::pglog::pgmeta_oid(), recovered);
+        }
+        if follow && counts != (self.info.object_count, self.info.data_bytes) {
+            (self.info.object_count, self.info.data_bytes) = counts;
+            let info = (
+                bytes::Bytes::from_static(crate::pglog::INFO_KEY),
+                self.info.to_bytes(),
+            );
+            tx.omap_set(self.coll, crate::pglog::pgmeta_oid(), vec![info]);
         }
         self.submit_meta(store, tx);
     }
