@@ -312,7 +312,11 @@ impl<S: ObjectStore> OsdShard<S> {
         self.snap_trim_turn(out);
         self.purge_turn();
         self.route_peer_messages(out, start);
-        if self.pending.is_empty() {
+        // Work no PG waits on (a purge step, a stray copy dropped, a deleted pool's
+        // PGs removed) is synced in the same turn too, so nothing submitted stays
+        // volatile on a shard that then goes idle.
+        let unsynced = self.store.submitted_through() > self.store.committed_through();
+        if self.pending.is_empty() && !unsynced {
             return;
         }
         if let Err(error) = self.store.flush() {
@@ -1089,6 +1093,33 @@ fn error_reply(client: ClientRef, op: &OsdOp, error: OpError, epoch: Epoch) -> O
 mod tests {
     use super::*;
     use carmine_types::PoolId;
+
+    /// A flush makes durable what was submitted with no PG waiting on it (a purge
+    /// step, a stray copy dropped): it is not left volatile until some client write
+    /// happens to come by.
+    #[test]
+    fn flush_syncs_work_no_pg_waits_on() {
+        use carmine_store::{
+            CollectionId, FaultConfig, FaultyDevice, LogStore, LogStoreConfig, Transaction,
+        };
+        let device = FaultyDevice::in_memory(4 << 20, FaultConfig::default());
+        let store = LogStore::open(device, LogStoreConfig::small()).unwrap();
+        let mut shard = OsdShard::new(OsdId(0), ShardIndex(0), 1, store);
+        let mut tx = Transaction::new();
+        tx.create_collection(CollectionId::Meta);
+        let seq = shard.store_mut().submit(tx).unwrap();
+        assert!(shard.store().committed_through() < seq);
+        let mut out = Vec::new();
+        shard.flush(&mut out);
+        assert!(shard.store().committed_through() >= seq);
+        let flushes = shard.store().stats().flushes;
+        shard.flush(&mut out);
+        assert_eq!(
+            shard.store().stats().flushes,
+            flushes,
+            "nothing to sync: no flush"
+        );
+    }
 
     #[test]
     fn shard_of_matches_pg_shard() {

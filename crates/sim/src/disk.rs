@@ -192,6 +192,10 @@ impl ObjectStore for SimStore {
         }
     }
 
+    fn submitted_through(&self) -> TxSeq {
+        self.inner().submitted_through()
+    }
+
     fn flush(&mut self) -> Result<(), StoreError> {
         self.inner_mut().flush()
     }

@@ -117,6 +117,14 @@ pub trait ObjectStore {
     /// a crash.
     fn committed_through(&self) -> TxSeq;
 
+    /// The highest sequence number submitted. Above [`committed_through`]
+    /// (ObjectStore::committed_through) while a store with deferred durability holds
+    /// transactions that a [`flush`](ObjectStore::flush) would make durable; a store
+    /// durable on submit keeps the default.
+    fn submitted_through(&self) -> TxSeq {
+        self.committed_through()
+    }
+
     /// Lets a store with deferred durability start making submitted transactions
     /// durable (a group commit). Returns once the work is started, not finished.
     fn flush(&mut self) -> Result<(), StoreError> {

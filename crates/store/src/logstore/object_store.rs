@@ -250,6 +250,10 @@ impl<D: BlockDevice> ObjectStore for LogStore<D> {
         self.committed_tx_seq
     }
 
+    fn submitted_through(&self) -> TxSeq {
+        self.last_tx_seq
+    }
+
     /// Group commit: writes all pending records, one sync, then does a bounded amount
     /// of cleaning work. Synchronous: durable when it returns `Ok`.
     fn flush(&mut self) -> Result<(), StoreError> {
