@@ -7,7 +7,7 @@
 use crate::concurrent::{map_ordered, OBJECT_OPS_IN_FLIGHT_MAX};
 use crate::header::{
     data_object, data_prefix, directory_id_key, directory_name_key, header_object, new_image_id,
-    parse_data_object, ImageHeader, DIRECTORY_OBJECT,
+    parse_data_object, writers_object, ImageHeader, DIRECTORY_OBJECT,
 };
 use crate::image::whole_object_writes;
 use crate::layout::{object_count, object_size_bytes, ORDER_MAX, ORDER_MIN};
@@ -347,6 +347,7 @@ async fn remove_objects(
 /// interrupted removal can be repeated).
 pub async fn remove(client: &Client, spec: &ImageSpec) -> Result<(), BlockError> {
     let id = lookup_id(client, spec).await?;
+    crate::lease::check_no_live_writers(client, &spec.pool, &id, &spec.to_string()).await?;
     match load_header(client, spec, &id).await {
         Ok((header, _)) => {
             if !header.snaps.is_empty() {
@@ -367,9 +368,11 @@ pub async fn remove(client: &Client, spec: &ImageSpec) -> Result<(), BlockError>
             if let Some(parent) = &header.parent {
                 crate::clone::unregister(client, parent, &spec.pool, &id).await?;
             }
-            match client.remove(&spec.pool, &header_object(&id)).await {
-                Err(error) if !error.is_not_found() => return Err(error.into()),
-                _ => {}
+            for object in [writers_object(&id), header_object(&id)] {
+                match client.remove(&spec.pool, &object).await {
+                    Err(error) if !error.is_not_found() => return Err(error.into()),
+                    _ => {}
+                }
             }
         }
         Err(BlockError::NotFound(_)) => {}

@@ -5,6 +5,8 @@
 //! - `rbd_header.<ID>`: the object's data is one encoded [`ImageHeader`].
 //! - `rbd_data.<ID>.<OBJECTNO as 16 hex digits>`: the image's bytes, 2^order per object;
 //!   an absent object reads as zeros.
+//! - `rbd_writers.<ID>`: omap `writer.<PID>.<NONCE>` → the snapshot seq (u64
+//!   little-endian) that long-lived writer has acknowledged (`lease.rs`).
 //!
 //! Header encoding (little-endian, in a `carmine_types::encoding` envelope, version 2,
 //! compat 1): `blob id | blob name | u64 size_bytes | u8 order | u64 features`, then
@@ -251,6 +253,12 @@ pub fn directory_name_key(name: &str) -> Bytes {
 /// Directory omap key for an image id.
 pub fn directory_id_key(id: &str) -> Bytes {
     Bytes::from(format!("id_{id}"))
+}
+
+/// The object whose omap registers the image's long-lived writers and the snapshot
+/// each has acknowledged (see `lease.rs`).
+pub fn writers_object(id: &str) -> String {
+    format!("rbd_writers.{id}")
 }
 
 /// A fresh image id: 12 hex digits from the OS random generator.

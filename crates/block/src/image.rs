@@ -9,6 +9,7 @@ use crate::ancestry::Ancestry;
 use crate::concurrent::join_all;
 use crate::header::{data_object, ImageHeader};
 use crate::layout::{extents, in_bounds, object_size_bytes, ObjectExtent};
+use crate::lease::{self, WriterLease};
 use crate::spec::ImageSpec;
 use crate::tracker::{WriteGuard, WriteTracker};
 use crate::{admin, BlockError};
@@ -18,7 +19,36 @@ use carmine_proto::{OpCode, OpError, OpOutput, SnapContext};
 use carmine_types::limits::WRITE_BYTES_MAX;
 use carmine_types::{PoolId, SnapId};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// How often a switch to a new snapshot context looks whether the writes under the
+/// old one are done.
+const CONTEXT_DRAIN_POLL: Duration = Duration::from_millis(1);
+
+/// Held by a write for as long as it is in flight: which context it carries.
+type ContextUse = Arc<()>;
+
+/// The snapshot context writes carry now, and the token its writes hold.
+#[derive(Debug)]
+struct CurrentContext {
+    snapc: SnapContext,
+    users: ContextUse,
+}
+
+impl CurrentContext {
+    fn new(snapc: SnapContext) -> CurrentContext {
+        CurrentContext {
+            snapc,
+            users: Arc::new(()),
+        }
+    }
+
+    /// Replaced by a newer context: what tells whether its writes are all done.
+    fn retire(self) -> Weak<()> {
+        Arc::downgrade(&self.users)
+    }
+}
 
 /// An open image. Cheap to share behind an `Arc`: every method takes `&self`, and
 /// flushes see the writes of every user of the same handle.
@@ -33,9 +63,11 @@ pub struct Image {
     size_bytes: AtomicU64,
     tracker: WriteTracker,
     /// What writes carry: the image's snapshots as of opening or the last
-    /// [`Image::refresh_snap_context`]. (Carmine has no header watch/notify yet, so a
-    /// long-lived writer polls.) Held only to copy or replace it, never across I/O.
-    snapc: std::sync::Mutex<SnapContext>,
+    /// [`Image::refresh_snap_context`] (a long-lived writer's lease renewals call it:
+    /// `lease.rs`). Held only to copy or replace it, never across I/O.
+    snapc: std::sync::Mutex<CurrentContext>,
+    /// Set once a long-lived writer takes a lease ([`Image::take_writer_lease`]).
+    lease: std::sync::OnceLock<WriterLease>,
     /// `Some(name, id)` for a handle on a snapshot: reads see it, writes are refused.
     snapshot: Option<(String, u64)>,
     /// A clone's parents, nearest first: reads fall through to them, first writes copy
@@ -97,34 +129,111 @@ impl Image {
             order: header.order,
             size_bytes: AtomicU64::new(header.size_bytes),
             tracker: WriteTracker::default(),
-            snapc: std::sync::Mutex::new(header.snap_context()),
+            snapc: std::sync::Mutex::new(CurrentContext::new(header.snap_context())),
+            lease: std::sync::OnceLock::new(),
             snapshot: None,
             ancestry,
         })
     }
 
     /// Reloads the header's snapshot context, so that writes from now on preserve
-    /// snapshots taken by other processes since. Returns whether it changed.
+    /// snapshots taken by other processes since. When it changed, returns once no write
+    /// that carries the old context is still in flight. Returns whether it changed.
     pub async fn refresh_snap_context(&self) -> Result<bool, BlockError> {
         if self.snapshot.is_some() {
             return Ok(false);
         }
         let (header, _) = admin::load_header(&self.client, &self.spec, &self.id).await?;
         let fresh = header.snap_context();
-        let mut current = self.snapc.lock().expect("snap context lock poisoned");
-        // Never step back to an older context (a header read that raced a newer one).
-        if fresh.seq < current.seq || fresh == *current {
-            return Ok(false);
+        let old_users = {
+            let mut current = self.snapc.lock().expect("snap context lock poisoned");
+            // Never step back to an older context (a header read that raced a newer one).
+            if fresh.seq < current.snapc.seq || fresh == current.snapc {
+                return Ok(false);
+            }
+            std::mem::replace(&mut *current, CurrentContext::new(fresh)).retire()
+        };
+        // Rare (once per snapshot), so a short poll rather than a wake-up per write.
+        while old_users.strong_count() > 0 {
+            tokio::time::sleep(CONTEXT_DRAIN_POLL).await;
         }
-        *current = fresh;
         Ok(true)
     }
 
-    fn snap_context(&self) -> SnapContext {
+    /// The context a write carries now, and the token it holds while in flight.
+    fn snap_context(&self) -> (SnapContext, ContextUse) {
+        let current = self.snapc.lock().expect("snap context lock poisoned");
+        (current.snapc.clone(), current.users.clone())
+    }
+
+    /// Makes this handle a long-lived writer with a lease (see `lease.rs`): registers it
+    /// with the image and renews once, so that `snap create` waits for it to switch to
+    /// each new snapshot. Renew with [`Image::renew_writer_lease`] every
+    /// [`lease::RENEW_INTERVAL`]; a write that finds the lease run out renews first.
+    pub async fn take_writer_lease(&self) -> Result<(), BlockError> {
+        self.check_writable()?;
+        if self.lease.set(WriterLease::new()).is_err() {
+            return Err(BlockError::Invalid(format!(
+                "{} already holds a writer lease",
+                self.spec
+            )));
+        }
+        self.renew(true).await
+    }
+
+    /// One lease renewal: sets this writer's key, rereads the header, switches to a
+    /// newer snapshot context (waiting out the writes under the old one) and
+    /// acknowledges it. A no-op for a handle without a lease.
+    pub async fn renew_writer_lease(&self) -> Result<(), BlockError> {
+        self.renew(false).await
+    }
+
+    /// A renewal; `first` registers (creating the registration object if need be).
+    async fn renew(&self, first: bool) -> Result<(), BlockError> {
+        let Some(lease) = self.lease.get() else {
+            return Ok(());
+        };
+        let _turn = lease.turn().await;
+        let started = Instant::now();
+        let (pool, id, key) = (&self.spec.pool, &self.id, lease.key());
+        lease::set_writer_key(&self.client, pool, id, key, self.snap_seq(), first).await?;
+        if self.refresh_snap_context().await? {
+            lease::set_writer_key(&self.client, pool, id, key, self.snap_seq(), false).await?;
+        }
+        lease.renewed(started);
+        Ok(())
+    }
+
+    /// Gives the lease up (a writer that stops): flushes, then removes its key, so the
+    /// next `snap create` does not wait for it.
+    pub async fn release_writer_lease(&self) -> Result<(), BlockError> {
+        let Some(lease) = self.lease.get() else {
+            return Ok(());
+        };
+        self.flush().await?;
+        lease::remove_writer_key(&self.client, &self.spec.pool, &self.id, lease.key()).await
+    }
+
+    /// Before a write: a handle with a lease that has run out renews it first.
+    async fn hold_lease(&self) -> Result<(), BlockError> {
+        let Some(lease) = self.lease.get() else {
+            return Ok(());
+        };
+        // A renewal slower than a lease (the header's PG was unavailable that long)
+        // leaves it run out again: renew until one is in force, as a write to an
+        // unavailable PG waits for it.
+        while !lease.is_valid(Instant::now()) {
+            self.renew_writer_lease().await?;
+        }
+        Ok(())
+    }
+
+    fn snap_seq(&self) -> u64 {
         self.snapc
             .lock()
             .expect("snap context lock poisoned")
-            .clone()
+            .snapc
+            .seq
     }
 
     /// Where this handle's reads come from.
@@ -257,6 +366,7 @@ impl Image {
     ) -> Result<(), BlockError> {
         self.check_writable()?;
         self.check_range(offset, data.len() as u64)?;
+        self.hold_lease().await?;
         if data.len() <= WRITE_BYTES_MAX {
             let mut pieces = extents(offset, data.len() as u64, self.order);
             if let (Some(extent), None) = (pieces.next(), pieces.next()) {
@@ -305,6 +415,7 @@ impl Image {
     ) -> Result<(), BlockError> {
         self.check_writable()?;
         self.check_range(offset, length)?;
+        self.hold_lease().await?;
         let guard = Arc::new(guard);
         let order = self.order;
         let ops: Vec<_> = extents(offset, length, order)
@@ -361,8 +472,9 @@ impl Image {
     ) -> impl std::future::Future<Output = Result<(), BlockError>> + Send + 'static {
         let (client, pool) = (self.client.clone(), self.spec.pool.clone());
         let oid = data_object(&self.id, object_number);
+        let (snapc, context_use) = self.snap_context();
         let snaps = OpSnaps {
-            snapc: self.snap_context(),
+            snapc,
             snapid: SnapId::HEAD,
         };
         let parent = self
@@ -380,7 +492,7 @@ impl Image {
                     .await
                     .map(drop),
             };
-            drop(guard);
+            drop((guard, context_use));
             object_op_result(result, missing_ok)
         }
     }
@@ -389,8 +501,9 @@ impl Image {
     /// caller holds the write's guard).
     async fn object_op_here(&self, object_number: u64, ops: Vec<OpCode>) -> Result<(), BlockError> {
         let oid = data_object(&self.id, object_number);
+        let (snapc, _context_use) = self.snap_context();
         let snaps = OpSnaps {
-            snapc: self.snap_context(),
+            snapc,
             snapid: SnapId::HEAD,
         };
         let missing_ok = missing_object_is_success(&ops);

@@ -27,6 +27,7 @@ mod error;
 pub mod header;
 mod image;
 pub mod layout;
+pub mod lease;
 pub mod nbd;
 pub mod snapshot;
 pub mod spec;

@@ -21,9 +21,12 @@ fn snap_spec(spec: &ImageSpec, name: &str) -> String {
     format!("{spec}@{name}")
 }
 
-/// Takes snapshot `name` of `spec`. Writes already acknowledged are in it; a writer
-/// that opened the image earlier keeps writing under its old context (no header
-/// watch yet), so take snapshots while the image is not being written elsewhere.
+/// Takes snapshot `name` of `spec`: it holds every write acknowledged before this
+/// returns and none acknowledged after. Long-lived writers (the NBD server, `image
+/// bench`) hold leases, and this waits until each has switched to the new snapshot
+/// context and has no write under the old one in flight (`lease.rs`; up to
+/// [`crate::lease::SNAP_ACK_WAIT`] for one that has died). Writers without a lease
+/// (`import`, `cp`, `rollback`) are not waited for.
 pub async fn create(
     client: &Client,
     spec: &ImageSpec,
@@ -63,6 +66,7 @@ pub async fn create(
         let _ = client.selfmanaged_snap_remove(&spec.pool, snap_id).await;
         return Err(error);
     }
+    crate::lease::wait_for_writers(client, &spec.pool, &id, snap_id).await?;
     Ok(created.expect("the header update ran"))
 }
 

@@ -7,6 +7,7 @@ mod snap;
 use crate::output::bytes;
 use anyhow::{bail, Context, Result};
 use carmine_block::layout::{object_count, object_size_bytes, ORDER_DEFAULT};
+use carmine_block::lease::WriterLeaseTask;
 use carmine_block::nbd::NbdServer;
 use carmine_block::{admin, diff, header, transfer, Image, ImageSpec};
 use carmine_client::Client;
@@ -135,9 +136,6 @@ pub enum IoPattern {
     Seq,
     Rand,
 }
-
-/// How often a writing NBD server rereads the image's snapshot context.
-const SNAP_CONTEXT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn parse_size_arg(text: &str) -> Result<u64, String> {
     carmine_block::parse_size(text)
@@ -522,19 +520,13 @@ async fn nbd(
     json: bool,
 ) -> Result<()> {
     let spec = &image.spec().clone();
-    if !read_only {
-        // Snapshots taken while this server writes: pick up their context within a
-        // second (no header watch/notify yet).
-        let watched = image.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(SNAP_CONTEXT_POLL_INTERVAL).await;
-                if let Err(error) = watched.refresh_snap_context().await {
-                    tracing::debug!("refreshing the snapshot context failed: {error}");
-                }
-            }
-        });
-    }
+    // A writing server holds a writer lease, so that `snap create` waits until it
+    // writes under the new snapshot's context (carmine_block::lease).
+    let lease = if read_only {
+        None
+    } else {
+        Some(WriterLeaseTask::take(image.clone()).await?)
+    };
     let server = NbdServer::new(image.clone(), read_only);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let serving = async {
@@ -576,7 +568,10 @@ async fn nbd(
         _ = tokio::signal::ctrl_c() => Ok(()),
         _ = terminate.recv() => Ok(()),
     };
-    image.flush().await?;
+    match lease {
+        Some(lease) => lease.release().await?,
+        None => image.flush().await?,
+    }
     if let Some(path) = &socket {
         let _ = std::fs::remove_file(path);
     }

@@ -208,7 +208,8 @@ fn diff_round_trip(cluster: &DevCluster, original_file: &str, head: &[u8]) {
     cluster.fails(&["image", "import-diff", original_file, "rbd/fresh"]);
 }
 
-/// `carmine image nbd` in the background; killed on drop.
+/// `carmine image nbd` in the background; stopped with SIGTERM on drop (so a writing
+/// server gives its writer lease up), killed if it does not exit.
 struct Nbd(Child, String);
 
 impl Nbd {
@@ -236,11 +237,36 @@ impl Nbd {
     }
 }
 
-impl Drop for Nbd {
-    fn drop(&mut self) {
+impl Nbd {
+    /// kill -9: the server gives nothing up.
+    fn kill9(mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+impl Drop for Nbd {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn have_qemu_io() -> bool {
+    let have = std::process::Command::new("qemu-io")
+        .arg("--version")
+        .output();
+    have.is_ok_and(|o| o.status.success())
 }
 
 /// Runs one qemu-io command (`-r`, read-only, for reads: a read-only export refuses
@@ -266,21 +292,19 @@ fn qemu_io(uri: &str, command: &str) -> bool {
     ok
 }
 
-/// A snapshot taken while an NBD server writes the image: the server picks up the new
-/// context (it polls the header each second), so its later writes leave the
-/// snapshot alone; the snapshot is then served read-only. Skipped without qemu-io.
+/// A snapshot taken while an NBD server writes the image: `snap create` returns once
+/// the server writes under the new context (its writer lease), so a write right after
+/// it leaves the snapshot alone; the snapshot is then served read-only. Skipped
+/// without qemu-io.
 fn nbd_snapshot_while_serving(cluster: &DevCluster) {
-    let have = std::process::Command::new("qemu-io")
-        .arg("--version")
-        .output();
-    if !have.is_ok_and(|o| o.status.success()) {
+    if !have_qemu_io() {
         println!("note: qemu-io is not installed; skipping the NBD snapshot part");
         return;
     }
     let server = Nbd::start(cluster, &["rbd/disk"]);
     assert!(qemu_io(&server.1, "write -P 0xaa 0 64k"));
     cluster.ok(&["image", "snap", "create", "rbd/disk@two"]);
-    std::thread::sleep(Duration::from_millis(2500));
+    // No pause: the server took the new context before `snap create` returned.
     assert!(qemu_io(&server.1, "write -P 0xbb 0 64k"));
     drop(server);
     let snap = Nbd::start(cluster, &["rbd/disk", "--snap", "two"]);
@@ -441,4 +465,121 @@ fn nbd_reads_in_4k_requests(cluster: &DevCluster, args: &[&str], expected: &[u8]
         .expect("run nbdcopy");
     assert!(status.success(), "nbdcopy from {args:?}");
     assert!(read(&out) == expected, "4 KiB NBD reads of {args:?}");
+}
+
+/// One write of the background writer: its pattern byte and when it started and
+/// was acknowledged.
+struct TimedWrite {
+    pattern: u8,
+    started: Instant,
+    acked: Instant,
+}
+
+/// The first 4 KiB of `spec` (`POOL/IMAGE@SNAP`) hold one repeated byte: which.
+fn pattern_of(cluster: &DevCluster, spec: &str, file: &str) -> u8 {
+    let out = cluster.path(file);
+    cluster.ok(&["image", "export", spec, out.to_str().expect("utf-8 path")]);
+    let data = read(&out);
+    let first = data[0];
+    assert!(
+        data[..4096].iter().all(|&b| b == first),
+        "{spec}: the first 4 KiB are not one write's pattern"
+    );
+    first
+}
+
+/// Snapshots taken while an NBD server is being written without pause hold exactly the
+/// writes acknowledged before `snap create` returned: at least the last one
+/// acknowledged before it started, and none that started after it returned. Removing
+/// the image is refused while the writer lives. Then a writer that dies (kill -9)
+/// holding its lease: `snap create` waits its lease out rather than trusting it
+/// stopped, and the next one does not wait for it again.
+#[test]
+fn snapshots_under_a_running_writer_hold_exactly_the_acknowledged_writes() {
+    if !have_qemu_io() {
+        println!("note: qemu-io is not installed; skipping");
+        return;
+    }
+    let cluster = DevCluster::start("snaplease", &[]);
+    cluster.ok(&["pool", "create", "rbd", "--size", "3", "--pg-num", "8"]);
+    cluster.ok(&["image", "create", "rbd/w", "--size", "1M", "--order", ORDER]);
+    let server = Nbd::start(&cluster, &["rbd/w"]);
+    assert!(qemu_io(&server.1, "write -P 1 0 4k"));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (uri, stop) = (server.1.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut writes = Vec::new();
+            for pattern in 2..=250u8 {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let started = Instant::now();
+                assert!(qemu_io(&uri, &format!("write -P {pattern} 0 4k")));
+                let acked = Instant::now();
+                writes.push(TimedWrite {
+                    pattern,
+                    started,
+                    acked,
+                });
+            }
+            writes
+        })
+    };
+    let mut snaps = Vec::new();
+    for n in 0..3 {
+        std::thread::sleep(Duration::from_millis(300));
+        let before = Instant::now();
+        cluster.ok(&["image", "snap", "create", &format!("rbd/w@s{n}")]);
+        snaps.push((n, before, Instant::now()));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let writes = writer.join().expect("writer thread");
+    assert!(
+        writes.len() >= 4,
+        "the writer kept writing: {} writes",
+        writes.len()
+    );
+    for (n, before, after) in snaps {
+        // The last write acknowledged before `snap create` started (1: the first one).
+        let oldest = writes
+            .iter()
+            .filter(|w| w.acked < before)
+            .map(|w| w.pattern)
+            .max()
+            .unwrap_or(1);
+        // The first write that started after it returned.
+        let too_new = writes
+            .iter()
+            .filter(|w| w.started > after)
+            .map(|w| w.pattern)
+            .min()
+            .unwrap_or(u8::MAX);
+        let held = pattern_of(&cluster, &format!("rbd/w@s{n}"), &format!("s{n}.raw"));
+        assert!(
+            (oldest..too_new).contains(&held),
+            "snapshot s{n} holds write {held}: it must hold one of writes {oldest}..{too_new}"
+        );
+    }
+
+    // As `rbd rm` refuses an image with watchers, removal refuses a live writer.
+    let refused = cluster.fails(&["image", "rm", "rbd/w"]);
+    assert!(refused.contains("being written"), "{refused}");
+
+    // A writer that dies holding its lease.
+    server.kill9();
+    let started = Instant::now();
+    cluster.ok(&["image", "snap", "create", "rbd/w@dead"]);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(10),
+        "snap create trusted a dead writer's lease: returned after {waited:?}"
+    );
+    let started = Instant::now();
+    cluster.ok(&["image", "snap", "create", "rbd/w@after"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the dead writer was waited for again"
+    );
 }

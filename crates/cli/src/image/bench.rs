@@ -6,6 +6,7 @@ use super::{IoPattern, IoType};
 use crate::output::bytes;
 use anyhow::{bail, Result};
 use bytes::Bytes;
+use carmine_block::lease::WriterLeaseTask;
 use carmine_block::Image;
 use rand::Rng;
 use serde_json::json;
@@ -67,6 +68,12 @@ pub async fn run(image: Arc<Image>, args: BenchArgs) -> Result<()> {
             "SEC", "OPS", "OPS/SEC", "BYTES/SEC"
         );
     }
+    // A writing bench holds a writer lease, as the NBD server does, so snapshots taken
+    // while it runs hold none of its later writes.
+    let lease = match args.io_type {
+        IoType::Read => None,
+        IoType::Write | IoType::Readwrite => Some(WriterLeaseTask::take(image.clone()).await?),
+    };
     let counters = Arc::new(Counters::default());
     let data = Bytes::from(
         (0..args.io_size)
@@ -105,6 +112,9 @@ pub async fn run(image: Arc<Image>, args: BenchArgs) -> Result<()> {
                 ops_at_last_tick = ops;
             }
         }
+    }
+    if let Some(lease) = lease {
+        lease.release().await?;
     }
     summarize(&args, &counters, start.elapsed(), latencies_us);
     Ok(())
