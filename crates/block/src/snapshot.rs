@@ -147,9 +147,13 @@ pub async fn set_protected(
 /// Writes snapshot `name`'s content back to the image head, object by object (read at
 /// the snapshot, write the whole object; absent then → remove now), and restores its
 /// size. The writes carry the image's snapshot context, so every snapshot, this one
-/// included, keeps its content. Returns the number of objects written or removed.
+/// included, keeps its content. Refused while a writer with a lease (a running NBD
+/// server) is live, as the disk would change beneath it. Returns the number of objects
+/// written or removed.
 pub async fn rollback(client: &Client, spec: &ImageSpec, name: &str) -> Result<u64, BlockError> {
     let id = lookup_id(client, spec).await?;
+    // Rolling back under a running writer would change its disk beneath it.
+    crate::lease::check_no_live_writers(client, &spec.pool, &id, &spec.to_string()).await?;
     let (header, _) = load_header(client, spec, &id).await?;
     let snap = header
         .snap(name)

@@ -675,7 +675,14 @@ mod tests {
         let dir = scratch("daemon");
         assert_eq!(running_pid(&dir, "osd.0"), None);
         let data = dir.join("osd.0");
-        let mut child = Command::new("sleep").arg("30").arg(&data).spawn().unwrap();
+        // A process that stays up with the data directory on its command line (`sleep
+        // 30 DIR` would not: sleep rejects the extra argument and exits at once, so the
+        // check raced its exit). The `; :` keeps the shell from exec'ing sleep.
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 30; :"])
+            .arg(&data)
+            .spawn()
+            .unwrap();
         write_pid(&dir, child.id());
         // Mid-exec or not, the freshly spawned process counts as running.
         assert_eq!(running_pid(&dir, "osd.0"), Some(child.id() as i32));

@@ -491,7 +491,7 @@ fn pattern_of(cluster: &DevCluster, spec: &str, file: &str) -> u8 {
 /// Snapshots taken while an NBD server is being written without pause hold exactly the
 /// writes acknowledged before `snap create` returned: at least the last one
 /// acknowledged before it started, and none that started after it returned. Removing
-/// the image is refused while the writer lives. Then a writer that dies (kill -9)
+/// the image or rolling it back is refused while the writer lives. Then a writer that dies (kill -9)
 /// holding its lease: `snap create` waits its lease out rather than trusting it
 /// stopped, and the next one does not wait for it again.
 #[test]
@@ -565,6 +565,8 @@ fn snapshots_under_a_running_writer_hold_exactly_the_acknowledged_writes() {
 
     // As `rbd rm` refuses an image with watchers, removal refuses a live writer.
     let refused = cluster.fails(&["image", "rm", "rbd/w"]);
+    assert!(refused.contains("being written"), "{refused}");
+    let refused = cluster.fails(&["image", "snap", "rollback", "rbd/w@s0"]);
     assert!(refused.contains("being written"), "{refused}");
 
     // A writer that dies holding its lease.
