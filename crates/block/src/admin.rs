@@ -89,8 +89,18 @@ pub async fn load_header(
 pub async fn update_header(
     client: &Client,
     spec: &ImageSpec,
-    mut change: impl FnMut(&mut ImageHeader) -> Result<(), BlockError>,
+    change: impl FnMut(&mut ImageHeader) -> Result<(), BlockError>,
 ) -> Result<ImageHeader, BlockError> {
+    Ok(update_header_versioned(client, spec, change).await?.0)
+}
+
+/// [`update_header`], also returning the header object's version after the update
+/// (what writers acknowledge: `lease.rs`).
+pub async fn update_header_versioned(
+    client: &Client,
+    spec: &ImageSpec,
+    mut change: impl FnMut(&mut ImageHeader) -> Result<(), BlockError>,
+) -> Result<(ImageHeader, u64), BlockError> {
     let id = lookup_id(client, spec).await?;
     for _ in 0..UPDATE_ATTEMPTS_MAX {
         let (mut header, version) = load_header(client, spec, &id).await?;
@@ -102,7 +112,7 @@ pub async fn update_header(
             },
         ];
         match client.operate(&spec.pool, &header_object(&id), ops).await {
-            Ok(_) => return Ok(header),
+            Ok(reply) => return Ok((header, reply.user_version)),
             Err(error) if is_conflict(&error) => continue,
             Err(error) => return Err(error.into()),
         }
@@ -473,9 +483,14 @@ pub async fn resize(
                  would change them; remove its snapshots first"
             )));
         }
-        trim_tail(client, &spec.pool, &header, size_bytes).await?;
+    } else if size_bytes > header.size_bytes {
+        // What will be the new range must read as zeros: remove anything a shrink
+        // left past the old end (one whose trimming failed), before the header grows.
+        let mut grown = header.clone();
+        grown.size_bytes = size_bytes;
+        trim_tail(client, &spec.pool, &grown, header.size_bytes).await?;
     }
-    update_header(client, spec, |header| {
+    let (_, version) = update_header_versioned(client, spec, |header| {
         header.size_bytes = size_bytes;
         // Shrinking a clone cuts what reads through to its parent for good: growing
         // again later shows zeros there, as RBD does.
@@ -485,6 +500,14 @@ pub async fn resize(
         Ok(())
     })
     .await?;
+    if size_bytes < header.size_bytes {
+        // The header shrinks first and the tail goes only once every writer refuses
+        // writes past the new end and has none in flight there (`lease.rs`); the
+        // other order lets a running NBD server write into a tail already trimmed,
+        // where a later grow would show the data again.
+        crate::lease::wait_for_writers(client, &spec.pool, &id, version).await?;
+        trim_tail(client, &spec.pool, &header, size_bytes).await?;
+    }
     Ok(())
 }
 

@@ -29,17 +29,20 @@ const CONTEXT_DRAIN_POLL: Duration = Duration::from_millis(1);
 /// Held by a write for as long as it is in flight: which context it carries.
 type ContextUse = Arc<()>;
 
-/// The snapshot context writes carry now, and the token its writes hold.
+/// The snapshot context writes carry now, the header version it (and the size in
+/// force) came from, and the token its writes hold.
 #[derive(Debug)]
 struct CurrentContext {
     snapc: SnapContext,
+    header_version: u64,
     users: ContextUse,
 }
 
 impl CurrentContext {
-    fn new(snapc: SnapContext) -> CurrentContext {
+    fn new(snapc: SnapContext, header_version: u64) -> CurrentContext {
         CurrentContext {
             snapc,
+            header_version,
             users: Arc::new(()),
         }
     }
@@ -63,7 +66,7 @@ pub struct Image {
     size_bytes: AtomicU64,
     tracker: WriteTracker,
     /// What writes carry: the image's snapshots as of opening or the last
-    /// [`Image::refresh_snap_context`] (a long-lived writer's lease renewals call it:
+    /// [`Image::refresh_header`] (a long-lived writer's lease renewals call it:
     /// `lease.rs`). Held only to copy or replace it, never across I/O.
     snapc: std::sync::Mutex<CurrentContext>,
     /// Set once a long-lived writer takes a lease ([`Image::take_writer_lease`]).
@@ -129,29 +132,33 @@ impl Image {
             order: header.order,
             size_bytes: AtomicU64::new(header.size_bytes),
             tracker: WriteTracker::default(),
-            snapc: std::sync::Mutex::new(CurrentContext::new(header.snap_context())),
+            // Version 0: the first refresh applies whatever the header holds then.
+            snapc: std::sync::Mutex::new(CurrentContext::new(header.snap_context(), 0)),
             lease: std::sync::OnceLock::new(),
             snapshot: None,
             ancestry,
         })
     }
 
-    /// Reloads the header's snapshot context, so that writes from now on preserve
-    /// snapshots taken by other processes since. When it changed, returns once no write
-    /// that carries the old context is still in flight. Returns whether it changed.
-    pub async fn refresh_snap_context(&self) -> Result<bool, BlockError> {
+    /// Reloads the header: writes from now on carry its snapshot context (preserving
+    /// snapshots taken by other processes since) and stay within its size. When the
+    /// header changed, returns once no write admitted under the old one is still in
+    /// flight. Returns whether it changed.
+    pub async fn refresh_header(&self) -> Result<bool, BlockError> {
         if self.snapshot.is_some() {
             return Ok(false);
         }
-        let (header, _) = admin::load_header(&self.client, &self.spec, &self.id).await?;
-        let fresh = header.snap_context();
+        let (header, version) = admin::load_header(&self.client, &self.spec, &self.id).await?;
         let old_users = {
             let mut current = self.snapc.lock().expect("snap context lock poisoned");
-            // Never step back to an older context (a header read that raced a newer one).
-            if fresh.seq < current.snapc.seq || fresh == current.snapc {
+            // Never step back (a header read that raced a newer one).
+            if version <= current.header_version {
                 return Ok(false);
             }
-            std::mem::replace(&mut *current, CurrentContext::new(fresh)).retire()
+            // Before the new token: a write holding it sees this size.
+            self.size_bytes.store(header.size_bytes, Ordering::Release);
+            let fresh = CurrentContext::new(header.snap_context(), version);
+            std::mem::replace(&mut *current, fresh).retire()
         };
         // Rare (once per snapshot), so a short poll rather than a wake-up per write.
         while old_users.strong_count() > 0 {
@@ -160,8 +167,10 @@ impl Image {
         Ok(true)
     }
 
-    /// The context a write carries now, and the token it holds while in flight.
-    fn snap_context(&self) -> (SnapContext, ContextUse) {
+    /// The context a write carries now, and the token it holds while in flight. Take
+    /// it before checking the write's range, so that a write checked against a size
+    /// since shrunk holds the old token and is waited for.
+    fn write_context(&self) -> (SnapContext, ContextUse) {
         let current = self.snapc.lock().expect("snap context lock poisoned");
         (current.snapc.clone(), current.users.clone())
     }
@@ -196,9 +205,11 @@ impl Image {
         let _turn = lease.turn().await;
         let started = Instant::now();
         let (pool, id, key) = (&self.spec.pool, &self.id, lease.key());
-        lease::set_writer_key(&self.client, pool, id, key, self.snap_seq(), first).await?;
-        if self.refresh_snap_context().await? {
-            lease::set_writer_key(&self.client, pool, id, key, self.snap_seq(), false).await?;
+        let acked = self.header_version();
+        lease::set_writer_key(&self.client, pool, id, key, acked, first).await?;
+        if self.refresh_header().await? {
+            let acked = self.header_version();
+            lease::set_writer_key(&self.client, pool, id, key, acked, false).await?;
         }
         lease.renewed(started);
         Ok(())
@@ -228,12 +239,12 @@ impl Image {
         Ok(())
     }
 
-    fn snap_seq(&self) -> u64 {
+    /// The header version whose snapshot context and size this handle's writes follow.
+    fn header_version(&self) -> u64 {
         self.snapc
             .lock()
             .expect("snap context lock poisoned")
-            .snapc
-            .seq
+            .header_version
     }
 
     /// Where this handle's reads come from.
@@ -365,8 +376,9 @@ impl Image {
         data: Bytes,
     ) -> Result<(), BlockError> {
         self.check_writable()?;
-        self.check_range(offset, data.len() as u64)?;
         self.hold_lease().await?;
+        let context = self.write_context();
+        self.check_range(offset, data.len() as u64)?;
         if data.len() <= WRITE_BYTES_MAX {
             let mut pieces = extents(offset, data.len() as u64, self.order);
             if let (Some(extent), None) = (pieces.next(), pieces.next()) {
@@ -376,7 +388,9 @@ impl Image {
                     offset: extent.offset_in_object,
                     data,
                 };
-                let result = self.object_op_here(extent.object_number, vec![op]).await;
+                let result = self
+                    .object_op_here(extent.object_number, vec![op], context)
+                    .await;
                 drop(guard);
                 return result;
             }
@@ -393,7 +407,12 @@ impl Image {
                     offset: extent.offset_in_object + chunk_start as u64,
                     data: piece.slice(chunk_start..chunk_end),
                 };
-                writes.push(self.object_op(extent.object_number, vec![op], guard.clone()));
+                writes.push(self.object_op(
+                    extent.object_number,
+                    vec![op],
+                    guard.clone(),
+                    &context,
+                ));
             }
         }
         join_all(writes).await?;
@@ -414,8 +433,9 @@ impl Image {
         length: u64,
     ) -> Result<(), BlockError> {
         self.check_writable()?;
-        self.check_range(offset, length)?;
         self.hold_lease().await?;
+        let context = self.write_context();
+        self.check_range(offset, length)?;
         let guard = Arc::new(guard);
         let order = self.order;
         let ops: Vec<_> = extents(offset, length, order)
@@ -435,7 +455,7 @@ impl Image {
                         length: extent.length,
                     }
                 };
-                self.object_op(extent.object_number, vec![op], guard.clone())
+                self.object_op(extent.object_number, vec![op], guard.clone(), &context)
             })
             .collect();
         join_all(ops).await?;
@@ -469,12 +489,13 @@ impl Image {
         object_number: u64,
         ops: Vec<OpCode>,
         guard: Arc<WriteGuard>,
+        context: &(SnapContext, ContextUse),
     ) -> impl std::future::Future<Output = Result<(), BlockError>> + Send + 'static {
         let (client, pool) = (self.client.clone(), self.spec.pool.clone());
         let oid = data_object(&self.id, object_number);
-        let (snapc, context_use) = self.snap_context();
+        let context_use = context.1.clone();
         let snaps = OpSnaps {
-            snapc,
+            snapc: context.0.clone(),
             snapid: SnapId::HEAD,
         };
         let parent = self
@@ -499,9 +520,14 @@ impl Image {
 
     /// [`Image::object_op`] run by the caller's future, borrowing what it needs (the
     /// caller holds the write's guard).
-    async fn object_op_here(&self, object_number: u64, ops: Vec<OpCode>) -> Result<(), BlockError> {
+    async fn object_op_here(
+        &self,
+        object_number: u64,
+        ops: Vec<OpCode>,
+        context: (SnapContext, ContextUse),
+    ) -> Result<(), BlockError> {
         let oid = data_object(&self.id, object_number);
-        let (snapc, _context_use) = self.snap_context();
+        let (snapc, _context_use) = context;
         let snaps = OpSnaps {
             snapc,
             snapid: SnapId::HEAD,

@@ -1,22 +1,25 @@
 //! Writers' leases: a snapshot taken while an image is being written holds the writes
-//! acknowledged before `snap create` returned, and none acknowledged after.
+//! acknowledged before `snap create` returned, and none acknowledged after; a shrink
+//! trims the tail only once no writer can still write there.
 //!
-//! librbd gets this from a watch on the header object: `rbd snap create` notifies the
-//! watchers and waits for their answers, and they switch to the new snapshot context
+//! librbd gets this from a watch on the header object: `rbd snap create` and `rbd
+//! resize` notify the watchers and wait for their answers, and they refresh the header
 //! before answering. Carmine's OSDs have no watch/notify, so a long-lived writer (the
 //! NBD server, `image bench`) holds a lease recorded in the image's registration object
 //! `rbd_writers.<ID>` instead:
 //!
 //! - **Renewal**, every [`RENEW_INTERVAL`]: the writer sets its key in the object's omap
-//!   (value: the snapshot seq its writes carry, u64 little-endian), then reads the
-//!   header. When the header has a newer snapshot, it switches its writes to the new
-//!   context, waits until no write under the old one is in flight, and sets its key
-//!   again with the new seq: the acknowledgement. A renewal that succeeds lets it write
+//!   (value: the version of the header object its writes follow, u64 little-endian),
+//!   then reads the header. When the header changed, its writes from then on carry the
+//!   new snapshot context and stay within the new size; it waits until no write
+//!   admitted under the old header is in flight, and sets its key again with the new
+//!   version: the acknowledgement. A renewal that succeeds lets it write
 //!   until [`WRITER_LEASE`] after the renewal *started*; a write that finds the lease
 //!   run out renews first, and fails if it cannot.
-//! - **`snap create`**, once the header holds the new snapshot, waits until every key
-//!   acknowledges it ([`wait_for_writers`]). A key still behind after [`SNAP_ACK_WAIT`]
-//!   (longer than a lease) belongs to a writer whose lease ran out after the header
+//! - **`snap create`**, once the header holds the new snapshot, and **`resize`** to a
+//!   smaller size, once the header holds it and before trimming, wait until every key
+//!   acknowledges that header version ([`wait_for_writers`]). A key still behind after
+//!   [`SNAP_ACK_WAIT`] (longer than a lease) belongs to a writer whose lease ran out after the header
 //!   changed: it can write again only after a renewal that reads the new header. Such
 //!   keys are removed, guarded by the object's version so that a key set meanwhile
 //!   stays.
@@ -27,8 +30,8 @@
 //!
 //! What it does not cover, as librbd without blocklisting does not: a writer that is cut
 //! off for longer than its lease with writes in flight (a paused or partitioned process)
-//! may still have those applied after `snap create` gave up on it. `snap create` says so
-//! in its log when it gives up on a writer. Short-lived writers (`import`, `cp`,
+//! may still have those applied after `snap create` or `resize` gave up on it; they say
+//! so in their log when they give up on a writer. Short-lived writers (`import`, `cp`,
 //! `rollback`) take no lease: take snapshots while they are not running.
 
 use crate::header::writers_object;
@@ -139,7 +142,7 @@ impl Drop for WriterLeaseTask {
     }
 }
 
-/// Sets `key` to `seq` in the registration object of image `id`. Only the first
+/// Sets `key` to header version `seq` in the registration object of image `id`. Only the first
 /// registration (`create`) may create the object: a renewal that finds it gone finds
 /// the image removed, and must not leave an orphan registration object behind.
 pub(crate) async fn set_writer_key(
@@ -214,7 +217,8 @@ pub(crate) async fn remove_writer_key(
     }
 }
 
-/// The registration object's version and its writers with the seq each acknowledged
+/// The registration object's version and its writers with the header version each
+/// acknowledged
 /// (`None` when the image has never had a writer).
 async fn list_writers(
     client: &Client,
@@ -260,13 +264,13 @@ async fn list_writers(
     }
 }
 
-/// A value that is not a u64 reads as 0: behind every snapshot, so `snap create`
+/// A value that is not a u64 reads as 0: behind every header version, so `snap create`
 /// waits for it and then removes it.
 fn decode_seq(value: &[u8]) -> u64 {
     <[u8; 8]>::try_from(value).map_or(0, u64::from_le_bytes)
 }
 
-/// Waits until every writer of image `id` has acknowledged snapshot seq `seq` (see the
+/// Waits until every writer of image `id` has acknowledged header version `seq` (see the
 /// module docs); after [`SNAP_ACK_WAIT`], removes the keys of those that did not and
 /// returns how many it gave up on.
 pub async fn wait_for_writers(
@@ -303,7 +307,7 @@ pub async fn wait_for_writers(
             Ok(_) => {
                 for key in &behind {
                     tracing::warn!(
-                        "writer {} of image {id} did not acknowledge snapshot {seq} within \
+                        "writer {} of image {id} did not acknowledge header version {seq} within \
                          {} s; its lease has run out, but writes it still had in flight may \
                          be in the snapshot",
                         String::from_utf8_lossy(key),

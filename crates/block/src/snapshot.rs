@@ -7,7 +7,9 @@
 //! drops it from the header, then marks the id removed in the pool so the OSDs trim
 //! its clones in the background.
 
-use crate::admin::{existing_objects_at, load_header, lookup_id, update_header};
+use crate::admin::{
+    existing_objects_at, load_header, lookup_id, update_header, update_header_versioned,
+};
 use crate::concurrent::{map_ordered, OBJECT_OPS_IN_FLIGHT_MAX};
 use crate::header::{data_object, ImageSnap, IMAGE_SNAPS_MAX};
 use crate::image::whole_object_writes;
@@ -45,7 +47,7 @@ pub async fn create(
     }
     let snap_id = client.selfmanaged_snap_create(&spec.pool).await?;
     let mut created = None;
-    let result = update_header(client, spec, |header| {
+    let result = update_header_versioned(client, spec, |header| {
         if header.snap(name).is_some() {
             return Err(BlockError::SnapExists(snap_spec(spec, name)));
         }
@@ -61,12 +63,15 @@ pub async fn create(
         Ok(())
     })
     .await;
-    if let Err(error) = result {
-        // The id was never used: give it back so nothing waits to trim it.
-        let _ = client.selfmanaged_snap_remove(&spec.pool, snap_id).await;
-        return Err(error);
-    }
-    crate::lease::wait_for_writers(client, &spec.pool, &id, snap_id).await?;
+    let (_, version) = match result {
+        Ok(updated) => updated,
+        Err(error) => {
+            // The id was never used: give it back so nothing waits to trim it.
+            let _ = client.selfmanaged_snap_remove(&spec.pool, snap_id).await;
+            return Err(error);
+        }
+    };
+    crate::lease::wait_for_writers(client, &spec.pool, &id, version).await?;
     Ok(created.expect("the header update ran"))
 }
 

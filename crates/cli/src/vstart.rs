@@ -677,10 +677,12 @@ mod tests {
         let data = dir.join("osd.0");
         // A process that stays up with the data directory on its command line (`sleep
         // 30 DIR` would not: sleep rejects the extra argument and exits at once, so the
-        // check raced its exit). The `; :` keeps the shell from exec'ing sleep.
+        // check raced its exit): a shell blocked reading its stdin, with no child of its
+        // own to leave behind.
         let mut child = Command::new("sh")
-            .args(["-c", "sleep 30; :"])
+            .args(["-c", "read line"])
             .arg(&data)
+            .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         write_pid(&dir, child.id());

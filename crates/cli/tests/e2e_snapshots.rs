@@ -490,8 +490,9 @@ fn pattern_of(cluster: &DevCluster, spec: &str, file: &str) -> u8 {
 
 /// Snapshots taken while an NBD server is being written without pause hold exactly the
 /// writes acknowledged before `snap create` returned: at least the last one
-/// acknowledged before it started, and none that started after it returned. Removing
-/// the image or rolling it back is refused while the writer lives. Then a writer that dies (kill -9)
+/// acknowledged before it started, and none that started after it returned. A shrink
+/// reaches the connected writer before `resize` returns. Removing the image or rolling
+/// it back is refused while the writer lives. Then a writer that dies (kill -9)
 /// holding its lease: `snap create` waits its lease out rather than trusting it
 /// stopped, and the next one does not wait for it again.
 #[test]
@@ -562,6 +563,48 @@ fn snapshots_under_a_running_writer_hold_exactly_the_acknowledged_writes() {
             "snapshot s{n} holds write {held}: it must hold one of writes {oldest}..{too_new}"
         );
     }
+
+    // A shrink under a connected writer: the server refuses its write past the new
+    // end (it took the new size before `resize` returned), so growing again shows
+    // zeros there, not data written into a tail already trimmed.
+    assert!(qemu_io(&server.1, "write -P 0x77 768k 4k"));
+    let uri = server.1.clone();
+    let connected = std::thread::spawn(move || {
+        std::process::Command::new("qemu-io")
+            .args(["-f", "raw", &uri])
+            .args(["-c", "sleep 2500", "-c", "write -P 0x99 768k 4k"])
+            .output()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.ok(&[
+        "image",
+        "resize",
+        "rbd/w",
+        "--size",
+        "512K",
+        "--allow-shrink",
+    ]);
+    let output = connected
+        .join()
+        .expect("qemu-io thread")
+        .expect("run qemu-io");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("failed"),
+        "a write past the new end was accepted: {stdout}"
+    );
+    cluster.ok(&["image", "resize", "rbd/w", "--size", "1M"]);
+    let tail = cluster.path("tail.raw");
+    cluster.ok(&[
+        "image",
+        "export",
+        "rbd/w",
+        tail.to_str().expect("utf-8 path"),
+    ]);
+    assert!(
+        read(&tail)[512 << 10..].iter().all(|&b| b == 0),
+        "the grown range reads as zeros"
+    );
 
     // As `rbd rm` refuses an image with watchers, removal refuses a live writer.
     let refused = cluster.fails(&["image", "rm", "rbd/w"]);
