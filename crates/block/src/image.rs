@@ -203,6 +203,12 @@ impl Image {
             return Ok(());
         };
         let _turn = lease.turn().await;
+        if lease.is_released() {
+            return Err(BlockError::Invalid(format!(
+                "{} gave its writer lease up; reopen it to write",
+                self.spec
+            )));
+        }
         let started = Instant::now();
         let (pool, id, key) = (&self.spec.pool, &self.id, lease.key());
         let acked = self.header_version();
@@ -215,12 +221,16 @@ impl Image {
         Ok(())
     }
 
-    /// Gives the lease up (a writer that stops): flushes, then removes its key, so the
-    /// next `snap create` does not wait for it.
+    /// Gives the lease up (a writer that stops): later writes through this handle fail;
+    /// flushes, then removes its key, so the next `snap create` does not wait for it.
     pub async fn release_writer_lease(&self) -> Result<(), BlockError> {
         let Some(lease) = self.lease.get() else {
             return Ok(());
         };
+        // After any renewal in progress (which would set the key again), and for good:
+        // a later write must not go out unregistered.
+        let _turn = lease.turn().await;
+        lease.release();
         self.flush().await?;
         lease::remove_writer_key(&self.client, &self.spec.pool, &self.id, lease.key()).await
     }

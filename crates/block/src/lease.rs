@@ -64,6 +64,8 @@ pub(crate) struct WriterLease {
     valid_until: std::sync::Mutex<Option<Instant>>,
     /// One renewal at a time (the periodic one and a write's).
     renewing: tokio::sync::Mutex<()>,
+    /// Given up for good ([`crate::Image::release_writer_lease`]).
+    released: std::sync::atomic::AtomicBool,
 }
 
 impl WriterLease {
@@ -77,7 +79,19 @@ impl WriterLease {
             key: Bytes::from(key),
             valid_until: std::sync::Mutex::new(None),
             renewing: tokio::sync::Mutex::new(()),
+            released: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Ends the lease for good: it is no longer valid and cannot be renewed.
+    pub(crate) fn release(&self) {
+        self.released
+            .store(true, std::sync::atomic::Ordering::Release);
+        *self.valid_until.lock().expect("lease lock poisoned") = None;
+    }
+
+    pub(crate) fn is_released(&self) -> bool {
+        self.released.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub(crate) fn key(&self) -> &Bytes {
@@ -354,5 +368,8 @@ mod tests {
         );
         assert!(SNAP_ACK_WAIT > WRITER_LEASE);
         assert!(lease.key().starts_with(b"writer."));
+        lease.release();
+        assert!(!lease.is_valid(now), "a released lease is over");
+        assert!(lease.is_released());
     }
 }

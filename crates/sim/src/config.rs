@@ -188,7 +188,8 @@ pub struct SimConfig {
     #[serde(skip)]
     pub latency: LatencyConfig,
     pub canary: Canary,
-    /// Keep every event in words in the report (slow; for debugging one seed).
+    /// Keep every event in words in the report, messages written out whole (slow; for
+    /// debugging one seed).
     pub full_trace: bool,
     /// The OSDs' store: MemStore, or LogStore on a crash-faulty device.
     pub disk: DiskKind,

@@ -287,7 +287,8 @@ impl Sim {
             Msg::PgPull(pull) if pull.all => self.backfills += 1,
             _ => {}
         }
-        self.trace.note(now, || describe(&wire));
+        let full = self.config.full_trace;
+        self.trace.note(now, || describe(&wire, full));
         match wire.to {
             Endpoint::Mon(rank) => self.mon_receive(rank, *wire),
             Endpoint::Osd(osd, shard) => self.osd_receive(osd, shard, *wire),
@@ -519,7 +520,24 @@ impl Sim {
 }
 
 /// A message in a few words, for the trace.
-fn describe(wire: &Wire) -> String {
+/// Longest description of a message outside the core kinds, unless the whole trace is
+/// kept (`--trace`), where it is written out whole.
+const DESCRIPTION_BYTES_MAX: usize = 200;
+
+/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
+fn clip(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+fn describe(wire: &Wire, full: bool) -> String {
     let what = match &wire.msg {
         Msg::OsdOp(op) => format!("OsdOp {} {} {}", op.reqid, op.pgid, op.oid),
         Msg::OsdOpReply(reply) => {
@@ -540,11 +558,21 @@ fn describe(wire: &Wire) -> String {
         ),
         Msg::OsdMap(map) => format!("OsdMap e{}", map.newest_epoch().0),
         Msg::OsdBoot(boot) => format!("OsdBoot {}", boot.osd),
-        other => {
-            let mut text = format!("{other:?}");
-            text.truncate(200);
-            text
-        }
+        other if full => format!("{other:?}"),
+        other => clip(format!("{other:?}"), DESCRIPTION_BYTES_MAX),
     };
     format!("{} -> {}: {what}", wire.from, wire.to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clipping_cuts_on_a_character_boundary_and_says_so() {
+        assert_eq!(clip("short".into(), 200), "short");
+        assert_eq!(clip("abcdef".into(), 4), "abcd…");
+        // 'é' is two bytes: a cut at byte 2 would split it.
+        assert_eq!(clip("aéb".into(), 2), "a…");
+    }
 }
