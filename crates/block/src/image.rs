@@ -19,15 +19,13 @@ use carmine_proto::{OpCode, OpError, OpOutput, SnapContext};
 use carmine_types::limits::WRITE_BYTES_MAX;
 use carmine_types::{PoolId, SnapId};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
-/// How often a switch to a new snapshot context looks whether the writes under the
-/// old one are done.
-const CONTEXT_DRAIN_POLL: Duration = Duration::from_millis(1);
-
-/// Held by a write for as long as it is in flight: which context it carries.
-type ContextUse = Arc<()>;
+/// Held by a write for as long as it is in flight: which context it carries. When the
+/// last holder of a retired context drops it, the sender inside goes with it and
+/// [`CurrentContext::retire`]'s receiver completes.
+type ContextUse = Arc<tokio::sync::oneshot::Sender<()>>;
 
 /// The snapshot context writes carry now, the header version it (and the size in
 /// force) came from, and the token its writes hold.
@@ -36,20 +34,23 @@ struct CurrentContext {
     snapc: SnapContext,
     header_version: u64,
     users: ContextUse,
+    drained: tokio::sync::oneshot::Receiver<()>,
 }
 
 impl CurrentContext {
     fn new(snapc: SnapContext, header_version: u64) -> CurrentContext {
+        let (users, drained) = tokio::sync::oneshot::channel();
         CurrentContext {
             snapc,
             header_version,
-            users: Arc::new(()),
+            users: Arc::new(users),
+            drained,
         }
     }
 
-    /// Replaced by a newer context: what tells whether its writes are all done.
-    fn retire(self) -> Weak<()> {
-        Arc::downgrade(&self.users)
+    /// Replaced by a newer context: completes once no write carries it any more.
+    fn retire(self) -> tokio::sync::oneshot::Receiver<()> {
+        self.drained
     }
 }
 
@@ -149,7 +150,7 @@ impl Image {
             return Ok(false);
         }
         let (header, version) = admin::load_header(&self.client, &self.spec, &self.id).await?;
-        let old_users = {
+        let drained = {
             let mut current = self.snapc.lock().expect("snap context lock poisoned");
             // Never step back (a header read that raced a newer one).
             if version <= current.header_version {
@@ -160,10 +161,8 @@ impl Image {
             let fresh = CurrentContext::new(header.snap_context(), version);
             std::mem::replace(&mut *current, fresh).retire()
         };
-        // Rare (once per snapshot), so a short poll rather than a wake-up per write.
-        while old_users.strong_count() > 0 {
-            tokio::time::sleep(CONTEXT_DRAIN_POLL).await;
-        }
+        // Nothing is ever sent: the receiver completes when the last sender is dropped.
+        let _ = drained.await;
         Ok(true)
     }
 

@@ -507,6 +507,7 @@ fn snapshots_under_a_running_writer_hold_exactly_the_acknowledged_writes() {
     let server = Nbd::start(&cluster, &["rbd/w"]);
     assert!(qemu_io(&server.1, "write -P 1 0 4k"));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (acked_tx, acked_rx) = std::sync::mpsc::channel::<()>();
     let writer = {
         let (uri, stop) = (server.1.clone(), stop.clone());
         std::thread::spawn(move || {
@@ -523,18 +524,28 @@ fn snapshots_under_a_running_writer_hold_exactly_the_acknowledged_writes() {
                     started,
                     acked,
                 });
+                let _ = acked_tx.send(());
             }
             writes
         })
     };
     let mut snaps = Vec::new();
+    // Between snapshots, the writer gets two more writes acknowledged.
+    let two_more_writes = || {
+        while acked_rx.try_recv().is_ok() {}
+        for _ in 0..2 {
+            acked_rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the writer stopped writing");
+        }
+    };
     for n in 0..3 {
-        std::thread::sleep(Duration::from_millis(300));
+        two_more_writes();
         let before = Instant::now();
         cluster.ok(&["image", "snap", "create", &format!("rbd/w@s{n}")]);
         snaps.push((n, before, Instant::now()));
     }
-    std::thread::sleep(Duration::from_millis(300));
+    two_more_writes();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let writes = writer.join().expect("writer thread");
     assert!(
@@ -575,6 +586,9 @@ fn snapshots_under_a_running_writer_hold_exactly_the_acknowledged_writes() {
             .args(["-c", "sleep 2500", "-c", "write -P 0x99 768k 4k"])
             .output()
     });
+    // Time for qemu-io to connect; its own pause holds the write back 2.5 s. Nothing
+    // outside shows the connection open: should it open late, it would see the new size
+    // and refuse the write itself, so the assertion below holds either way.
     std::thread::sleep(Duration::from_millis(500));
     cluster.ok(&[
         "image",
