@@ -470,10 +470,20 @@ fn nbd_reads_in_4k_requests(cluster: &DevCluster, args: &[&str], expected: &[u8]
 /// One write of the background writer: its pattern byte and when it started and
 /// was acknowledged.
 struct TimedWrite {
-    pattern: u8,
+    number: usize,
     started: Instant,
     acked: Instant,
 }
+
+/// The byte write `number` fills its 4 KiB with (write 0, before the writer starts,
+/// is 1). It repeats every 255 writes, so a snapshot is checked against a window of
+/// fewer writes than that.
+fn write_pattern(number: usize) -> u8 {
+    (number % 255) as u8 + 1
+}
+
+/// Writes the writer thread makes at most (it stops when told).
+const WRITES_MAX: usize = 100_000;
 
 /// The first 4 KiB of `spec` (`POOL/IMAGE@SNAP`) hold one repeated byte: which.
 fn pattern_of(cluster: &DevCluster, spec: &str, file: &str) -> u8 {
@@ -512,15 +522,16 @@ fn snapshots_under_a_running_writer_hold_exactly_the_acknowledged_writes() {
         let (uri, stop) = (server.1.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut writes = Vec::new();
-            for pattern in 2..=250u8 {
+            for number in 1..=WRITES_MAX {
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
                     break;
                 }
                 let started = Instant::now();
+                let pattern = write_pattern(number);
                 assert!(qemu_io(&uri, &format!("write -P {pattern} 0 4k")));
                 let acked = Instant::now();
                 writes.push(TimedWrite {
-                    pattern,
+                    number,
                     started,
                     acked,
                 });
@@ -554,24 +565,30 @@ fn snapshots_under_a_running_writer_hold_exactly_the_acknowledged_writes() {
         writes.len()
     );
     for (n, before, after) in snaps {
-        // The last write acknowledged before `snap create` started (1: the first one).
+        // The last write acknowledged before `snap create` started (0: the first one).
         let oldest = writes
             .iter()
             .filter(|w| w.acked < before)
-            .map(|w| w.pattern)
+            .map(|w| w.number)
             .max()
-            .unwrap_or(1);
+            .unwrap_or(0);
         // The first write that started after it returned.
         let too_new = writes
             .iter()
             .filter(|w| w.started > after)
-            .map(|w| w.pattern)
+            .map(|w| w.number)
             .min()
-            .unwrap_or(u8::MAX);
+            .unwrap_or(writes.len() + 1);
+        assert!(
+            too_new - oldest <= 255,
+            "writes {oldest}..{too_new} are too many to tell apart by their pattern"
+        );
         let held = pattern_of(&cluster, &format!("rbd/w@s{n}"), &format!("s{n}.raw"));
         assert!(
-            (oldest..too_new).contains(&held),
-            "snapshot s{n} holds write {held}: it must hold one of writes {oldest}..{too_new}"
+            (oldest..too_new).any(|number| write_pattern(number) == held),
+            "snapshot s{n} holds pattern {held}: it must hold one of writes \
+             {oldest}..{too_new} (patterns {}..)",
+            write_pattern(oldest)
         );
     }
 
