@@ -189,8 +189,8 @@ pub struct Pg {
     recovery_sent: (u64, u64),
     /// Primary: objects the peering source could not read (they stay missing here).
     pull_unreadable: BTreeSet<String>,
-    /// Primary: objects whose own copy is unreadable, and the replica pulled from.
-    repairs: BTreeMap<String, OsdId>,
+    /// Primary: objects whose own copy is unreadable, and the pull repairing each.
+    repairs: BTreeMap<String, repair::RepairPull>,
     /// Primary: objects whose own copy was found corrupt and not yet repaired (so one
     /// corruption is counted once, however often it is met).
     local_corrupt: BTreeSet<String>,
@@ -670,7 +670,7 @@ impl Pg {
             out.push(Output::Client(client, reply));
             return;
         }
-        match self.repair_gate(&op.oid, out) {
+        match self.repair_gate(&*store, &op.oid, out) {
             Gate::Ready => {}
             Gate::Wait => return self.block_read(client, op, out),
             // A resent write already in the log is answered from it below.

@@ -275,3 +275,77 @@ fn stored_data(cluster: &mut Cluster, osd: OsdId, name: &str) -> Vec<u8> {
         _ => Vec::new(),
     }
 }
+
+/// Seed 211550's shape: the only intact copy of a write the log no longer records is
+/// on an OSD that returns behind the log's tail. It is backfilled, and a backfill
+/// replaces each object only as the primary's copy arrives; until then the returning
+/// copy keeps its own, and the primary, whose copy is corrupt, pulls exactly the
+/// version its object info names from it. (Before, the backfill emptied the returning
+/// copy first, and the object was unfound for good.)
+#[test]
+fn a_backfill_target_supplies_the_last_intact_copy_of_a_write_the_log_forgot() {
+    const LOG_ENTRIES: usize = 4;
+    let mut cluster = Cluster::new(Config {
+        pg_num: 1,
+        tuning: carmine_osd::OsdTuning {
+            log_entries_max: LOG_ENTRIES,
+            ..harness::tuning()
+        },
+        ..Config::default()
+    });
+    write(&mut cluster, "victim", b"the last good copy");
+    write(&mut cluster, "bystander", b"fine");
+    let members = acting(&cluster, "victim");
+    let returning = members[2];
+    cluster.crash(returning);
+    cluster.run();
+    // The log moves past the victim's write, and the copies that stay both rot.
+    for i in 0..=LOG_ENTRIES {
+        write(&mut cluster, &format!("later{i}"), b"y");
+    }
+    cluster.decay(members[0], "victim");
+    cluster.decay(members[1], "victim");
+
+    cluster.revive(returning);
+    cluster.run();
+    assert_eq!(
+        read(&mut cluster, "victim"),
+        Ok(b"the last good copy".to_vec())
+    );
+    assert_eq!(read(&mut cluster, "bystander"), Ok(b"fine".to_vec()));
+    assert_clean_and_identical(&cluster, "victim");
+}
+
+/// A copy being backfilled serves only the exact version asked for: asked for another
+/// one (or with none named), its stale copy is refused, and with no good copy left the
+/// object fails with EIO rather than come back older than the write acknowledged last.
+#[test]
+fn a_backfill_target_never_serves_a_stale_copy() {
+    const LOG_ENTRIES: usize = 4;
+    let mut cluster = Cluster::new(Config {
+        pg_num: 1,
+        tuning: carmine_osd::OsdTuning {
+            log_entries_max: LOG_ENTRIES,
+            ..harness::tuning()
+        },
+        ..Config::default()
+    });
+    write(&mut cluster, "victim", b"old");
+    let members = acting(&cluster, "victim");
+    let returning = members[2];
+    cluster.crash(returning);
+    cluster.run();
+    write(&mut cluster, "victim", b"new, acknowledged");
+    for i in 0..=LOG_ENTRIES {
+        write(&mut cluster, &format!("later{i}"), b"y");
+    }
+    cluster.decay(members[0], "victim");
+    cluster.decay(members[1], "victim");
+
+    cluster.revive(returning);
+    cluster.run();
+    match read(&mut cluster, "victim") {
+        Err(OpError::Io(why)) => assert!(why.contains("no readable copy"), "{why}"),
+        other => panic!("expected EIO, never the stale copy: got {other:?}"),
+    }
+}

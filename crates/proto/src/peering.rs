@@ -114,6 +114,11 @@ pub struct PgPull {
     pub map_epoch: Epoch,
     pub oids: Vec<String>,
     pub all: bool,
+    /// Objects whose exact version the primary knows (Ceph's `need` of a missing
+    /// item). A peer that lists one of them as missing may still send its copy when
+    /// that copy is exactly this version: a copy waiting to be backfilled can be the
+    /// only intact one of a write the log no longer records. (v2)
+    pub exact: Vec<(String, EVersion)>,
 }
 
 /// One object's whole state (or its absence), sent to recover a peer's copy.
@@ -426,24 +431,42 @@ impl Decode for PgActivated {
 
 impl Encode for PgPull {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             put_names(e, &self.oids);
             self.all.encode(e);
+            // v2: the versions the puller needs exactly.
+            e.put_u32(self.exact.len() as u32);
+            for (name, version) in &self.exact {
+                name.encode(e);
+                version.encode(e);
+            }
         });
     }
 }
 
 impl Decode for PgPull {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgPull", 1, |d, _| {
+        d.versioned("PgPull", 2, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
+            let oids = get_names(d)?;
+            let all = bool::decode(d)?;
+            let mut exact = Vec::new();
+            if version >= 2 {
+                let count = d.get_count("exact versions", 4 + 12)?;
+                exact.reserve(count);
+                for _ in 0..count {
+                    let name = d.get_string("object name", OBJECT_NAME_BYTES_MAX)?;
+                    exact.push((name, EVersion::decode(d)?));
+                }
+            }
             Ok(PgPull {
                 pgid,
                 interval,
                 map_epoch,
-                oids: get_names(d)?,
-                all: bool::decode(d)?,
+                oids,
+                all,
+                exact,
             })
         })
     }
@@ -665,6 +688,30 @@ mod tests {
         let old = PgPushReply::from_shared(e.into_bytes()).unwrap();
         assert_eq!(old.oids, reply.oids);
         assert!(old.corrupt.is_empty());
+    }
+
+    /// Version 2 of a pull carries the versions needed exactly; a version-1 body (no
+    /// such field) still decodes, with none.
+    #[test]
+    fn pulls_carry_exact_versions_and_read_version_one() {
+        let pull = PgPull {
+            pgid: PgId::new(1, 2),
+            interval: Epoch(3),
+            map_epoch: Epoch(4),
+            oids: vec!["a".into(), "b".into()],
+            all: false,
+            exact: vec![("a".into(), EVersion::new(4, 23))],
+        };
+        assert_eq!(PgPull::from_shared(pull.to_bytes()).unwrap(), pull);
+        let mut e = Encoder::new();
+        e.versioned(1, 1, |e| {
+            header(e, pull.pgid, pull.interval, pull.map_epoch);
+            put_names(e, &pull.oids);
+            pull.all.encode(e);
+        });
+        let old = PgPull::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(old.oids, pull.oids);
+        assert!(old.exact.is_empty());
     }
 
     /// Version 2 of the log reply and the activation carries dups; version-1 bodies

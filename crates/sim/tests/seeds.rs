@@ -368,3 +368,17 @@ fn regression_a_restarted_osd_does_not_act_as_its_previous_instance() {
 fn regression_counts_left_unsure_by_a_rollback_follow_the_repairs() {
     check(&[run_with_faults(102790, FaultClasses::ALL)], 5, 100);
 }
+
+/// Seed 211550 (LogStore, size 3, 5 monitors): PG 1.9 wrote `shared-1` at 4'23 on
+/// osd.2 (primary) and osd.0. osd.2 was cut off, osd.0's copy took a bit flip, the next
+/// interval's writes to `shared-1` failed with "no readable copy" (error entries only),
+/// and the log moved past 4'23. osd.2 came back behind the new log's tail and was
+/// backfilled: its activation emptied its copy of the PG, the only intact `shared-1`
+/// with it, and the object stayed unfound. A backfill now replaces each object only
+/// when the primary's copy arrives, and a primary repairing its copy asks for the exact
+/// version its object info names, which a copy still waiting to be backfilled may send
+/// (`PgPull::exact`).
+#[test]
+fn regression_a_backfill_target_supplies_the_last_intact_copy() {
+    check(&[run_with_faults(211550, FaultClasses::ALL)], 10, 100);
+}

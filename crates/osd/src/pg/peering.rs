@@ -28,8 +28,8 @@
 //! (by the clock its ticks bring) for the same step sends its request again to the
 //! peers it still waits for. Every request is idempotent: a query is answered again,
 //! a log request too, and a replica that adopted an activation since the primary's
-//! last query only acknowledges it again (adopting twice would undo pushes made
-//! since, or wipe a backfilled copy).
+//! last query only acknowledges it again (adopting twice would put the objects
+//! pushed since back among the missing).
 
 use super::{peer_output, Pg, Phase};
 use crate::pglog::{missing_key, pgmeta_oid, INFO_KEY, MISSING_ALL};
@@ -548,12 +548,19 @@ impl Pg {
         }
         self.log.merge_dups(dups);
         let mut tx = Transaction::new();
+        tx.omap_clear(self.coll, pgmeta_oid());
         if wipe {
-            tx.remove_collection(self.coll);
-            tx.create_collection(self.coll);
-            tx.touch(self.coll, pgmeta_oid());
-        } else {
-            tx.omap_clear(self.coll, pgmeta_oid());
+            // A backfill replaces each object as it arrives, and only then: until
+            // then this copy keeps its own, named missing and never served, though a
+            // primary that needs exactly the version one of them holds may still pull
+            // it (the last intact copy of a write the log no longer records can be
+            // here; seed 211550). What the authoritative copy does not hold goes now;
+            // a copy pulling everything (`MISSING_ALL`) learns that only at the end.
+            if !missing.contains(MISSING_ALL) {
+                for oid in self.objects_not_in(store, missing) {
+                    tx.remove(self.coll, oid);
+                }
+            }
         }
         let mut omap: Vec<(Bytes, Bytes)> = self
             .log
@@ -658,7 +665,13 @@ impl Pg {
                 }
                 (after, missing, false)
             }
-            CatchUp::Backfill => (EVersion::ZERO, self.all_objects(store), true),
+            // Objects we lack are named too: the replica keeps its copies of them,
+            // one of which may be the version we need.
+            CatchUp::Backfill => {
+                let mut names = self.all_objects(store);
+                names.extend(self.missing.iter().filter(|n| *n != MISSING_ALL).cloned());
+                (EVersion::ZERO, names, true)
+            }
         };
         let entries = self
             .log
@@ -676,6 +689,33 @@ impl Pg {
             backfill,
             missing: missing.into_iter().collect(),
             dups: self.log.dups_to_send(),
+        }
+    }
+
+    /// Our stored objects (heads and clones) whose names `keep` does not hold.
+    fn objects_not_in(
+        &self,
+        store: &dyn ObjectStore,
+        keep: &BTreeSet<String>,
+    ) -> Vec<carmine_types::ObjectId> {
+        let mut stray = Vec::new();
+        let mut after = None;
+        loop {
+            let page = match store.list_objects(self.coll, after.as_ref(), 1024) {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::error!("{}: cannot list objects: {error}", self.pgid);
+                    return stray;
+                }
+            };
+            let Some(last) = page.last().cloned() else {
+                return stray;
+            };
+            stray.extend(
+                page.into_iter()
+                    .filter(|o| !o.name.is_empty() && !keep.contains(&o.name)),
+            );
+            after = Some(last);
         }
     }
 
@@ -731,8 +771,8 @@ impl Pg {
         self.interval_start = activate.interval;
         // A resend (our acknowledgement was lost, or crossed it): this copy has
         // adopted this round's history already, and pushes may have come since.
-        // Adopting again would put them back among the missing, or wipe a backfilled
-        // copy; acknowledging again is all the primary needs. A new round always
+        // Adopting again would put them back among the missing (every object of a
+        // backfill); acknowledging again is all the primary needs. A new round always
         // queries this copy first, and an interval is not always new after a restart
         // (a monitor that publishes no map meanwhile), so the interval alone does not
         // tell a resend from a new round.
@@ -912,6 +952,7 @@ impl Pg {
                     map_epoch: self.map_epoch,
                     oids: self.pulling.iter().cloned().collect(),
                     all,
+                    exact: Vec::new(),
                 });
                 self.send(source, pull, out);
             }
@@ -980,7 +1021,7 @@ impl Pg {
         // from a replica that has them, before any op reaches them.
         let lacking: Vec<String> = self.missing.iter().cloned().collect();
         for name in lacking {
-            self.start_repair(&name, out);
+            self.start_repair(&*store, &name, None, out);
         }
         self.schedule_recovery(store, out);
         self.complete_writes(store, out);
@@ -1294,7 +1335,7 @@ impl Pg {
 }
 
 /// The history a copy adopts: the authoritative info, log and dups; `wipe`: its own
-/// copy is emptied for a backfill.
+/// copy is backfilled (every object it keeps is named missing until replaced).
 struct Adopted<'a> {
     info: PgInfo,
     entries: Vec<LogEntry>,

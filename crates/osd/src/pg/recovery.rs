@@ -10,12 +10,13 @@
 //! or its absence, and replaces the receiver's copy in one transaction.
 
 use super::{peer_output, Pg, Phase};
+use crate::exec::OBJECT_INFO_XATTR;
 use crate::pglog::missing_key;
 use crate::Output;
-use carmine_proto::{Msg, ObjectCopy, ObjectState, PgPull, PgPush, PgPushReply};
+use carmine_proto::{Msg, ObjectCopy, ObjectInfo, ObjectState, PgPull, PgPush, PgPushReply};
 use carmine_store::{CollectionId, ObjectStore, Transaction};
-use carmine_types::encoding::Encode;
-use carmine_types::{ObjectId, OsdId};
+use carmine_types::encoding::{Decode, Encode};
+use carmine_types::{EVersion, ObjectId, OsdId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -34,7 +35,7 @@ pub const OBJECTS_PER_PUSH_MAX: usize = 16;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RecoveryWatch {
     interval: carmine_types::Epoch,
-    repairs: BTreeMap<String, OsdId>,
+    repairs: BTreeMap<String, super::repair::RepairPull>,
     pushing: BTreeMap<OsdId, BTreeSet<String>>,
     since: Instant,
 }
@@ -85,15 +86,11 @@ impl Pg {
             self.repairs.len(),
             self.pushes_in_flight()
         );
-        for (name, source) in self.repairs.clone() {
-            let pull = Msg::PgPull(PgPull {
-                pgid: self.pgid,
-                interval: self.interval_start,
-                map_epoch: self.map_epoch,
-                oids: vec![name],
-                all: false,
-            });
-            out.push(peer_output(source, pull));
+        for (name, pull) in self.repairs.clone() {
+            out.push(peer_output(
+                pull.source,
+                self.repair_pull(&name, pull.exact),
+            ));
         }
         for (replica, names) in self.pushing.clone() {
             for name in names {
@@ -136,26 +133,39 @@ impl Pg {
         store: &dyn ObjectStore,
         name: &str,
     ) -> Result<ObjectCopy, String> {
-        if self.missing.contains(name) {
+        if self.lacks(name) {
             return Err(format!("{name} is missing here"));
         }
-        let state = read_state(store, self.coll, &ObjectId::head(name))
-            .map_err(|error| format!("{name}: {error}"))?;
-        let snapset = crate::snaps::load_snapset(store, self.coll, name).unwrap_or_default();
-        let mut clones = Vec::new();
-        for clone in &snapset.clones {
-            let oid = crate::snaps::clone_oid(name, clone.id);
-            let clone_state = read_state(store, self.coll, &oid)
-                .map_err(|error| format!("{name} clone {}: {error}", clone.id))?;
-            if let Some(clone_state) = clone_state {
-                clones.push((clone.id, clone_state));
-            }
+        read_copy(store, self.coll, name)
+    }
+
+    /// Whether this copy knows it lacks the current `name` (named missing, or the
+    /// whole copy is, until a pull of everything completes).
+    fn lacks(&self, name: &str) -> bool {
+        self.missing.contains(name) || self.missing.contains(crate::pglog::MISSING_ALL)
+    }
+
+    /// Our copy of `name` for a primary that needs exactly `version` of it, and only
+    /// if it is that version: even a copy this one lists as missing (say, waiting to be
+    /// backfilled) then holds the write the primary needs, and may be the only intact
+    /// copy of it left.
+    fn exact_copy(
+        &self,
+        store: &dyn ObjectStore,
+        name: &str,
+        version: EVersion,
+    ) -> Result<ObjectCopy, String> {
+        let ours = store
+            .getxattr(self.coll, &ObjectId::head(name), OBJECT_INFO_XATTR)
+            .ok()
+            .and_then(|raw| ObjectInfo::from_shared(raw).ok())
+            .map(|info| info.version);
+        if ours != Some(version) {
+            return Err(format!(
+                "{name} is not here at {version} (our copy: {ours:?})"
+            ));
         }
-        Ok(ObjectCopy {
-            oid: name.to_string(),
-            state,
-            clones,
-        })
+        read_copy(store, self.coll, name)
     }
 
     /// Replaces our copies of `objects` and forgets them as missing, in one transaction.
@@ -229,6 +239,7 @@ impl Pg {
             map_epoch: self.map_epoch,
             oids: names.into_iter().collect(),
             all,
+            exact: Vec::new(),
         });
         out.push(peer_output(source, pull));
         self.phase = Phase::Pull { source, all };
@@ -247,12 +258,21 @@ impl Pg {
         } else {
             pull.oids
         };
+        let exact: BTreeMap<&str, EVersion> = pull
+            .exact
+            .iter()
+            .map(|(name, version)| (name.as_str(), *version))
+            .collect();
         let chunks: Vec<&[String]> = names.chunks(self.tuning.objects_per_push_max).collect();
         let chunk_count = chunks.len().max(1);
         for index in 0..chunk_count {
             let (mut objects, mut corrupt) = (Vec::new(), Vec::new());
             for name in chunks.get(index).copied().unwrap_or_default() {
-                match self.object_copy(store, name) {
+                let copy = match exact.get(name.as_str()) {
+                    Some(version) => self.exact_copy(store, name, *version),
+                    None => self.object_copy(store, name),
+                };
+                match copy {
                     Ok(copy) => objects.push(copy),
                     Err(why) => {
                         tracing::warn!("{}: cannot copy {why}", self.pgid);
@@ -486,7 +506,7 @@ impl Pg {
                     self.note_local_corrupt(name);
                 }
                 tracing::warn!("{}: cannot push {why}; repairing our copy", self.pgid);
-                self.start_repair(name, out);
+                self.start_repair(store, name, Some(replica), out);
                 return false;
             }
         };
@@ -539,6 +559,32 @@ impl Pg {
         }
         pushed_all
     }
+}
+
+/// One object's whole state as stored here, its snapshot clones included; `Err` when
+/// its data (or a clone's) fails its checksum or cannot be read.
+fn read_copy(
+    store: &dyn ObjectStore,
+    coll: CollectionId,
+    name: &str,
+) -> Result<ObjectCopy, String> {
+    let state = read_state(store, coll, &ObjectId::head(name))
+        .map_err(|error| format!("{name}: {error}"))?;
+    let snapset = crate::snaps::load_snapset(store, coll, name).unwrap_or_default();
+    let mut clones = Vec::new();
+    for clone in &snapset.clones {
+        let oid = crate::snaps::clone_oid(name, clone.id);
+        let clone_state = read_state(store, coll, &oid)
+            .map_err(|error| format!("{name} clone {}: {error}", clone.id))?;
+        if let Some(clone_state) = clone_state {
+            clones.push((clone.id, clone_state));
+        }
+    }
+    Ok(ObjectCopy {
+        oid: name.to_string(),
+        state,
+        clones,
+    })
 }
 
 /// One stored object's whole state (`None` if absent); an error when its data cannot

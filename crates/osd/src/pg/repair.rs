@@ -34,7 +34,7 @@ use carmine_proto::{
 };
 use carmine_store::{ObjectStore, StoreError};
 use carmine_types::encoding::Decode;
-use carmine_types::{ObjectId, OsdId, SnapId};
+use carmine_types::{EVersion, ObjectId, OsdId, SnapId};
 use std::collections::BTreeSet;
 
 /// Scrub passes a replica lets go by before it reports a copy that is still corrupt
@@ -50,6 +50,15 @@ pub struct RepairCounters {
     /// Copies replaced by a good one: the primary's own by a pull, a replica's by a
     /// push it acknowledged.
     pub copies_repaired: u64,
+}
+
+/// The pull repairing the primary's copy of an object: from `source`, and of exactly
+/// `exact` when the source was not expected to hold the current copy (see
+/// [`Pg::start_repair`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RepairPull {
+    pub source: OsdId,
+    pub exact: Option<EVersion>,
 }
 
 /// Whether an op on an object may run on the primary's copy now.
@@ -79,14 +88,19 @@ impl Pg {
     }
 
     /// Primary, before an op on `name` runs on our copy.
-    pub(super) fn repair_gate(&mut self, name: &str, out: &mut Vec<Output>) -> Gate {
+    pub(super) fn repair_gate(
+        &mut self,
+        store: &dyn ObjectStore,
+        name: &str,
+        out: &mut Vec<Output>,
+    ) -> Gate {
         if self.repairs.contains_key(name) {
             return Gate::Wait;
         }
         if !self.missing.contains(name) {
             return Gate::Ready;
         }
-        if self.start_repair(name, out) {
+        if self.start_repair(store, name, None, out) {
             Gate::Wait
         } else {
             Gate::Unfound
@@ -110,7 +124,7 @@ impl Pg {
             return;
         }
         self.note_local_corrupt(&op.oid);
-        if self.start_repair(&op.oid, out) {
+        if self.start_repair(store, &op.oid, None, out) {
             self.block_read(client, op, out);
         } else {
             out.push(self.reply(client, &op, Err(unfound_error(&op.oid))));
@@ -125,40 +139,110 @@ impl Pg {
         }
     }
 
-    /// Primary: pulls `name` from an acting replica that should hold a good copy.
-    /// Returns `false` when none can (the object is unfound for now).
-    pub(super) fn start_repair(&mut self, name: &str, out: &mut Vec<Output>) -> bool {
+    /// Primary: pulls `name` from an acting replica that should hold a good copy: one
+    /// not missing it (`lacking` names a replica known to lack it beyond what
+    /// `peer_missing` says), not known corrupt, and not owing us a write to it. Failing
+    /// that, when we know the exact version we need, from any replica not yet found
+    /// unable to supply it, asking for that version: a copy that lists the object as
+    /// missing (one waiting to be backfilled, say) may still hold exactly it, and be
+    /// the last intact one (Ceph's `search_for_missing` looks for the missing version
+    /// on every peer too). Returns `false` when no replica can (the object is unfound
+    /// for now).
+    pub(super) fn start_repair(
+        &mut self,
+        store: &dyn ObjectStore,
+        name: &str,
+        lacking: Option<OsdId>,
+        out: &mut Vec<Output>,
+    ) -> bool {
         if self.repairs.contains_key(name) {
             return true;
         }
         if self.phase != Phase::Active {
             return false;
         }
-        let source = self.replicas().into_iter().find(|replica| {
-            !self
-                .peer_missing
-                .get(replica)
-                .is_some_and(|missing| missing.contains(name))
-                && !self.replica_corrupt.contains(&(*replica, name.to_string()))
+        let replicas = self.replicas();
+        let usable =
+            |replica: &OsdId| !self.replica_corrupt.contains(&(*replica, name.to_string()));
+        let current = |replica: &OsdId| {
+            lacking != Some(*replica)
+                && !self
+                    .peer_missing
+                    .get(replica)
+                    .is_some_and(|missing| missing.contains(name))
                 && !self.owes_write_ack(*replica, name)
-        });
-        let Some(source) = source else {
+        };
+        let pull = match replicas.iter().find(|r| usable(r) && current(r)) {
+            Some(&source) => Some(RepairPull {
+                source,
+                exact: None,
+            }),
+            None => self.version_needed(store, name).and_then(|version| {
+                replicas
+                    .iter()
+                    .find(|r| usable(r))
+                    .map(|&source| RepairPull {
+                        source,
+                        exact: Some(version),
+                    })
+            }),
+        };
+        let Some(pull) = pull else {
             tracing::error!(
                 "{}: no acting replica has a readable copy of {name}; it is unfound",
                 self.pgid
             );
             return false;
         };
-        let pull = Msg::PgPull(PgPull {
+        out.push(peer_output(pull.source, self.repair_pull(name, pull.exact)));
+        self.repairs.insert(name.to_string(), pull);
+        true
+    }
+
+    /// The pull that repairs our copy of `name` (of exactly `exact`, if named).
+    pub(super) fn repair_pull(&self, name: &str, exact: Option<EVersion>) -> Msg {
+        Msg::PgPull(PgPull {
             pgid: self.pgid,
             interval: self.interval_start,
             map_epoch: self.map_epoch,
             oids: vec![name.to_string()],
             all: false,
-        });
-        out.push(peer_output(source, pull));
-        self.repairs.insert(name.to_string(), source);
-        true
+            exact: exact
+                .map(|version| (name.to_string(), version))
+                .into_iter()
+                .collect(),
+        })
+    }
+
+    fn repair_source(&self, name: &str) -> Option<OsdId> {
+        self.repairs.get(name).map(|pull| pull.source)
+    }
+
+    /// The exact version of `name` the PG's history holds, when we know it: that of
+    /// the newest write our log records for it, or, when the log no longer mentions a
+    /// change to it, our own copy's (its object info is apart from its data, so a copy
+    /// whose data fails its checksum still dates it), unless our copy is one we know
+    /// we lack (it may hold a write the history rolled back). `None` for a removal or a
+    /// snapshot trim (an older copy with the same object info may hold clones the trim
+    /// removed), and when our object info is gone too.
+    fn version_needed(&self, store: &dyn ObjectStore, name: &str) -> Option<EVersion> {
+        let newest = self
+            .log
+            .entries()
+            .rev()
+            .find(|entry| entry.oid == name && entry.changes_object());
+        if let Some(entry) = newest {
+            let plain_write =
+                matches!(entry.op, LogOp::Modify) && entry.reqid.client != SNAP_TRIM_CLIENT;
+            return plain_write.then_some(entry.version);
+        }
+        if self.missing.contains(name) || self.missing.contains(crate::pglog::MISSING_ALL) {
+            return None;
+        }
+        let raw = store
+            .getxattr(self.coll, &ObjectId::head(name), OBJECT_INFO_XATTR)
+            .ok()?;
+        ObjectInfo::from_shared(raw).ok().map(|info| info.version)
     }
 
     /// Primary, active: a replica answered a repair pull with copies, or with the
@@ -176,7 +260,7 @@ impl Pg {
         let (copies, _stale): (Vec<_>, Vec<_>) = push
             .objects
             .into_iter()
-            .partition(|copy| self.repairs.get(&copy.oid) == Some(&from));
+            .partition(|copy| self.repair_source(&copy.oid) == Some(from));
         // A copy older than the newest change our log records for it (the source had
         // not applied a write we applied: its RepOp is still on its way, or was lost
         // with a restart inside the interval) would silently undo that write. That
@@ -196,7 +280,7 @@ impl Pg {
                 .entry(from)
                 .or_default()
                 .insert(copy.oid.clone());
-            if !self.start_repair(&copy.oid, out) {
+            if !self.start_repair(&*store, &copy.oid, None, out) {
                 // No other source: the ops waiting on it run again and fail (EIO).
                 finished.push(copy.oid);
             }
@@ -211,7 +295,7 @@ impl Pg {
             self.apply_copies(store, copies);
         }
         for name in push.corrupt {
-            if self.repairs.get(&name) == Some(&from) {
+            if self.repair_source(&name) == Some(from) {
                 // That copy is bad too: it gets ours once ours is good, and the ops
                 // waiting on the object run again and try another source.
                 self.repairs.remove(&name);
@@ -366,7 +450,7 @@ impl Pg {
         // More may follow when the listing was cut short, by count or by bytes.
         let next = next.filter(|_| page_full || bytes >= bytes_max);
         if self.is_primary() {
-            self.repair_after_scrub(corrupt, out);
+            self.repair_after_scrub(store, corrupt, out);
             return (walked, next, bytes);
         }
         let corrupt = self.corrupt_to_report(corrupt, &readable);
@@ -418,7 +502,12 @@ impl Pg {
             .collect()
     }
 
-    fn repair_after_scrub(&mut self, corrupt: Vec<String>, out: &mut Vec<Output>) {
+    fn repair_after_scrub(
+        &mut self,
+        store: &dyn ObjectStore,
+        corrupt: Vec<String>,
+        out: &mut Vec<Output>,
+    ) {
         if !self.is_active() {
             return;
         }
@@ -432,7 +521,7 @@ impl Pg {
             .cloned()
             .collect();
         for name in corrupt.into_iter().chain(lacking) {
-            self.start_repair(&name, out);
+            self.start_repair(store, &name, None, out);
         }
     }
 }
