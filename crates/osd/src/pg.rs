@@ -198,7 +198,10 @@ pub struct Pg {
     replica_corrupt: BTreeSet<(OsdId, String)>,
     /// Replica: the interval, and the corrupt copies a scrub reported to its primary
     /// in it with the scrub passes since (see `Pg::corrupt_to_report`).
-    corrupt_reported: (carmine_types::Epoch, BTreeMap<String, u32>),
+    corrupt_reported: (
+        carmine_types::Epoch,
+        BTreeMap<String, repair::ReportBackoff>,
+    ),
     repair_counters: RepairCounters,
     /// Primary: removed snapshots whose clones are trimmed, and the pass under way.
     snap_trimmed: BTreeSet<u64>,

@@ -32,13 +32,24 @@ pub const SCRUB_INTERVAL: Nanos = 300 * MILLISECOND;
 /// Objects one scrub step of one shard verifies.
 pub const SCRUB_OBJECTS_PER_STEP: usize = 64;
 
+/// An object in a flip's words: its name, and for a snapshot clone its id (a head's
+/// words are what they were before clones could be flipped, so traces stay as they were).
+fn object_words(oid: &ObjectId) -> String {
+    if oid.snap == carmine_types::SnapId::HEAD {
+        oid.name.clone()
+    } else {
+        format!("{} clone {}", oid.name, oid.snap.0)
+    }
+}
+
 /// One injected flip.
 #[derive(Debug, Clone)]
 pub struct Flip {
     pub osd: OsdId,
     pub shard: ShardIndex,
     pub pgid: PgId,
-    pub oid: String,
+    /// The head or snapshot clone flipped.
+    pub oid: ObjectId,
     pub at: Nanos,
 }
 
@@ -111,12 +122,13 @@ impl Sim {
                     osd,
                     shard,
                     pgid,
-                    oid: oid.name.clone(),
+                    oid: oid.clone(),
                     at: self.now(),
                 });
                 self.record_flip(format!(
                     "bit flip on {osd} shard {}: {pgid} {} at device offset {offset}",
-                    shard.0, oid.name
+                    shard.0,
+                    object_words(&oid)
                 ));
             }
             Ok(None) => {}
@@ -177,7 +189,7 @@ impl Sim {
         node.is_up()
             && !node
                 .store(flip.shard)
-                .is_corrupt(CollectionId::Pg(flip.pgid), &ObjectId::head(&flip.oid))
+                .is_corrupt(CollectionId::Pg(flip.pgid), &flip.oid)
     }
 
     fn record_flip(&mut self, words: String) {
@@ -238,7 +250,7 @@ impl Sim {
                 format!(
                     "{}'s copy of {} in {} (bit flipped at {}) still fails its checksum",
                     f.osd,
-                    f.oid,
+                    object_words(&f.oid),
                     f.pgid,
                     format_nanos(f.at)
                 )

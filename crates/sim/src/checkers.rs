@@ -23,12 +23,12 @@
 
 use crate::dump::{self, ObjectDump, PgDump};
 use crate::history::{History, OpRecord};
-use crate::model::{self, State};
+use crate::model::{self, Snapshots, State};
 use crate::mon_node::{check_monitors, MonRecord};
 use crate::time::{format_nanos, Nanos};
 use carmine_clustermap::OsdMap;
 use carmine_proto::{LogEntry, LogOp};
-use carmine_types::{EVersion, OsdId, PgId, PoolId, ReqId};
+use carmine_types::{EVersion, OsdId, PgId, PoolId, ReqId, SnapId};
 use std::collections::BTreeMap;
 
 /// Violations reported in full; the rest are counted.
@@ -52,7 +52,17 @@ struct Position {
     version: EVersion,
     reqid: Option<ReqId>,
     invoked: Nanos,
+    /// The head.
     state: State,
+    /// The clones kept for snapshots, and the context seq written under.
+    snaps: Snapshots,
+}
+
+impl Position {
+    /// What a read at `snap` sees in this state.
+    fn at(&self, snap: SnapId) -> State {
+        self.snaps.resolve(&self.state, snap)
+    }
 }
 
 type Timelines = BTreeMap<String, Vec<Position>>;
@@ -110,6 +120,7 @@ fn replay(
         reqid: None,
         invoked: 0,
         state: None,
+        snaps: Snapshots::default(),
     }];
     for entry in entries {
         let Some(op) = history.get(entry.reqid) else {
@@ -133,12 +144,15 @@ fn replay(
                 entry.reqid, entry.version
             ));
         }
-        let before = &timeline
-            .last()
-            .expect("starts with the initial state")
-            .state;
+        let last = timeline.last().expect("starts with the initial state");
+        let (before, mut snaps) = (&last.state, last.snaps.clone());
         let state = match model::execute(before, &op.ops, entry.version.version, op.mtime_ns) {
-            Ok(outcome) => outcome.after,
+            Ok(outcome) => {
+                // A write that fails changes nothing, its clone included.
+                snaps.before_write(before, &op.snapc);
+                snaps.after_write(&outcome.after);
+                outcome.after
+            }
             Err(error) => {
                 out.push(format!(
                     "{oid}: logged write {} at {} fails in the model: {error}",
@@ -158,6 +172,7 @@ fn replay(
             reqid: Some(entry.reqid),
             invoked: op.invoked,
             state,
+            snaps,
         });
     }
     timeline
@@ -271,10 +286,41 @@ fn check_final_content(
         out.push(format!("{oid}: the primary of {pgid} holds no collection"));
         return;
     };
-    if let Some(difference) = model_vs_store(&last.state, objects.get(oid)) {
+    // A whiteout head holds only its clones' snapshot set: the object does not exist.
+    let head = objects.get(oid).filter(|object| !object.is_whiteout());
+    if let Some(difference) = model_vs_store(&last.state, head) {
         out.push(format!(
             "{oid}: {primary} holds the wrong content after healing: {difference}"
         ));
+    }
+    let prefix = dump::clone_prefix(oid);
+    let stored_clones: BTreeMap<&str, &ObjectDump> = objects
+        .range(prefix.clone()..)
+        .take_while(|(key, _)| key.starts_with(&prefix))
+        .map(|(key, object)| (key.as_str(), object))
+        .collect();
+    let modelled: Vec<String> = last
+        .snaps
+        .clones
+        .iter()
+        .map(|clone| dump::clone_key(oid, clone.id))
+        .collect();
+    for key in stored_clones
+        .keys()
+        .filter(|key| !modelled.iter().any(|m| m == *key))
+    {
+        out.push(format!(
+            "{oid}: {primary} holds clone {key} after healing, which no write made"
+        ));
+    }
+    for (clone, key) in last.snaps.clones.iter().zip(&modelled) {
+        let model = Some(clone.object.clone());
+        if let Some(difference) = model_vs_store(&model, stored_clones.get(key.as_str()).copied()) {
+            out.push(format!(
+                "{oid}: {primary}'s clone {} (snaps {:?}) is wrong after healing: {difference}",
+                clone.id, clone.snaps
+            ));
+        }
     }
     for op in history
         .ops()
@@ -398,7 +444,7 @@ fn check_one_read(
         .unwrap_or(0);
     let found = (floor..timeline.len())
         .filter(|&index| timeline[index].invoked <= completed)
-        .find(|&index| explains(op, reply, &timeline[index].state));
+        .find(|&index| explains(op, reply, &timeline[index].at(op.snapid)));
     match found {
         Some(index) if !op.is_write() => seen.push((completed, index)),
         Some(_) => {}
@@ -441,8 +487,9 @@ fn replicas_identical(end: &FinalState, out: &mut Vec<String>) {
 // --- 6. PG stats ----------------------------------------------------------------
 
 /// The primary's info counts the PG's objects (the metadata object aside) and their
-/// bytes; the replicas agree with it by checker 3. The simulated clients take no
-/// snapshots, so every object is a head object.
+/// bytes; the replicas agree with it by checker 3. As the OSD counts them today, that
+/// is the heads that exist: clones and whiteout heads are not counted (Ceph counts
+/// clones in `num_objects` and `num_object_clones`).
 fn stats_match_content(end: &FinalState, out: &mut Vec<String>) {
     for (pgid, members) in &end.pgs {
         let (osd, dump) = &members[0];
@@ -455,9 +502,10 @@ fn stats_match_content(end: &FinalState, out: &mut Vec<String>) {
                 continue;
             }
         };
-        let held = objects
-            .iter()
-            .filter(|(name, _)| name.as_str() != dump::PGMETA_NAME);
+        // Heads that exist: clones and whiteout heads are not counted.
+        let held = objects.iter().filter(|(name, object)| {
+            name.as_str() != dump::PGMETA_NAME && !dump::is_clone_key(name) && !object.is_whiteout()
+        });
         let count = held.clone().count() as u64;
         let bytes: u64 = held.map(|(_, object)| object.size_bytes).sum();
         if (info.object_count, info.data_bytes) != (count, bytes) {

@@ -3,6 +3,7 @@
 //! ```text
 //! carmine sim --seed 42 [--format json] [--faults handled|all|resets,crashes,...] [--disk mem|log]
 //!     [--mons 1|3|5] [--canary | --canary-disk | --canary-mon | --canary-no-scrub | --canary-no-leases] [--trace]
+//!     [--snapshots]
 //! carmine sim --seeds 0..200 [--faults ...]
 //! ```
 //! Exits 0 when every run passed, 1 when some run failed, 2 on bad arguments.
@@ -19,6 +20,7 @@ struct Args {
     disk: Option<DiskKind>,
     mons: Option<u64>,
     full_trace: bool,
+    snapshots: bool,
 }
 
 fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
@@ -50,6 +52,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         disk: None,
         mons: None,
         full_trace: false,
+        snapshots: false,
     };
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
@@ -87,6 +90,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 })
             }
             "--trace" => parsed.full_trace = true,
+            "--snapshots" => parsed.snapshots = true,
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
@@ -115,6 +119,12 @@ pub fn format_report(report: &SimReport) -> String {
             report.bit_flips, report.repairs
         ));
     }
+    if report.snapshots > 0 {
+        text.push_str(&format!(
+            "  snapshots {}, reads at a snapshot {}\n",
+            report.snapshots, report.snapshot_reads
+        ));
+    }
     if !report.ok {
         for violation in &report.violations {
             text.push_str(&format!("  violation: {violation}\n"));
@@ -126,8 +136,13 @@ pub fn format_report(report: &SimReport) -> String {
             text.push_str(&format!("  event: {event}\n"));
         }
         text.push_str(&format!(
-            "  reproduce: carmine sim --seed {}\n",
-            report.seed
+            "  reproduce: carmine sim --seed {}{}\n",
+            report.seed,
+            if report.shape.ends_with(", snapshots") {
+                " --snapshots"
+            } else {
+                ""
+            }
         ));
     }
     text
@@ -157,6 +172,7 @@ pub fn main_cli(args: &[String]) -> i32 {
                 config = config.with_canary(canary);
             }
             config.full_trace = args.full_trace;
+            config = config.with_snapshots(args.snapshots);
             crate::run_config(config)
         })
         .collect();

@@ -10,9 +10,9 @@ use crate::osd_node::CONNECT_TIMEOUT;
 use crate::sim::{Phase, Sim};
 use crate::time::{Nanos, MILLISECOND};
 use crate::workload;
-use carmine_client::{Objecter, ObjecterOutput, Target};
-use carmine_proto::{MonGetMap, Msg, OpCode, OsdOp};
-use carmine_types::{Epoch, ReqId};
+use carmine_client::{Objecter, ObjecterOutput, OpSnaps, Target};
+use carmine_proto::{MonGetMap, Msg, OpCode, OsdOp, SnapContext};
+use carmine_types::{Epoch, ReqId, SnapId};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -20,6 +20,8 @@ use std::time::Duration;
 pub const CLIENT_TICK: Nanos = 100 * MILLISECOND;
 /// Delay before a client reconnects to the monitor.
 pub const MON_RETRY_DELAY: Nanos = 100 * MILLISECOND;
+/// Snapshots a `--snapshots` run takes at most (clones per object stay few).
+pub const SNAPSHOTS_PER_RUN_MAX: u64 = 24;
 /// Client ids start here, so that they never look like small test ids.
 pub const CLIENT_ID_BASE: u64 = 4096;
 
@@ -31,6 +33,10 @@ pub struct ClientNode {
     pub objects: Vec<String>,
     /// Which monitor to try next.
     pub mon_hunt: carmine_client::MonHunt,
+    /// The snapshot context this client writes under (`--snapshots`): it learns of
+    /// snapshots others take only when it next refreshes, as an image writer rereads
+    /// its header.
+    pub snapc: SnapContext,
 }
 
 impl ClientNode {
@@ -44,6 +50,7 @@ impl ClientNode {
             osd_sessions: BTreeMap::new(),
             objects: workload::object_names(index, config.shared_objects, config.private_objects),
             mon_hunt: carmine_client::MonHunt::new(),
+            snapc: SnapContext::default(),
         }
     }
 
@@ -245,17 +252,70 @@ impl Sim {
         let objects = &self.clients[index as usize].objects;
         let oid = objects[self.workload_rng.index(objects.len())].clone();
         let ops = workload::next_op(&mut self.workload_rng);
-        self.submit(index, oid, ops, false);
+        let snaps = if self.config.snapshots {
+            self.snapshot_step(index, &ops)
+        } else {
+            OpSnaps::default()
+        };
+        self.submit(index, oid, ops, snaps, false);
     }
 
-    fn submit(&mut self, index: u32, oid: String, ops: Vec<OpCode>, final_read: bool) {
+    /// `--snapshots`: now and then the client takes a self-managed snapshot (a new id
+    /// from the run's allocator, as a monitor allocates them) or catches up with the
+    /// snapshots taken so far; its writes carry its context, and a third of its reads
+    /// go to one of the snapshots it knows.
+    fn snapshot_step(&mut self, index: u32, ops: &[OpCode]) -> OpSnaps {
+        let rng = &mut self.workload_rng;
+        if self.snap_seq < SNAPSHOTS_PER_RUN_MAX && rng.chance(1, 40) {
+            self.snap_seq += 1;
+            self.live_snaps.insert(0, self.snap_seq);
+            let (seq, client) = (self.snap_seq, &mut self.clients[index as usize]);
+            client.snapc = SnapContext {
+                seq,
+                snaps: self.live_snaps.clone(),
+            };
+            let now = self.clock.now();
+            self.trace
+                .note(now, || format!("client{index} takes snapshot {seq}"));
+        } else if rng.chance(1, 4) {
+            self.clients[index as usize].snapc = SnapContext {
+                seq: self.snap_seq,
+                snaps: self.live_snaps.clone(),
+            };
+        }
+        let client = &self.clients[index as usize];
+        let is_write = ops.iter().any(OpCode::is_write);
+        let snapid = if !is_write && !client.snapc.snaps.is_empty() && rng.chance(1, 3) {
+            let snaps = &client.snapc.snaps;
+            SnapId(snaps[rng.index(snaps.len())])
+        } else {
+            SnapId::HEAD
+        };
+        OpSnaps {
+            snapc: if is_write {
+                client.snapc.clone()
+            } else {
+                SnapContext::default()
+            },
+            snapid,
+        }
+    }
+
+    fn submit(
+        &mut self,
+        index: u32,
+        oid: String,
+        ops: Vec<OpCode>,
+        snaps: OpSnaps,
+        final_read: bool,
+    ) {
         let now = self.clock.now();
         let instant = self.clock.instant();
         let pool = self.pool;
         let client = self.client(index);
         let id = client.id;
         let mut out = Vec::new();
-        let tid = client.objecter.submit(
+        let tid = client.objecter.submit_at(
             instant,
             pool,
             oid.clone(),
@@ -264,6 +324,7 @@ impl Sim {
             0,
             now,
             None,
+            snaps.clone(),
             &mut out,
         );
         let reqid = ReqId { client: id, tid };
@@ -274,6 +335,8 @@ impl Sim {
             reqid,
             oid,
             ops,
+            snapc: snaps.snapc,
+            snapid: snaps.snapid,
             mtime_ns: now,
             invoked: now,
             completed: None,
@@ -295,7 +358,7 @@ impl Sim {
         names.sort();
         names.dedup();
         for oid in names {
-            self.submit(0, oid, workload::full_read(), true);
+            self.submit(0, oid, workload::full_read(), OpSnaps::default(), true);
         }
     }
 }

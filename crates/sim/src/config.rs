@@ -201,6 +201,10 @@ pub struct SimConfig {
     #[serde(skip)]
     pub tuning: OsdTuning,
     pub buggify: bool,
+    /// Clients take self-managed snapshots: writes carry snapshot contexts, some
+    /// reads go to a snapshot, and the checkers follow clones (`--snapshots`; off by
+    /// default so that every other seed draws the workload it always did).
+    pub snapshots: bool,
 }
 
 /// Relative rates of each fault kind.
@@ -265,6 +269,7 @@ impl SimConfig {
             disk_latency_max: 0,
             tuning: OsdTuning::default(),
             buggify: false,
+            snapshots: false,
         }
         .with_disk_from_seed(seed)
         .with_buggify_from_seed(seed)
@@ -353,6 +358,11 @@ impl SimConfig {
     }
 
     /// Every OSD on `disk` (overriding the seed's choice).
+    pub fn with_snapshots(mut self, snapshots: bool) -> SimConfig {
+        self.snapshots = snapshots;
+        self
+    }
+
     pub fn with_disk(mut self, disk: DiskKind) -> SimConfig {
         if disk == DiskKind::Log && self.disk_latency_max == 0 {
             self.disk_latency_min = 50 * MICROSECOND;
@@ -378,7 +388,7 @@ impl SimConfig {
     /// A one-line summary of the shape, for reports.
     pub fn shape(&self) -> String {
         format!(
-            "{} mon{}, {} osds x {} shards ({:?} store{}), size {}, pg_num {}, {} clients",
+            "{} mon{}, {} osds x {} shards ({:?} store{}), size {}, pg_num {}, {} clients{}",
             self.mon_count,
             if self.mon_count == 1 { "" } else { "s" },
             self.osd_count,
@@ -387,7 +397,8 @@ impl SimConfig {
             if self.buggify { ", buggify" } else { "" },
             self.pool_size,
             self.pg_num,
-            self.client_count
+            self.client_count,
+            if self.snapshots { ", snapshots" } else { "" }
         )
     }
 }

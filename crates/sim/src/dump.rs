@@ -8,7 +8,7 @@ use bytes::Bytes;
 use carmine_proto::{LogEntry, PgInfo};
 use carmine_store::{CollectionId, ObjectStore};
 use carmine_types::encoding::Decode;
-use carmine_types::{ObjectId, PgId};
+use carmine_types::{ObjectId, PgId, SnapId};
 use std::collections::BTreeMap;
 
 /// The name of a PG's metadata object.
@@ -30,6 +30,15 @@ pub struct ObjectDump {
 }
 
 impl ObjectDump {
+    /// Whether this is a whiteout head: kept only to hold its clones' snapshot set,
+    /// its object info says the object does not exist.
+    pub fn is_whiteout(&self) -> bool {
+        self.xattrs
+            .get("_")
+            .and_then(|raw| carmine_proto::ObjectInfo::from_shared(raw.clone()).ok())
+            .is_some_and(|info| info.whiteout)
+    }
+
     /// The user's xattrs, as a client sees them.
     pub fn user_xattrs(&self) -> BTreeMap<String, Bytes> {
         self.xattrs
@@ -42,9 +51,25 @@ impl ObjectDump {
     }
 }
 
-/// A PG's objects by name, the metadata object (empty name) included; `None` when the
-/// store has no collection for the PG.
+/// A PG's objects by name (clones by [`clone_key`]), the metadata object (empty name)
+/// included; `None` when the store has no collection for the PG.
 pub type PgDump = Option<BTreeMap<String, ObjectDump>>;
+
+/// The dump's key of `name`'s clone `id` (heads are keyed by their name; the
+/// simulated clients' names never hold an `@`).
+pub fn clone_key(name: &str, id: u64) -> String {
+    format!("{}{id}", clone_prefix(name))
+}
+
+/// What every clone key of `name` starts with.
+pub fn clone_prefix(name: &str) -> String {
+    format!("{name}@")
+}
+
+/// Whether a dump key names a clone rather than a head.
+pub fn is_clone_key(key: &str) -> bool {
+    key.contains('@')
+}
 
 pub fn dump_pg(store: &dyn ObjectStore, pgid: PgId) -> PgDump {
     let coll = CollectionId::Pg(pgid);
@@ -61,7 +86,12 @@ pub fn dump_pg(store: &dyn ObjectStore, pgid: PgId) -> PgDump {
             return Some(dump);
         };
         for oid in page {
-            dump.insert(oid.name.clone(), dump_object(store, coll, &oid));
+            let key = if oid.snap == SnapId::HEAD {
+                oid.name.clone()
+            } else {
+                clone_key(&oid.name, oid.snap.0)
+            };
+            dump.insert(key, dump_object(store, coll, &oid));
         }
         after = Some(last);
     }

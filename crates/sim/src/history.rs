@@ -3,8 +3,8 @@
 
 use crate::time::Nanos;
 use carmine_client::ObjecterError;
-use carmine_proto::{OpCode, OsdOpReply};
-use carmine_types::ReqId;
+use carmine_proto::{OpCode, OsdOpReply, SnapContext};
+use carmine_types::{ReqId, SnapId};
 use std::collections::BTreeMap;
 
 /// One client operation.
@@ -14,6 +14,10 @@ pub struct OpRecord {
     pub reqid: ReqId,
     pub oid: String,
     pub ops: Vec<OpCode>,
+    /// The snapshot context a write carried (empty without `--snapshots`).
+    pub snapc: SnapContext,
+    /// The snapshot a read went to (the head unless `--snapshots`).
+    pub snapid: SnapId,
     pub mtime_ns: u64,
     pub invoked: Nanos,
     pub completed: Option<Nanos>,
@@ -73,6 +77,15 @@ impl History {
     pub fn acked_count(&self) -> u64 {
         self.ops
             .iter()
+            .filter(|op| op.reply().is_some_and(|r| r.result.is_ok()))
+            .count() as u64
+    }
+
+    /// Reads at a snapshot the cluster answered without error.
+    pub fn snapshot_reads(&self) -> u64 {
+        self.ops
+            .iter()
+            .filter(|op| op.snapid != SnapId::HEAD)
             .filter(|op| op.reply().is_some_and(|r| r.result.is_ok()))
             .count() as u64
     }

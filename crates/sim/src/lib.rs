@@ -94,6 +94,10 @@ pub struct SimReport {
     /// Backfills started: a replica activated with `backfill`, or a primary pulling
     /// everything (what a PG log too short to cover a copy leads to).
     pub backfills: u64,
+    /// `--snapshots`: snapshots the clients took, and reads at a snapshot answered
+    /// without error.
+    pub snapshots: u64,
+    pub snapshot_reads: u64,
     pub shape: String,
     pub fault_classes: FaultClasses,
     pub violations: Vec<String>,
@@ -111,6 +115,15 @@ pub fn run(seed: u64) -> SimReport {
 /// Runs `seed` with the given fault classes.
 pub fn run_with_faults(seed: u64, faults: FaultClasses) -> SimReport {
     run_config(SimConfig::from_seed(seed).with_faults(faults))
+}
+
+/// Runs `seed` with the given fault classes and the snapshot workload (`--snapshots`).
+pub fn run_with_snapshots(seed: u64, faults: FaultClasses) -> SimReport {
+    run_config(
+        SimConfig::from_seed(seed)
+            .with_faults(faults)
+            .with_snapshots(true),
+    )
 }
 
 pub fn run_config(config: SimConfig) -> SimReport {

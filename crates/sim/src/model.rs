@@ -7,8 +7,9 @@
 //! request that writes and leaves the object existing stamps its mtime and version.
 
 use bytes::Bytes;
-use carmine_proto::{OpCode, OpError, OpOutput};
+use carmine_proto::{OpCode, OpError, OpOutput, SnapContext};
 use carmine_types::limits::{LIST_ENTRIES_MAX, XATTR_VALUE_BYTES_MAX};
+use carmine_types::SnapId;
 use std::collections::BTreeMap;
 
 /// An existing object.
@@ -23,6 +24,75 @@ pub struct ObjectModel {
 
 /// An object's state: `None` when it does not exist.
 pub type State = Option<ObjectModel>;
+
+/// A clone of the head kept for snapshots: the head as it was before the first write
+/// under a context naming snapshots newer than any it was written under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelClone {
+    /// The context's seq when it was made.
+    pub id: u64,
+    /// The snapshots it serves, newest first.
+    pub snaps: Vec<u64>,
+    pub object: ObjectModel,
+}
+
+/// An object's snapshot history, written from the semantics of self-managed snapshots
+/// (Ceph's `SnapSet`), not from the OSD's code: a write under a context whose seq is
+/// newer than any the object was written under first preserves the head, if it
+/// exists, for the context's snapshots newer than that; a read at a snapshot sees the
+/// oldest clone made at or after it that serves it, the head when the object has not
+/// been written under that snapshot yet, and nothing otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Snapshots {
+    /// The newest context seq a write was applied under.
+    pub seq: u64,
+    /// Oldest first.
+    pub clones: Vec<ModelClone>,
+}
+
+impl Snapshots {
+    /// Before a write under `snapc` is applied to `head`.
+    pub fn before_write(&mut self, head: &State, snapc: &SnapContext) {
+        if snapc.seq <= self.seq {
+            return;
+        }
+        let snaps: Vec<u64> = snapc
+            .snaps
+            .iter()
+            .copied()
+            .filter(|&snap| snap > self.seq)
+            .collect();
+        if let (Some(object), false) = (head, snaps.is_empty()) {
+            self.clones.push(ModelClone {
+                id: snapc.seq,
+                snaps,
+                object: object.clone(),
+            });
+        }
+        self.seq = snapc.seq;
+    }
+
+    /// After a write that leaves the head as `head`: an object removed with no clones
+    /// left is gone entirely, its snapshot seq with it (as Ceph drops the `SnapSet`
+    /// with the head), so a writer with an older context recreates it as new.
+    pub fn after_write(&mut self, head: &State) {
+        if head.is_none() && self.clones.is_empty() {
+            *self = Snapshots::default();
+        }
+    }
+
+    /// What a read at `snap` sees, given the head now.
+    pub fn resolve(&self, head: &State, snap: SnapId) -> State {
+        if snap == SnapId::HEAD || snap.0 > self.seq {
+            return head.clone();
+        }
+        self.clones
+            .iter()
+            .find(|clone| clone.id >= snap.0)
+            .filter(|clone| clone.snaps.contains(&snap.0))
+            .map(|clone| clone.object.clone())
+    }
+}
 
 /// What a request did: its outputs and the object after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +235,72 @@ fn read(state: &State, op: &OpCode) -> Result<OpOutput, OpError> {
         OpCode::AssertExists => OpOutput::None,
         other => panic!("the model does not implement {other:?}; keep it out of the workload"),
     })
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+
+    fn object(data: &[u8]) -> State {
+        Some(ObjectModel {
+            data: data.to_vec(),
+            ..ObjectModel::default()
+        })
+    }
+
+    fn snapc(seq: u64, snaps: &[u64]) -> SnapContext {
+        SnapContext {
+            seq,
+            snaps: snaps.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_sees_the_head_until_a_write_under_it_then_the_clone() {
+        let mut snaps = Snapshots::default();
+        let head = object(b"one");
+        // Snapshot 1 taken: not yet written under, the head serves it.
+        assert_eq!(snaps.resolve(&head, SnapId(1)), head);
+        snaps.before_write(&head, &snapc(1, &[1]));
+        let head = object(b"two");
+        assert_eq!(snaps.resolve(&head, SnapId(1)), object(b"one"));
+        assert_eq!(snaps.resolve(&head, SnapId::HEAD), object(b"two"));
+        // A writer still on the old context clones nothing.
+        snaps.before_write(&head, &snapc(0, &[]));
+        assert_eq!(snaps.clones.len(), 1);
+        // Snapshots 2 and 3 taken before the next write share one clone.
+        snaps.before_write(&head, &snapc(3, &[3, 2, 1]));
+        assert_eq!(snaps.clones[1].snaps, vec![3, 2]);
+        let head = None;
+        assert_eq!(snaps.resolve(&head, SnapId(2)), object(b"two"));
+        assert_eq!(snaps.resolve(&head, SnapId(3)), object(b"two"));
+        assert_eq!(snaps.resolve(&head, SnapId(1)), object(b"one"));
+        assert_eq!(snaps.resolve(&head, SnapId(4)), None);
+    }
+
+    #[test]
+    fn an_object_removed_without_clones_forgets_its_seq() {
+        let mut snaps = Snapshots::default();
+        snaps.before_write(&None, &snapc(1, &[1]));
+        snaps.after_write(&object(b"created after snapshot 1"));
+        assert_eq!(snaps.seq, 1);
+        snaps.after_write(&None);
+        assert_eq!(snaps, Snapshots::default());
+        // Recreated by a writer that has not heard of snapshot 1: the head serves it.
+        snaps.before_write(&None, &snapc(0, &[]));
+        let head = object(b"recreated");
+        assert_eq!(snaps.resolve(&head, SnapId(1)), head);
+    }
+
+    #[test]
+    fn an_object_created_after_a_snapshot_is_absent_at_it() {
+        let mut snaps = Snapshots::default();
+        snaps.before_write(&None, &snapc(1, &[1]));
+        let head = object(b"new");
+        assert!(snaps.clones.is_empty());
+        assert_eq!(snaps.resolve(&head, SnapId(1)), None);
+        assert_eq!(snaps.resolve(&head, SnapId(2)), head);
+    }
 }
 
 #[cfg(test)]

@@ -203,6 +203,9 @@ impl Pg {
             if self.missing.remove(&copy.oid) {
                 recovered.push(missing_key(&copy.oid));
             }
+            // A replaced copy is a new copy: if it rots too, the next scrub reports it
+            // at once rather than as a corruption already reported.
+            self.corrupt_reported.1.remove(&copy.oid);
         }
         if !recovered.is_empty() {
             tx.omap_rm(self.coll, crate::pglog::pgmeta_oid(), recovered);
