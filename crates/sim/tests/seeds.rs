@@ -424,3 +424,16 @@ fn regression_counts_left_unsure_by_a_rollback_follow_the_repairs() {
 fn regression_a_backfill_target_supplies_the_last_intact_copy() {
     check(&[run_with_faults(211550, FaultClasses::ALL)], 10, 100);
 }
+
+/// Seed 382 with `--snapshots` (LogStore, size 3, 5 monitors): PG 1.3's primary osd.1
+/// rolled back 4'16, a write never acknowledged whose object had rotted, and found no
+/// copy ending at the kept 4'15 to take its counts from, so they stayed unsure (30
+/// bytes too many) and followed its content. It activated osd.2 with them; at the next
+/// interval osd.2, now ending at 4'15, "settled" them with those same numbers, the
+/// counts stopped following content, and the pull that replaced the rotted object no
+/// longer corrected them: the PG info said 231 bytes for 201 for good. An activation
+/// now ends the wait for another copy's counts.
+#[test]
+fn regression_unsure_counts_are_not_settled_by_a_copy_that_got_them_from_us() {
+    check(&[run_with_snapshots(382, FaultClasses::ALL)], 10, 100);
+}

@@ -596,6 +596,15 @@ impl Pg {
         if self.acting_writeable() {
             self.info.last_epoch_started = self.interval_start;
         }
+        // Counts still unsure after a rollback go to every replica with this
+        // activation: from now on a copy that ends where our log does may hold ours,
+        // not the kept history's, so none can settle them any more (seed 382 of the
+        // snapshot workload: a replica activated with them at one interval settled
+        // them at the next, and the pull that would have corrected them no longer
+        // counted). They keep following our content instead.
+        if self.stats_unsure_at.is_some() && !self.replicas().is_empty() {
+            self.stats_unsure_at = None;
+        }
         let mut tx = Transaction::new();
         tx.omap_set(
             self.coll,
