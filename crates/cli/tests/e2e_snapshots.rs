@@ -237,6 +237,26 @@ impl Nbd {
     }
 }
 
+/// TCP connections open to the NBD server at `uri` (a loopback `nbd://127.0.0.1:PORT`
+/// URI), from the kernel's table of established IPv4 sockets.
+fn open_connections(uri: &str) -> usize {
+    let port = uri
+        .trim_start_matches("nbd://")
+        .split('/')
+        .next()
+        .and_then(|host_port| host_port.rsplit(':').next())
+        .and_then(|port| port.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("no port in {uri}"));
+    let local = format!(":{port:04X}");
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|fields| fields.len() > 3 && fields[1].ends_with(&local) && fields[3] == "01")
+        .count()
+}
+
 impl Nbd {
     /// kill -9: the server gives nothing up.
     fn kill9(mut self) {
@@ -597,16 +617,19 @@ fn snapshots_under_a_running_writer_hold_exactly_the_acknowledged_writes() {
     // zeros there, not data written into a tail already trimmed.
     assert!(qemu_io(&server.1, "write -P 0x77 768k 4k"));
     let uri = server.1.clone();
+    let open_before = open_connections(&uri);
     let connected = std::thread::spawn(move || {
         std::process::Command::new("qemu-io")
             .args(["-f", "raw", &uri])
             .args(["-c", "sleep 2500", "-c", "write -P 0x99 768k 4k"])
             .output()
     });
-    // Time for qemu-io to connect; its own pause holds the write back 2.5 s. Nothing
-    // outside shows the connection open: should it open late, it would see the new size
-    // and refuse the write itself, so the assertion below holds either way.
-    std::thread::sleep(Duration::from_millis(500));
+    // qemu-io connects, then its own pause holds the write back 2.5 s. Should its
+    // handshake end only after the resize, it sees the new size and refuses the write
+    // itself, so the assertion below holds either way.
+    common::wait_until("qemu-io's connection", Duration::from_secs(10), || {
+        open_connections(&server.1) > open_before
+    });
     cluster.ok(&[
         "image",
         "resize",

@@ -276,6 +276,22 @@ fn stored_data(cluster: &mut Cluster, osd: OsdId, name: &str) -> Vec<u8> {
     }
 }
 
+/// Entries the PG log keeps in the backfill tests: five writes trim the first.
+const LOG_ENTRIES: usize = 4;
+
+/// One size-3 PG whose log keeps [`LOG_ENTRIES`] entries, so an OSD that misses a few
+/// writes comes back behind the log's tail and is backfilled.
+fn short_log_cluster() -> Cluster {
+    Cluster::new(Config {
+        pg_num: 1,
+        tuning: carmine_osd::OsdTuning {
+            log_entries_max: LOG_ENTRIES,
+            ..harness::tuning()
+        },
+        ..Config::default()
+    })
+}
+
 /// Seed 211550's shape: the only intact copy of a write the log no longer records is
 /// on an OSD that returns behind the log's tail. It is backfilled, and a backfill
 /// replaces each object only as the primary's copy arrives; until then the returning
@@ -284,15 +300,7 @@ fn stored_data(cluster: &mut Cluster, osd: OsdId, name: &str) -> Vec<u8> {
 /// copy first, and the object was unfound for good.)
 #[test]
 fn a_backfill_target_supplies_the_last_intact_copy_of_a_write_the_log_forgot() {
-    const LOG_ENTRIES: usize = 4;
-    let mut cluster = Cluster::new(Config {
-        pg_num: 1,
-        tuning: carmine_osd::OsdTuning {
-            log_entries_max: LOG_ENTRIES,
-            ..harness::tuning()
-        },
-        ..Config::default()
-    });
+    let mut cluster = short_log_cluster();
     write(&mut cluster, "victim", b"the last good copy");
     write(&mut cluster, "bystander", b"fine");
     let members = acting(&cluster, "victim");
@@ -321,15 +329,7 @@ fn a_backfill_target_supplies_the_last_intact_copy_of_a_write_the_log_forgot() {
 /// object fails with EIO rather than come back older than the write acknowledged last.
 #[test]
 fn a_backfill_target_never_serves_a_stale_copy() {
-    const LOG_ENTRIES: usize = 4;
-    let mut cluster = Cluster::new(Config {
-        pg_num: 1,
-        tuning: carmine_osd::OsdTuning {
-            log_entries_max: LOG_ENTRIES,
-            ..harness::tuning()
-        },
-        ..Config::default()
-    });
+    let mut cluster = short_log_cluster();
     write(&mut cluster, "victim", b"old");
     let members = acting(&cluster, "victim");
     let returning = members[2];

@@ -708,46 +708,47 @@ impl Pg {
         keep: &BTreeSet<String>,
     ) -> Vec<carmine_types::ObjectId> {
         let mut stray = Vec::new();
-        let mut after = None;
-        loop {
-            let page = match store.list_objects(self.coll, after.as_ref(), 1024) {
-                Ok(page) => page,
-                Err(error) => {
-                    tracing::error!("{}: cannot list objects: {error}", self.pgid);
-                    return stray;
-                }
-            };
-            let Some(last) = page.last().cloned() else {
-                return stray;
-            };
-            stray.extend(
-                page.into_iter()
-                    .filter(|o| !o.name.is_empty() && !keep.contains(&o.name)),
-            );
-            after = Some(last);
-        }
+        self.for_each_object(store, |oid| {
+            if !keep.contains(&oid.name) {
+                stray.push(oid);
+            }
+        });
+        stray
     }
 
     /// Every object name in our copy (backfill sends them all).
     pub(super) fn all_objects(&self, store: &dyn ObjectStore) -> BTreeSet<String> {
         let mut names = BTreeSet::new();
+        self.for_each_object(store, |oid| {
+            if oid.snap == SnapId::HEAD {
+                names.insert(oid.name);
+            }
+        });
+        names
+    }
+
+    /// Calls `visit` with each object stored in our collection (heads and clones),
+    /// the PG's metadata object aside, a page at a time; a listing error ends it.
+    fn for_each_object(
+        &self,
+        store: &dyn ObjectStore,
+        mut visit: impl FnMut(carmine_types::ObjectId),
+    ) {
         let mut after = None;
         loop {
             let page = match store.list_objects(self.coll, after.as_ref(), 1024) {
                 Ok(page) => page,
                 Err(error) => {
                     tracing::error!("{}: cannot list objects: {error}", self.pgid);
-                    return names;
+                    return;
                 }
             };
             let Some(last) = page.last().cloned() else {
-                return names;
+                return;
             };
-            names.extend(
-                page.into_iter()
-                    .filter(|o| !o.name.is_empty() && o.snap == SnapId::HEAD)
-                    .map(|o| o.name),
-            );
+            page.into_iter()
+                .filter(|oid| !oid.name.is_empty())
+                .for_each(&mut visit);
             after = Some(last);
         }
     }

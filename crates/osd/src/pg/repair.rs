@@ -110,12 +110,15 @@ impl Pg {
     /// snapshot clone's (repair replaces an object with all its clones, so a corrupt
     /// clone is repaired as its object is).
     pub(super) fn copy_is_corrupt(&self, store: &dyn ObjectStore, name: &str) -> bool {
-        let corrupt =
-            |oid: &ObjectId| matches!(store.verify(self.coll, oid), Err(StoreError::Corrupt(_)));
-        corrupt(&ObjectId::head(name))
-            || crate::snaps::stored_clones(store, self.coll, name)
-                .iter()
-                .any(corrupt)
+        let clones = crate::snaps::stored_clones(store, self.coll, name);
+        self.any_corrupt(store, &ObjectId::head(name), &clones)
+    }
+
+    /// Whether the data of `head` or of one of `clones` fails its checksum.
+    fn any_corrupt(&self, store: &dyn ObjectStore, head: &ObjectId, clones: &[ObjectId]) -> bool {
+        std::iter::once(head)
+            .chain(clones)
+            .any(|oid| matches!(store.verify(self.coll, oid), Err(StoreError::Corrupt(_))))
     }
 
     /// Primary, before an op on `name` runs on our copy.
@@ -478,7 +481,7 @@ impl Pg {
                 .map(|oid| store.stat(self.coll, oid).map_or(0, |stat| stat.size_bytes))
                 .sum();
             bytes += size;
-            if self.copy_is_corrupt(store, &oid.name) {
+            if self.any_corrupt(store, &head, &clones) {
                 corrupt.push(oid.name.clone());
             } else {
                 readable.push(oid.name.clone());
