@@ -398,6 +398,13 @@ impl Pg {
         self.repair_counters
     }
 
+    /// Active with a full acting set and nothing to recover (what `active+clean`
+    /// says).
+    fn is_clean(&self) -> bool {
+        let full = self.acting.len() >= usize::from(self.pool.size);
+        self.is_active() && full && self.fully_recovered()
+    }
+
     /// Whether every copy has every object (nothing to recover, backfill or repair).
     fn fully_recovered(&self) -> bool {
         self.peer_missing.values().all(BTreeSet::is_empty)
@@ -824,3 +831,4 @@ mod repair;
 mod replication;
 mod reserve;
 mod snap_trim;
+pub use snap_trim::SNAP_TRIM_CLIENT;

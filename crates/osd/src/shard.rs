@@ -308,10 +308,7 @@ impl<S: ObjectStore> OsdShard<S> {
     /// Makes every submitted transaction durable with one store flush, then completes
     /// the PG work that waited for it.
     pub fn flush(&mut self, out: &mut Vec<Output>) {
-        let start = out.len();
-        self.snap_trim_turn(out);
-        self.purge_turn();
-        self.route_peer_messages(out, start);
+        self.background_turn(out);
         // Work no PG waits on (a purge step, a stray copy dropped, a deleted pool's
         // PGs removed) is synced in the same turn too, so nothing submitted stays
         // volatile on a shard that then goes idle.
@@ -323,6 +320,17 @@ impl<S: ObjectStore> OsdShard<S> {
             tracing::error!("store flush failed: {error}");
         }
         self.after_io(out);
+    }
+
+    /// The background work of one turn: a step of snapshot trimming and one of
+    /// purging deleted pools' PGs. [`OsdShard::flush`] runs it; a driver that does
+    /// not flush every turn (the simulator flushes only when a store needs a sync)
+    /// calls this on its ticks, so the work goes on while no client writes.
+    pub fn background_turn(&mut self, out: &mut Vec<Output>) {
+        let start = out.len();
+        self.snap_trim_turn(out);
+        self.purge_turn();
+        self.route_peer_messages(out, start);
     }
 
     /// One bounded step of snapshot trimming in every PG that has some to do: trim

@@ -4,7 +4,8 @@
 
 mod harness;
 
-use carmine_proto::{OpCode, OpError, OpOutput, OsdOp, SnapContext, SnapSet};
+use carmine_proto::{Msg, OpCode, OpError, OpOutput, OsdOp, SnapContext, SnapSet};
+use carmine_store::{CollectionId, ObjectStore};
 use carmine_types::{OsdId, SnapId};
 use harness::{bytes, Cluster, Config};
 
@@ -80,12 +81,17 @@ fn list_snaps(cluster: &mut Cluster, name: &str) -> (SnapSet, bool) {
 }
 
 /// Clone objects (`name@id`) in `osd`'s copy of `name`'s PG.
+/// The clones `osd` stores of `name` (from the store's listing: a copy may be
+/// corrupt).
 fn clones_on(cluster: &Cluster, osd: OsdId, name: &str) -> Vec<String> {
     let pgid = cluster.pg_of(name);
-    cluster
-        .dump_pg(osd, pgid)
-        .into_keys()
-        .filter(|key| key.starts_with(&format!("{name}@")))
+    let objects = (cluster.store(osd, pgid))
+        .list_objects(CollectionId::Pg(pgid), None, usize::MAX)
+        .expect("the PG's collection exists");
+    objects
+        .into_iter()
+        .filter(|oid| oid.name == name && oid.snap != SnapId::HEAD)
+        .map(|oid| format!("{name}@{}", oid.snap.0))
         .collect()
 }
 
@@ -387,5 +393,99 @@ fn a_head_trimmed_of_its_clones_is_repaired_from_a_replica() {
     cluster.decay(primary, "t");
     assert_eq!(read_at(&mut cluster, "t", SnapId::HEAD).unwrap(), b"v2");
     cluster.run();
+    cluster.assert_all_replicas_identical();
+}
+
+/// A primary whose copy of an object is under repair leaves the object's trim until
+/// the repair is done (as a client write waits): a copy pulled before the trim would
+/// otherwise bring the trimmed clone back, and the next pass would trim it again on
+/// replicas that no longer have it.
+#[test]
+fn trimming_waits_for_the_repair_of_the_primarys_copy() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "t", "v1", snapc(&[]));
+    let s1 = snap_create(&mut cluster);
+    let s2 = snap_create(&mut cluster);
+    write(&mut cluster, "t", "v2", snapc(&[s1, s2]));
+    let pgid = cluster.pg_of("t");
+    let primary = cluster.primary_of(pgid);
+    assert_eq!(clones_on(&cluster, primary, "t").len(), 1);
+    // The primary finds its copy corrupt on a read and pulls a replica's; the copy
+    // the replica sends is held on the way.
+    cluster.decay(primary, "t");
+    let read = cluster.op(
+        "t",
+        vec![OpCode::Read {
+            offset: 0,
+            length: 0,
+        }],
+    );
+    let reqid = cluster.send(read);
+    cluster.deliver_where(|e| !matches!(e.msg, Msg::PgPush(_)));
+    let pushes = cluster.take_where(|e| matches!(e.msg, Msg::PgPush(_)));
+    assert!(!pushes.is_empty(), "the repair pulled a copy");
+    // Both snapshots go while the repair is in flight: nothing of "t" is trimmed.
+    snap_remove(&mut cluster, s1);
+    snap_remove(&mut cluster, s2);
+    for _ in 0..4 {
+        cluster.turn();
+    }
+    assert_eq!(clones_on(&cluster, primary, "t").len(), 1, "trim waited");
+    for push in pushes {
+        cluster.inject(push.from, push.to, push.msg);
+    }
+    cluster.run();
+    assert_eq!(
+        cluster.take_replies_for(reqid).len(),
+        1,
+        "the read was answered"
+    );
+    for _ in 0..4 {
+        cluster.turn();
+    }
+    for osd in cluster.acting(pgid) {
+        assert!(clones_on(&cluster, osd, "t").is_empty(), "trimmed on {osd}");
+    }
+    cluster.assert_all_replicas_identical();
+    assert_eq!(read_at(&mut cluster, "t", SnapId::HEAD).unwrap(), b"v2");
+    write(&mut cluster, "t", "v3", snapc(&[]));
+    cluster.assert_all_replicas_identical();
+}
+
+/// Trimming is a write of every member's copy: a PG with a member away (undersized)
+/// or a copy still to recover does not trim until it is clean again.
+#[test]
+fn trimming_waits_until_the_pg_is_clean() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "u", "v1", snapc(&[]));
+    let s1 = snap_create(&mut cluster);
+    write(&mut cluster, "u", "v2", snapc(&[s1]));
+    let pgid = cluster.pg_of("u");
+    let primary = cluster.primary_of(pgid);
+    let away = *cluster
+        .acting(pgid)
+        .iter()
+        .find(|&&osd| osd != primary)
+        .expect("size 3");
+    cluster.mark_down(away);
+    cluster.run();
+    assert_eq!(cluster.primary_of(pgid), primary);
+    snap_remove(&mut cluster, s1);
+    for _ in 0..4 {
+        cluster.turn();
+    }
+    assert_eq!(
+        clones_on(&cluster, primary, "u").len(),
+        1,
+        "undersized: no trim"
+    );
+    cluster.revive(away);
+    cluster.run();
+    for _ in 0..4 {
+        cluster.turn();
+    }
+    for osd in cluster.acting(pgid) {
+        assert!(clones_on(&cluster, osd, "u").is_empty(), "trimmed on {osd}");
+    }
     cluster.assert_all_replicas_identical();
 }

@@ -25,11 +25,13 @@ use crate::dump::{self, ObjectDump, PgDump};
 use crate::history::{History, OpRecord};
 use crate::model::{self, Snapshots, State};
 use crate::mon_node::{check_monitors, MonRecord};
+use crate::snap_removal::removed_in;
 use crate::time::{format_nanos, Nanos};
 use carmine_clustermap::OsdMap;
+use carmine_osd::SNAP_TRIM_CLIENT;
 use carmine_proto::{LogEntry, LogOp};
-use carmine_types::{EVersion, OsdId, PgId, PoolId, ReqId, SnapId};
-use std::collections::BTreeMap;
+use carmine_types::{EVersion, Epoch, OsdId, PgId, PoolId, ReqId, SnapId};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Violations reported in full; the rest are counted.
 pub const VIOLATIONS_MAX: usize = 40;
@@ -44,6 +46,10 @@ pub struct FinalState {
     /// preceded by what the simulator recorded of the entries trimmed from it
     /// (`crate::log_record`).
     pub logs: BTreeMap<PgId, Vec<LogEntry>>,
+    /// `--snap-trim`: each removed snapshot with the first epoch whose map shows it
+    /// removed. A primary drops removed snapshots from a write's context and trims
+    /// them by its map, and a log entry's version names that map's epoch.
+    pub snaps_removed_at: BTreeMap<u64, Epoch>,
 }
 
 /// One state in an object's history: the initial absence, then one per logged write.
@@ -100,7 +106,7 @@ fn durable_writes(history: &History, end: &FinalState, out: &mut Vec<String>) ->
     }
     let mut timelines = Timelines::new();
     for (oid, entries) in per_object {
-        let timeline = replay(&oid, &entries, history, out);
+        let timeline = replay(&oid, &entries, history, &end.snaps_removed_at, out);
         check_acked_in_log(&oid, &timeline, history, out);
         check_real_time_order(&oid, &timeline, history, out);
         check_final_content(&oid, &timeline, history, end, out);
@@ -113,6 +119,7 @@ fn replay(
     oid: &str,
     entries: &[LogEntry],
     history: &History,
+    snaps_removed_at: &BTreeMap<u64, Epoch>,
     out: &mut Vec<String>,
 ) -> Vec<Position> {
     let mut timeline = vec![Position {
@@ -123,6 +130,12 @@ fn replay(
         snaps: Snapshots::default(),
     }];
     for entry in entries {
+        let removed = removed_in(snaps_removed_at, entry.version.epoch);
+        if entry.reqid.client == SNAP_TRIM_CLIENT {
+            let position = replay_trim(oid, entry, &timeline, &removed, out);
+            timeline.push(position);
+            continue;
+        }
         let Some(op) = history.get(entry.reqid) else {
             out.push(format!(
                 "{oid}: the log holds {} at {}, which no client sent",
@@ -148,8 +161,12 @@ fn replay(
         let (before, mut snaps) = (&last.state, last.snaps.clone());
         let state = match model::execute(before, &op.ops, entry.version.version, op.mtime_ns) {
             Ok(outcome) => {
-                // A write that fails changes nothing, its clone included.
-                snaps.before_write(before, &op.snapc);
+                // A write that fails changes nothing, its clone included. The
+                // primary drops the snapshots its map shows removed from the
+                // writer's context (the writer may not know yet).
+                let mut snapc = op.snapc.clone();
+                snapc.snaps.retain(|snap| !removed.contains(snap));
+                snaps.before_write(before, &snapc);
                 snaps.after_write(&outcome.after);
                 outcome.after
             }
@@ -176,6 +193,40 @@ fn replay(
         });
     }
     timeline
+}
+
+/// A snapshot trim the primary logged: it drops the snapshots its map showed removed
+/// from the object's clones, and must have had some to drop. It changes no head, so
+/// it explains whatever the state before it explains.
+fn replay_trim(
+    oid: &str,
+    entry: &LogEntry,
+    timeline: &[Position],
+    removed: &BTreeSet<u64>,
+    out: &mut Vec<String>,
+) -> Position {
+    let last = timeline.last().expect("starts with the initial state");
+    let mut snaps = last.snaps.clone();
+    if !snaps.trim(removed) {
+        out.push(format!(
+            "{oid}: the log holds a snapshot trim at {} that trims nothing (removed at e{}: {removed:?})",
+            entry.version, entry.version.epoch.0
+        ));
+    }
+    snaps.after_write(&last.state);
+    if (entry.op == LogOp::Delete) != last.state.is_none() {
+        out.push(format!(
+            "{oid}: trim entry {} says {:?}, the model disagrees",
+            entry.version, entry.op
+        ));
+    }
+    Position {
+        version: entry.version,
+        reqid: Some(entry.reqid),
+        invoked: last.invoked,
+        state: last.state.clone(),
+        snaps,
+    }
 }
 
 /// An error entry changes nothing; the client must have been answered with its error
@@ -287,6 +338,13 @@ fn check_final_content(
         return;
     };
     // A whiteout head holds only its clones' snapshot set: the object does not exist.
+    // One with no clones left should have gone with the last of them.
+    let whiteout = objects.get(oid).is_some_and(|object| object.is_whiteout());
+    if whiteout && last.snaps.clones.is_empty() {
+        out.push(format!(
+            "{oid}: {primary} holds a whiteout head after healing, with no clones to keep"
+        ));
+    }
     let head = objects.get(oid).filter(|object| !object.is_whiteout());
     if let Some(difference) = model_vs_store(&last.state, head) {
         out.push(format!(

@@ -3,7 +3,7 @@
 //! ```text
 //! carmine sim --seed 42 [--format json] [--faults handled|all|resets,crashes,...] [--disk mem|log]
 //!     [--mons 1|3|5] [--canary | --canary-disk | --canary-mon | --canary-no-scrub | --canary-no-leases] [--trace]
-//!     [--snapshots]
+//!     [--snapshots | --snap-trim]
 //! carmine sim --seeds 0..200 [--faults ...]
 //! ```
 //! Exits 0 when every run passed, 1 when some run failed, 2 on bad arguments.
@@ -21,6 +21,7 @@ struct Args {
     mons: Option<u64>,
     full_trace: bool,
     snapshots: bool,
+    snap_trim: bool,
 }
 
 fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
@@ -53,6 +54,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         mons: None,
         full_trace: false,
         snapshots: false,
+        snap_trim: false,
     };
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
@@ -91,6 +93,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             }
             "--trace" => parsed.full_trace = true,
             "--snapshots" => parsed.snapshots = true,
+            "--snap-trim" => parsed.snap_trim = true,
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
@@ -121,8 +124,8 @@ pub fn format_report(report: &SimReport) -> String {
     }
     if report.snapshots > 0 {
         text.push_str(&format!(
-            "  snapshots {}, reads at a snapshot {}\n",
-            report.snapshots, report.snapshot_reads
+            "  snapshots {}, removed {}, objects trimmed {}, reads at a snapshot {}\n",
+            report.snapshots, report.snapshots_removed, report.snap_trims, report.snapshot_reads
         ));
     }
     if !report.ok {
@@ -135,17 +138,26 @@ pub fn format_report(report: &SimReport) -> String {
         for event in &report.trace_tail {
             text.push_str(&format!("  event: {event}\n"));
         }
-        text.push_str(&format!(
-            "  reproduce: carmine sim --seed {}{}\n",
-            report.seed,
-            if report.shape.ends_with(", snapshots") {
-                " --snapshots"
-            } else {
-                ""
-            }
-        ));
+        text.push_str(&format!("  reproduce: {}\n", reproduce_command(report)));
     }
     text
+}
+
+/// The command line that runs `report`'s seed again. The shape is the seed's own
+/// except for what the flags set, so the flags are all it needs (the disk and the
+/// monitor count follow the seed unless they were overridden; a canary run says
+/// which canary in its shape).
+pub fn reproduce_command(report: &SimReport) -> String {
+    let mut command = format!("carmine sim --seed {}", report.seed);
+    if report.fault_classes != FaultClasses::default() {
+        command.push_str(&format!(" --faults {}", report.fault_classes.to_arg()));
+    }
+    if report.shape.ends_with(crate::config::SHAPE_SNAP_TRIM) {
+        command.push_str(" --snap-trim");
+    } else if report.shape.ends_with(crate::config::SHAPE_SNAPSHOTS) {
+        command.push_str(" --snapshots");
+    }
+    command
 }
 
 /// Runs the command; returns the process exit code.
@@ -172,7 +184,9 @@ pub fn main_cli(args: &[String]) -> i32 {
                 config = config.with_canary(canary);
             }
             config.full_trace = args.full_trace;
-            config = config.with_snapshots(args.snapshots);
+            config = config
+                .with_snapshots(args.snapshots)
+                .with_snap_trim(args.snap_trim);
             crate::run_config(config)
         })
         .collect();
@@ -221,5 +235,21 @@ mod tests {
         assert!(parse(&strings(&["--faults", "meteor"])).is_err());
         assert_eq!(parse(&strings(&["--mons", "3"])).unwrap().mons, Some(3));
         assert!(parse(&strings(&["--mons", "4"])).is_err());
+        assert!(parse(&strings(&["--snap-trim"])).unwrap().snap_trim);
+    }
+
+    #[test]
+    fn fault_classes_print_as_an_argument_that_parses_back() {
+        for text in [
+            "all",
+            "handled",
+            "none",
+            "crashes,bit-flips",
+            "delays,mon-partitions",
+        ] {
+            let classes = FaultClasses::parse(text).unwrap();
+            assert_eq!(FaultClasses::parse(&classes.to_arg()).unwrap(), classes);
+        }
+        assert_eq!(FaultClasses::ALL.to_arg(), "all");
     }
 }

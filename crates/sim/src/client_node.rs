@@ -22,6 +22,17 @@ pub const CLIENT_TICK: Nanos = 100 * MILLISECOND;
 pub const MON_RETRY_DELAY: Nanos = 100 * MILLISECOND;
 /// Snapshots a `--snapshots` run takes at most (clones per object stay few).
 pub const SNAPSHOTS_PER_RUN_MAX: u64 = 24;
+/// Snapshots a `--snap-trim` run takes at most: removals keep clones few.
+pub const SNAPSHOTS_WITH_REMOVAL_MAX: u64 = 48;
+
+/// The snapshots a run with `config` may take.
+pub fn snapshots_max(config: &SimConfig) -> u64 {
+    if config.snap_trim {
+        SNAPSHOTS_WITH_REMOVAL_MAX
+    } else {
+        SNAPSHOTS_PER_RUN_MAX
+    }
+}
 /// Client ids start here, so that they never look like small test ids.
 pub const CLIENT_ID_BASE: u64 = 4096;
 
@@ -143,6 +154,9 @@ impl Sim {
                 }
             }
             Msg::OsdOpReply(reply) => client.objecter.handle_reply(reply, &mut out),
+            Msg::MonCommandReply(reply) if self.config.snap_trim => {
+                self.snap_removal_answered(index, reply)
+            }
             other => panic!("{} sent client{index} a {}", wire.from, other.msg_type()),
         }
         self.client_outputs(index, out);
@@ -153,6 +167,9 @@ impl Sim {
             return;
         }
         self.schedule(CLIENT_TICK, Event::ClientTick(index));
+        if self.config.snap_trim {
+            self.send_snap_removals(index);
+        }
         let now = self.clock.instant();
         let client = self.client(index);
         let due = client.objecter.poll_timeout().is_some_and(|at| at <= now);
@@ -263,10 +280,15 @@ impl Sim {
     /// `--snapshots`: now and then the client takes a self-managed snapshot (a new id
     /// from the run's allocator, as a monitor allocates them) or catches up with the
     /// snapshots taken so far; its writes carry its context, and a third of its reads
-    /// go to one of the snapshots it knows.
+    /// go to one of the live snapshots it knows. With `--snap-trim` it also removes
+    /// snapshots now and then.
     fn snapshot_step(&mut self, index: u32, ops: &[OpCode]) -> OpSnaps {
+        if self.config.snap_trim {
+            self.snap_remove_step(index);
+        }
+        let max = snapshots_max(&self.config);
         let rng = &mut self.workload_rng;
-        if self.snap_seq < SNAPSHOTS_PER_RUN_MAX && rng.chance(1, 40) {
+        if self.snap_seq < max && rng.chance(1, 40) {
             self.snap_seq += 1;
             self.live_snaps.insert(0, self.snap_seq);
             let (seq, client) = (self.snap_seq, &mut self.clients[index as usize]);
@@ -285,8 +307,13 @@ impl Sim {
         }
         let client = &self.clients[index as usize];
         let is_write = ops.iter().any(OpCode::is_write);
-        let snapid = if !is_write && !client.snapc.snaps.is_empty() && rng.chance(1, 3) {
-            let snaps = &client.snapc.snaps;
+        // A removed snapshot is out of the live list before its removal is sent, so
+        // no read starts at a snapshot whose clones may be trimmed under it.
+        let snaps: Vec<u64> = (client.snapc.snaps.iter())
+            .copied()
+            .filter(|snap| self.live_snaps.contains(snap))
+            .collect();
+        let snapid = if !is_write && !snaps.is_empty() && rng.chance(1, 3) {
             SnapId(snaps[rng.index(snaps.len())])
         } else {
             SnapId::HEAD

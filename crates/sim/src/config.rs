@@ -119,6 +119,38 @@ impl FaultClasses {
         Ok(classes)
     }
 
+    /// The `--faults` argument that parses back to these classes.
+    pub fn to_arg(&self) -> String {
+        if *self == Self::ALL {
+            return "all".into();
+        }
+        if *self == Self::handled() {
+            return "handled".into();
+        }
+        let names = [
+            (self.delays, "delays"),
+            (self.resets, "resets"),
+            (self.osd_mon_resets, "osd-mon-resets"),
+            (self.slow_links, "slow"),
+            (self.client_partitions, "client-partitions"),
+            (self.osd_partitions, "osd-partitions"),
+            (self.crashes, "crashes"),
+            (self.bit_flips, "bit-flips"),
+            (self.mon_crashes, "mon-crashes"),
+            (self.mon_partitions, "mon-partitions"),
+        ];
+        let on: Vec<&str> = names
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, n)| *n)
+            .collect();
+        if on.is_empty() {
+            "none".into()
+        } else {
+            on.join(",")
+        }
+    }
+
     pub fn any_injected(&self) -> bool {
         self.resets
             || self.osd_mon_resets
@@ -155,6 +187,11 @@ pub enum Canary {
     /// the linearizability checker must see them on the seeds that once failed so.
     NoLeases,
 }
+
+/// How [`SimConfig::shape`] ends for the snapshot workloads (the report's reproduce
+/// line reads it back).
+pub const SHAPE_SNAPSHOTS: &str = ", snapshots";
+pub const SHAPE_SNAP_TRIM: &str = ", snapshots with removal";
 
 /// One run's settings. [`SimConfig::from_seed`] draws them.
 #[derive(Debug, Clone, Serialize)]
@@ -205,6 +242,10 @@ pub struct SimConfig {
     /// reads go to a snapshot, and the checkers follow clones (`--snapshots`; off by
     /// default so that every other seed draws the workload it always did).
     pub snapshots: bool,
+    /// With `snapshots`, clients also remove snapshots through the monitor, the OSDs
+    /// trim their clones under faults, and the checkers follow the trims
+    /// (`--snap-trim`; off by default for the same reason).
+    pub snap_trim: bool,
 }
 
 /// Relative rates of each fault kind.
@@ -270,6 +311,7 @@ impl SimConfig {
             tuning: OsdTuning::default(),
             buggify: false,
             snapshots: false,
+            snap_trim: false,
         }
         .with_disk_from_seed(seed)
         .with_buggify_from_seed(seed)
@@ -357,12 +399,19 @@ impl SimConfig {
         self
     }
 
-    /// Every OSD on `disk` (overriding the seed's choice).
     pub fn with_snapshots(mut self, snapshots: bool) -> SimConfig {
         self.snapshots = snapshots;
         self
     }
 
+    /// The snapshot workload with snapshot removal (implies `with_snapshots`).
+    pub fn with_snap_trim(mut self, snap_trim: bool) -> SimConfig {
+        self.snap_trim = snap_trim;
+        self.snapshots |= snap_trim;
+        self
+    }
+
+    /// Every OSD on `disk` (overriding the seed's choice).
     pub fn with_disk(mut self, disk: DiskKind) -> SimConfig {
         if disk == DiskKind::Log && self.disk_latency_max == 0 {
             self.disk_latency_min = 50 * MICROSECOND;
@@ -398,7 +447,11 @@ impl SimConfig {
             self.pool_size,
             self.pg_num,
             self.client_count,
-            if self.snapshots { ", snapshots" } else { "" }
+            match (self.snapshots, self.snap_trim) {
+                (_, true) => SHAPE_SNAP_TRIM,
+                (true, false) => SHAPE_SNAPSHOTS,
+                (false, false) => "",
+            }
         )
     }
 }

@@ -59,6 +59,7 @@ pub mod network;
 mod osd_node;
 pub mod rng;
 mod sim;
+mod snap_removal;
 pub mod time;
 mod trace;
 pub mod workload;
@@ -97,6 +98,10 @@ pub struct SimReport {
     /// `--snapshots`: snapshots the clients took, and reads at a snapshot answered
     /// without error.
     pub snapshots: u64,
+    /// `--snap-trim`: snapshots the monitor recorded as removed.
+    pub snapshots_removed: u64,
+    /// `--snap-trim`: trim writes in the PG logs (one per object trimmed).
+    pub snap_trims: u64,
     pub snapshot_reads: u64,
     pub shape: String,
     pub fault_classes: FaultClasses,
@@ -123,6 +128,16 @@ pub fn run_with_snapshots(seed: u64, faults: FaultClasses) -> SimReport {
         SimConfig::from_seed(seed)
             .with_faults(faults)
             .with_snapshots(true),
+    )
+}
+
+/// Runs `seed` with the given fault classes and the snapshot workload with snapshot
+/// removal (`--snap-trim`).
+pub fn run_with_snap_trim(seed: u64, faults: FaultClasses) -> SimReport {
+    run_config(
+        SimConfig::from_seed(seed)
+            .with_faults(faults)
+            .with_snap_trim(true),
     )
 }
 

@@ -81,6 +81,18 @@ impl Snapshots {
         }
     }
 
+    /// Drops the `removed` snapshots from the clones and the clones left serving none
+    /// (a snapshot trim). Returns whether any clone served one.
+    pub fn trim(&mut self, removed: &std::collections::BTreeSet<u64>) -> bool {
+        let touched =
+            (self.clones.iter()).any(|clone| clone.snaps.iter().any(|snap| removed.contains(snap)));
+        for clone in &mut self.clones {
+            clone.snaps.retain(|snap| !removed.contains(snap));
+        }
+        self.clones.retain(|clone| !clone.snaps.is_empty());
+        touched
+    }
+
     /// What a read at `snap` sees, given the head now.
     pub fn resolve(&self, head: &State, snap: SnapId) -> State {
         if snap == SnapId::HEAD || snap.0 > self.seq {

@@ -221,6 +221,7 @@ impl Sim {
                 )
             });
         }
+        self.snap_removals.record_map(&map, self.pool);
         if epoch > self.newest_map.epoch {
             self.newest_map = map;
         }

@@ -136,6 +136,17 @@ impl OsdNode {
         }
     }
 
+    /// Whether the copy of `pgid` here has no snapshot trimming left (a copy that is
+    /// down or absent has none).
+    pub fn pg_snap_trim_idle(&self, shard: ShardIndex, pgid: PgId) -> bool {
+        match &self.process {
+            Process::Up(shards) => shards[usize::from(shard.0)]
+                .pg(pgid)
+                .is_none_or(|pg| pg.snap_trim_idle()),
+            Process::Down(_) => true,
+        }
+    }
+
     fn epoch(&self) -> Epoch {
         self.map.as_ref().map_or(Epoch(0), |map| map.epoch)
     }
@@ -304,7 +315,12 @@ impl Sim {
         for index in 0..self.osds[&osd].shard_count {
             let shard = ShardIndex(index);
             let mut out = Vec::new();
-            self.shard_mut(osd, shard).tick(now, &mut out);
+            let driven = self.shard_mut(osd, shard);
+            // The daemon's tick is a turn, which ends with a flush and so with the
+            // shard's background work; here flushes follow disk syncs, which an idle
+            // shard never needs (the tick completes what the work submits).
+            driven.background_turn(&mut out);
+            driven.tick(now, &mut out);
             self.osd_outputs(osd, shard, out);
             self.observe_logs(osd, shard);
             self.schedule_sync(osd, shard);

@@ -19,6 +19,7 @@ use crate::mon_node::{MonNode, MonRecord};
 use crate::network::{Endpoint, Network, Sent, Wire};
 use crate::osd_node::OsdNode;
 use crate::rng::Rng;
+use crate::snap_removal::SnapRemovals;
 use crate::time::{Clock, Nanos, MILLISECOND, SECOND};
 use crate::trace::Trace;
 use crate::SimReport;
@@ -68,6 +69,8 @@ pub struct Sim {
     /// `--snapshots`: the newest snapshot id allocated, and the live ones, newest first.
     pub(crate) snap_seq: u64,
     pub(crate) live_snaps: Vec<u64>,
+    /// `--snap-trim`: removals asked for, and when the maps showed them.
+    pub(crate) snap_removals: SnapRemovals,
     pub(crate) faults: FaultState,
     pub(crate) violations: Vec<String>,
     pub(crate) quiet_at: Nanos,
@@ -92,6 +95,15 @@ impl Sim {
         let mut map = OsdMap::new_dev(config.osd_count);
         let spec = PoolSpec::replicated("sim", config.pool_size, config.pg_num);
         let pool = map.create_pool(spec).expect("the seed picks a valid pool");
+        if config.snap_trim {
+            // The clients draw snapshot ids from the run's own allocator, which
+            // stands for the monitor's; the pool must have allocated them for the
+            // monitor to accept their removal.
+            let pool = map.pools.get_mut(&pool).expect("just created");
+            for _ in 0..crate::client_node::snapshots_max(&config) {
+                pool.allocate_snap();
+            }
+        }
         let mut mon_record = MonRecord::default();
         let mons = Sim::new_monitors(&map, config.mon_count, clock.instant(), &mut mon_record);
         let fsid = map.fsid;
@@ -119,6 +131,7 @@ impl Sim {
             workload_rng: seed_rng.fork(3),
             snap_seq: 0,
             live_snaps: Vec::new(),
+            snap_removals: SnapRemovals::default(),
             faults: FaultState::new(seed_rng.fork(4)),
             flips: FlipState::new(config.seed),
             config,
@@ -426,7 +439,28 @@ impl Sim {
                 return Some(format!("{pgid} is {state} on its primary {primary}"));
             }
         }
+        if let Some(problem) = self.snap_trim_problem() {
+            return Some(problem);
+        }
         self.unhealed_flip()
+    }
+
+    /// `--snap-trim`: a removal the monitor has not answered, or a primary with clones
+    /// of removed snapshots still to trim.
+    fn snap_trim_problem(&self) -> Option<String> {
+        if !self.config.snap_trim {
+            return None;
+        }
+        if self.snap_removals.any_pending() {
+            return Some("a snapshot removal waits for the monitor".into());
+        }
+        let map = &self.newest_map;
+        map.all_pgs().into_iter().find_map(|pgid| {
+            let primary = map.pg_mapping(pgid)?.primary?;
+            let shard = pg_shard(pgid, self.config.shards_per_osd);
+            let idle = self.osds[&primary].pg_snap_trim_idle(shard, pgid);
+            (!idle).then(|| format!("{pgid} has snapshots to trim on {primary}"))
+        })
     }
 
     // --- the end ----------------------------------------------------------------------
@@ -479,6 +513,7 @@ impl Sim {
             pool: self.pool,
             pgs,
             logs,
+            snaps_removed_at: self.snap_removals.removed_at().clone(),
         }
     }
 
@@ -503,6 +538,9 @@ impl Sim {
             ));
         }
         violations.extend(checkers::check(&self.history, &end, &self.mon_record));
+        let snap_trims = (end.logs.values().flatten())
+            .filter(|entry| entry.reqid.client == carmine_osd::SNAP_TRIM_CLIENT)
+            .count() as u64;
         SimReport {
             seed: self.config.seed,
             ok: violations.is_empty(),
@@ -516,6 +554,8 @@ impl Sim {
             repairs: self.repairs_total(),
             backfills: self.backfills,
             snapshots: self.snap_seq,
+            snapshots_removed: self.snap_removals.removed_count(),
+            snap_trims,
             snapshot_reads: self.history.snapshot_reads(),
             shape: self.config.shape(),
             fault_classes: self.config.faults,

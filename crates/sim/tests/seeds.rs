@@ -21,8 +21,8 @@
 //! Seeds that fail today live in `tests/known_gaps.rs`.
 
 use carmine_sim::{
-    format_report, run, run_config, run_with_faults, run_with_snapshots, FaultClasses, SimConfig,
-    SimReport,
+    format_report, run, run_config, run_with_faults, run_with_snap_trim, run_with_snapshots,
+    FaultClasses, SimConfig, SimReport,
 };
 
 fn check(reports: &[SimReport], faults_min: u64, acked_min: u64) {
@@ -76,6 +76,34 @@ fn fixed_seeds_pass_with_snapshots_and_every_fault_class() {
         flips > 50 && repairs > 40,
         "{flips} bits flipped, {repairs} copies repaired"
     );
+}
+
+/// The snapshot workload with removals (`--snap-trim`), every fault class: the OSDs
+/// trim clones of removed snapshots under faults, and the checkers follow each trim
+/// entry of the logs.
+#[test]
+fn fixed_seeds_pass_with_snapshot_removal_and_every_fault_class() {
+    let reports: Vec<SimReport> = (7000..7100)
+        .map(|seed| run_with_snap_trim(seed, FaultClasses::ALL))
+        .collect();
+    check(&reports, 500, 30_000);
+    let removed: u64 = reports.iter().map(|r| r.snapshots_removed).sum();
+    let trims: u64 = reports.iter().map(|r| r.snap_trims).sum();
+    assert!(removed > 400, "only {removed} snapshots removed");
+    assert!(trims > 2_000, "only {trims} objects trimmed");
+}
+
+/// `--snap-trim` seeds that once failed. 558: a primary trimmed an object whose copy
+/// was under repair; the copy pulled before the trim brought the trimmed clone back,
+/// and the next pass's trim, removing it again, failed on the replicas, which no longer
+/// had it: the PG stopped writing for good.
+#[test]
+fn regression_trims_wait_for_repairs() {
+    let reports: Vec<SimReport> = [558]
+        .into_iter()
+        .map(|seed| run_with_snap_trim(seed, FaultClasses::ALL))
+        .collect();
+    check(&reports, 1, 1);
 }
 
 /// Snapshot-workload seeds that once failed with every fault class. 1439: a scrub step

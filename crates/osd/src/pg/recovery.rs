@@ -141,7 +141,7 @@ impl Pg {
 
     /// Whether this copy knows it lacks the current `name` (named missing, or the
     /// whole copy is, until a pull of everything completes).
-    fn lacks(&self, name: &str) -> bool {
+    pub(super) fn lacks(&self, name: &str) -> bool {
         self.missing.contains(name) || self.missing.contains(crate::pglog::MISSING_ALL)
     }
 

@@ -32,6 +32,9 @@ pub(crate) struct TrimPass {
     target: BTreeSet<u64>,
     /// The last object examined.
     cursor: Option<ObjectId>,
+    /// An object was passed over (its copy here is under repair): the pass does not
+    /// complete the target, and another follows.
+    skipped: bool,
 }
 
 impl Pg {
@@ -53,12 +56,16 @@ impl Pg {
         if !self.is_primary() || self.snap_trim_idle() {
             return false;
         }
-        if !self.is_active() {
+        // As Ceph (`kick_snap_trim`), only a clean PG trims: a trim is a write of the
+        // object, and a copy still to be recovered, here or on a replica, would take
+        // it on a stale object (or on none) and end up different.
+        if !self.is_active() || !self.is_clean() {
             return true;
         }
         let mut pass = self.snap_trim_pass.take().unwrap_or_else(|| TrimPass {
             target: self.pool.removed_snaps.clone(),
             cursor: None,
+            skipped: false,
         });
         let page = match store.list_objects(self.coll, pass.cursor.as_ref(), SNAP_TRIM_SCAN_MAX) {
             Ok(page) => page,
@@ -68,18 +75,38 @@ impl Pg {
                 return true;
             }
         };
+        if page.is_empty() && pass.skipped {
+            // Objects were passed over: go round again (the pass's target stays, and
+            // the next one takes what was removed since).
+            return true;
+        }
         if page.is_empty() {
             // The pass is complete.
             self.snap_trimmed = pass.target;
             return !self.snap_trim_idle();
         }
+        // Objects are trimmed of every snap the map shows removed now, not only of
+        // those the pass set out to trim: a trim entry then does exactly what the map
+        // of its epoch says (the simulator's checker relies on it), and no object
+        // needs a second write for a snap removed mid-pass.
+        let removed = self.pool.removed_snaps.clone();
         let mut started = 0;
         for oid in page {
             pass.cursor = Some(oid.clone());
             if oid.name.is_empty() || oid.snap != SnapId::HEAD {
                 continue;
             }
-            if self.trim_one(store, &oid.name, &pass.target, out) {
+            // A copy of ours found corrupt or known stale waits for its repair, as a
+            // client write does: the repair replaces it with another copy's state,
+            // which a trim made here first would not be in.
+            let waits = self.repairs.contains_key(&oid.name)
+                || self.local_corrupt.contains(&oid.name)
+                || self.lacks(&oid.name);
+            if waits {
+                pass.skipped = true;
+                continue;
+            }
+            if self.trim_one(store, &oid.name, &removed, out) {
                 started += 1;
             }
             let room = self.in_flight.len() < self.tuning.in_flight_writes_max / 2;
