@@ -44,6 +44,28 @@ pub struct Execution {
     pub exists_after: bool,
     pub size_after: u64,
     pub wrote: bool,
+    /// Snapshot clones the write makes and drops: the PG counts clones among its
+    /// objects and bytes, as Ceph's `num_objects` and `num_bytes` do.
+    pub clones_made: Counts,
+    pub clones_dropped: Counts,
+}
+
+/// Objects and their bytes, for a PG's counts.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub objects: u64,
+    pub bytes: u64,
+}
+
+impl Counts {
+    pub fn one(bytes: u64) -> Counts {
+        Counts { objects: 1, bytes }
+    }
+
+    pub fn add(&mut self, other: Counts) {
+        self.objects += other.objects;
+        self.bytes += other.bytes;
+    }
 }
 
 pub fn load_object(
@@ -144,11 +166,17 @@ pub fn execute(
         exists_after: before.exists,
         size_after: before.size_bytes,
         wrote: false,
+        clones_made: Counts::default(),
+        clones_dropped: Counts::default(),
     };
     let mut snapset_changed = false;
     if writes {
+        let clones = snapset.clones.len();
         snapset_changed =
             snaps::clone_before_write(coll, &oid.name, &before, snapc, &mut snapset, &mut run.tx)?;
+        if snapset.clones.len() > clones {
+            run.clones_made = Counts::one(before.size_bytes);
+        }
     }
     for op in ops {
         let output = if op.is_write() {

@@ -167,7 +167,8 @@ pub struct Trim {
     pub tx: Transaction,
     /// The head was a whiteout and its last clone went: the whole object is gone.
     pub removed_head: bool,
-    pub clones_removed: usize,
+    /// The clones deleted, and their bytes.
+    pub clones_removed: crate::exec::Counts,
 }
 
 /// Drops `removed` snaps from `name`'s clones and deletes clones that serve no snap.
@@ -191,7 +192,8 @@ pub fn trim_object(
         clone.snaps.retain(|snap| !removed.contains(snap));
         if clone.snaps.is_empty() {
             trim.tx.remove(coll, clone_oid(name, clone.id));
-            trim.clones_removed += 1;
+            trim.clones_removed
+                .add(crate::exec::Counts::one(clone.size_bytes));
             false
         } else {
             true

@@ -489,3 +489,37 @@ fn trimming_waits_until_the_pg_is_clean() {
     }
     cluster.assert_all_replicas_identical();
 }
+
+/// A PG counts snapshot clones among its objects and bytes, as Ceph's `num_objects`
+/// and `num_bytes` do (`carmine df` reports them); a whiteout head is not an object,
+/// and trimming takes the clones back out.
+#[test]
+fn pg_counts_include_clones_until_they_are_trimmed() {
+    let config = Config {
+        pg_num: 1,
+        ..Config::default()
+    };
+    let mut cluster = Cluster::new(config);
+    write(&mut cluster, "c", "0123456789", snapc(&[]));
+    let pgid = cluster.pg_of("c");
+    let counts = |cluster: &Cluster| {
+        let stat = cluster.pg_stat(pgid);
+        (stat.object_count, stat.data_bytes)
+    };
+    assert_eq!(counts(&cluster), (1, 10));
+    let s1 = snap_create(&mut cluster);
+    write(&mut cluster, "c", "abc", snapc(&[s1]));
+    assert_eq!(counts(&cluster), (2, 13), "the head and its clone");
+    remove(&mut cluster, "c", snapc(&[s1]));
+    assert_eq!(
+        counts(&cluster),
+        (1, 10),
+        "the clone; the whiteout is no object"
+    );
+    snap_remove(&mut cluster, s1);
+    for _ in 0..4 {
+        cluster.turn();
+    }
+    assert_eq!(counts(&cluster), (0, 0), "trimmed");
+    cluster.assert_all_replicas_identical();
+}

@@ -183,13 +183,26 @@ impl Sim {
     }
 
     /// Whether a flipped copy reads clean again (repaired, or its data rewritten). A
-    /// copy on a down OSD counts as not healed.
+    /// copy on a down OSD counts as not healed. The head and clones of one object
+    /// share data pieces on LogStore until one is rewritten, so a flip is healed only
+    /// when every one of them reads clean (seed 20896 with `--snap-trim`: a flipped
+    /// head was overwritten, and its clone kept the flipped piece).
     fn flip_healed(&self, flip: &Flip) -> bool {
         let node = &self.osds[&flip.osd];
-        node.is_up()
-            && !node
-                .store(flip.shard)
-                .is_corrupt(CollectionId::Pg(flip.pgid), &flip.oid)
+        if !node.is_up() {
+            return false;
+        }
+        let store = node.store(flip.shard);
+        let coll = CollectionId::Pg(flip.pgid);
+        if store.is_corrupt(coll, &flip.oid) {
+            return false;
+        }
+        let Ok(objects) = carmine_store::ObjectStore::list_objects(store, coll, None, 4096) else {
+            return true;
+        };
+        !(objects.iter())
+            .filter(|oid| oid.name == flip.oid.name && **oid != flip.oid)
+            .any(|oid| store.is_corrupt(coll, oid))
     }
 
     fn record_flip(&mut self, words: String) {

@@ -560,9 +560,11 @@ fn stats_match_content(end: &FinalState, out: &mut Vec<String>) {
                 continue;
             }
         };
-        // Heads that exist: clones and whiteout heads are not counted.
+        // Heads that exist and snapshot clones, as Ceph counts them; a whiteout head
+        // is not an object.
         let held = objects.iter().filter(|(name, object)| {
-            name.as_str() != dump::PGMETA_NAME && !dump::is_clone_key(name) && !object.is_whiteout()
+            name.as_str() != dump::PGMETA_NAME
+                && (dump::is_clone_key(name) || !object.is_whiteout())
         });
         let count = held.clone().count() as u64;
         let bytes: u64 = held.map(|(_, object)| object.size_bytes).sum();

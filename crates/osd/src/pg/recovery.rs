@@ -10,7 +10,7 @@
 //! or its absence, and replaces the receiver's copy in one transaction.
 
 use super::{peer_output, Pg, Phase};
-use crate::exec::OBJECT_INFO_XATTR;
+use crate::exec::{Counts, OBJECT_INFO_XATTR};
 use crate::pglog::missing_key;
 use crate::Output;
 use carmine_proto::{Msg, ObjectCopy, ObjectInfo, ObjectState, PgPull, PgPush, PgPushReply};
@@ -177,11 +177,10 @@ impl Pg {
         for copy in objects {
             let oid = ObjectId::head(copy.oid.clone());
             if follow {
-                let before = store.stat(self.coll, &oid).ok().map(|s| s.size_bytes);
-                let after = copy.state.as_ref().map(|s| s.data.len() as u64);
-                counts.0 = (counts.0 + u64::from(after.is_some()))
-                    .saturating_sub(u64::from(before.is_some()));
-                counts.1 = (counts.1 + after.unwrap_or(0)).saturating_sub(before.unwrap_or(0));
+                let before = stored_counts(store, self.coll, &copy.oid);
+                let after = copy_counts(&copy);
+                counts.0 = (counts.0 + after.objects).saturating_sub(before.objects);
+                counts.1 = (counts.1 + after.bytes).saturating_sub(before.bytes);
             }
             if store.exists(self.coll, &oid) {
                 tx.remove(self.coll, oid.clone());
@@ -626,4 +625,38 @@ fn write_state(tx: &mut Transaction, coll: CollectionId, oid: ObjectId, state: O
         tx.omap_set(coll, oid.clone(), state.omap);
     }
     tx.set_mtime(coll, oid, state.mtime_ns);
+}
+
+/// What `name` adds to the PG's counts here: its head if it exists (a whiteout does
+/// not) and its clones.
+fn stored_counts(store: &dyn ObjectStore, coll: CollectionId, name: &str) -> Counts {
+    let mut counts = Counts::default();
+    let head = crate::exec::load_object(store, coll, &ObjectId::head(name));
+    if let Some(head) = head.ok().filter(|head| head.exists) {
+        counts.add(Counts::one(head.size_bytes));
+    }
+    for clone in crate::snaps::stored_clones(store, coll, name) {
+        if let Ok(stat) = store.stat(coll, &clone) {
+            counts.add(Counts::one(stat.size_bytes));
+        }
+    }
+    counts
+}
+
+/// What a copy of an object adds to the PG's counts once applied (as
+/// [`stored_counts`]).
+fn copy_counts(copy: &ObjectCopy) -> Counts {
+    let mut counts = Counts::default();
+    if let Some(state) = &copy.state {
+        let whiteout = (state.xattrs.get(OBJECT_INFO_XATTR))
+            .and_then(|raw| ObjectInfo::from_shared(raw.clone()).ok())
+            .is_some_and(|info| info.whiteout);
+        if !whiteout {
+            counts.add(Counts::one(state.data.len() as u64));
+        }
+    }
+    for (_, clone) in &copy.clones {
+        counts.add(Counts::one(clone.data.len() as u64));
+    }
+    counts
 }

@@ -249,9 +249,14 @@ impl Pg {
         let mut info = self.info.clone();
         info.last_update = version;
         info.log_tail = self.log.tail_after_push(self.info.log_tail);
+        // Heads that exist (not whiteouts) and clones count, as in Ceph.
         info.object_count = (info.object_count + u64::from(run.exists_after))
             .saturating_sub(u64::from(run.before.exists));
         info.data_bytes = (info.data_bytes + run.size_after).saturating_sub(run.before.size_bytes);
+        info.object_count = (info.object_count + run.clones_made.objects)
+            .saturating_sub(run.clones_dropped.objects);
+        info.data_bytes =
+            (info.data_bytes + run.clones_made.bytes).saturating_sub(run.clones_dropped.bytes);
         // Client writes pushed the object already (they wait when it cannot be
         // pushed); a write the PG makes itself (a snapshot trim) pushes it here.
         let _ = self.push_before_write(store, name, out);

@@ -148,6 +148,8 @@ impl Pg {
             exists_after: before.exists,
             size_after: before.size_bytes,
             wrote: true,
+            clones_made: Default::default(),
+            clones_dropped: trim.clones_removed,
         };
         let version = EVersion {
             epoch: self.map_epoch,
@@ -157,12 +159,13 @@ impl Pg {
             client: SNAP_TRIM_CLIENT,
             tid: version.version,
         };
+        let run_dropped = trim.clones_removed.objects;
         match self.submit_write(store, reqid, name, run, version, Vec::new(), out) {
             Ok(()) => {
                 tracing::debug!(
                     "{}: trimmed {} clones of {name}{}",
                     self.pgid,
-                    trim.clones_removed,
+                    run_dropped,
                     if trim.removed_head {
                         " and its whiteout"
                     } else {
