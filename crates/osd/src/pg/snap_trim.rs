@@ -76,8 +76,8 @@ impl Pg {
             }
         };
         if page.is_empty() && pass.skipped {
-            // Objects were passed over: go round again (the pass's target stays, and
-            // the next one takes what was removed since).
+            // Objects were passed over: the pass completes nothing, and a new one
+            // starts at the next step (with what the map shows removed by then).
             return true;
         }
         if page.is_empty() {
