@@ -23,7 +23,7 @@ use crate::time::{format_nanos, Nanos, MILLISECOND};
 use carmine_clustermap::pg_shard;
 use carmine_proto::PgState;
 use carmine_store::CollectionId;
-use carmine_types::{ObjectId, OsdId, PgId, ShardIndex};
+use carmine_types::{ObjectId, OsdId, PgId, ShardIndex, SnapId};
 
 /// Mean time between flips.
 pub const FLIP_INTERVAL_MEAN: Nanos = 1_500 * MILLISECOND;
@@ -197,11 +197,17 @@ impl Sim {
         if store.is_corrupt(coll, &flip.oid) {
             return false;
         }
-        let Ok(objects) = carmine_store::ObjectStore::list_objects(store, coll, None, 4096) else {
+        // Clones sort before their head, from snap id 0 (never allocated) on.
+        let first = ObjectId {
+            name: flip.oid.name.clone(),
+            snap: SnapId(0),
+        };
+        let Ok(after) = carmine_store::ObjectStore::list_objects(store, coll, Some(&first), 4096)
+        else {
             return true;
         };
-        !(objects.iter())
-            .filter(|oid| oid.name == flip.oid.name && **oid != flip.oid)
+        !(after.iter())
+            .take_while(|oid| oid.name == flip.oid.name)
             .any(|oid| store.is_corrupt(coll, oid))
     }
 

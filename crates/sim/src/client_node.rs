@@ -24,6 +24,8 @@ pub const MON_RETRY_DELAY: Nanos = 100 * MILLISECOND;
 pub const SNAPSHOTS_PER_RUN_MAX: u64 = 24;
 /// Snapshots a `--snap-trim` run takes at most: removals keep clones few.
 pub const SNAPSHOTS_WITH_REMOVAL_MAX: u64 = 48;
+/// Client ids start here, so that they never look like small test ids.
+pub const CLIENT_ID_BASE: u64 = 4096;
 
 /// The snapshots a run with `config` may take.
 pub fn snapshots_max(config: &SimConfig) -> u64 {
@@ -33,8 +35,6 @@ pub fn snapshots_max(config: &SimConfig) -> u64 {
         SNAPSHOTS_PER_RUN_MAX
     }
 }
-/// Client ids start here, so that they never look like small test ids.
-pub const CLIENT_ID_BASE: u64 = 4096;
 
 pub struct ClientNode {
     pub id: u64,

@@ -176,8 +176,9 @@ impl Pg {
         let mut counts = (self.info.object_count, self.info.data_bytes);
         for copy in objects {
             let oid = ObjectId::head(copy.oid.clone());
+            let clones = crate::snaps::stored_clones(store, self.coll, &copy.oid);
             if follow {
-                let before = stored_counts(store, self.coll, &copy.oid);
+                let before = stored_counts(store, self.coll, &copy.oid, &clones);
                 let after = copy_counts(&copy);
                 counts.0 = (counts.0 + after.objects).saturating_sub(before.objects);
                 counts.1 = (counts.1 + after.bytes).saturating_sub(before.bytes);
@@ -185,7 +186,7 @@ impl Pg {
             if store.exists(self.coll, &oid) {
                 tx.remove(self.coll, oid.clone());
             }
-            for clone in crate::snaps::stored_clones(store, self.coll, &copy.oid) {
+            for clone in clones {
                 tx.remove(self.coll, clone);
             }
             if let Some(state) = copy.state {
@@ -628,15 +629,20 @@ fn write_state(tx: &mut Transaction, coll: CollectionId, oid: ObjectId, state: O
 }
 
 /// What `name` adds to the PG's counts here: its head if it exists (a whiteout does
-/// not) and its clones.
-fn stored_counts(store: &dyn ObjectStore, coll: CollectionId, name: &str) -> Counts {
+/// not) and its stored `clones`.
+fn stored_counts(
+    store: &dyn ObjectStore,
+    coll: CollectionId,
+    name: &str,
+    clones: &[ObjectId],
+) -> Counts {
     let mut counts = Counts::default();
     let head = crate::exec::load_object(store, coll, &ObjectId::head(name));
     if let Some(head) = head.ok().filter(|head| head.exists) {
         counts.add(Counts::one(head.size_bytes));
     }
-    for clone in crate::snaps::stored_clones(store, coll, name) {
-        if let Ok(stat) = store.stat(coll, &clone) {
+    for clone in clones {
+        if let Ok(stat) = store.stat(coll, clone) {
             counts.add(Counts::one(stat.size_bytes));
         }
     }

@@ -159,13 +159,12 @@ impl Pg {
             client: SNAP_TRIM_CLIENT,
             tid: version.version,
         };
-        let run_dropped = trim.clones_removed.objects;
         match self.submit_write(store, reqid, name, run, version, Vec::new(), out) {
             Ok(()) => {
                 tracing::debug!(
                     "{}: trimmed {} clones of {name}{}",
                     self.pgid,
-                    run_dropped,
+                    trim.clones_removed.objects,
                     if trim.removed_head {
                         " and its whiteout"
                     } else {
