@@ -7,6 +7,7 @@ mod common;
 use carmine_client::{Client, ClientConfig};
 use carmine_proto::{ClusterStatus, Command, CommandOutput};
 use common::{write_file, DevCluster};
+use std::time::Duration;
 
 fn status(cluster: &DevCluster) -> ClusterStatus {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -58,14 +59,32 @@ fn the_cluster_survives_the_loss_of_the_monitor_leader() {
         b"written under the next leader",
     );
     put_and_get(&cluster, "rbd", "third", b"the old pool still works");
-    let during = status(&cluster);
+    // The new leader counts a peer in quorum for two election timeouts after it last
+    // heard from it, so the killed monitor may still show for a moment.
+    let mut during = status(&cluster);
+    common::wait_until(
+        "the killed monitor to leave the quorum",
+        Duration::from_secs(10),
+        || {
+            during = status(&cluster);
+            during.mon_quorum.len() == 2
+        },
+    );
     let new_leader = during.mon_leader.expect("a new leader");
     assert_ne!(new_leader, leader);
     assert_eq!(during.mon_quorum.len(), 2, "{:?}", during.mon_quorum);
     assert!(during.epoch > before.epoch);
 
     cluster.ok(&["vstart", "--only", &name, "--dir", &dir]);
-    let after = status(&cluster);
+    let mut after = status(&cluster);
+    common::wait_until(
+        "the restarted monitor to rejoin",
+        Duration::from_secs(10),
+        || {
+            after = status(&cluster);
+            after.mon_quorum.len() == 3
+        },
+    );
     assert_eq!(after.mon_quorum, vec![0, 1, 2]);
     let pools = cluster.ok(&["pool", "ls"]);
     assert!(pools.contains("rbd") && pools.contains("after"), "{pools}");
