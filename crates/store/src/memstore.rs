@@ -17,6 +17,7 @@
 
 mod apply;
 mod extents;
+mod key;
 
 pub(crate) use apply::check_limits;
 mod object;
@@ -24,6 +25,7 @@ mod object;
 use crate::{CollectionId, ObjectStat, ObjectStore, StoreError, StoreUsage, Transaction, TxSeq};
 use bytes::Bytes;
 use carmine_types::ObjectId;
+use key::ObjectKey;
 use object::Object;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -44,7 +46,7 @@ pub struct MemStore {
 
 #[derive(Debug, Clone, Default)]
 struct Collection {
-    objects: BTreeMap<ObjectId, Object>,
+    objects: BTreeMap<ObjectKey, Object>,
 }
 
 /// Running totals behind [`StoreUsage`].
@@ -134,7 +136,7 @@ impl MemStore {
             .get_mut(&coll)
             .ok_or(StoreError::NoSuchCollection(coll))?
             .objects
-            .get_mut(oid)
+            .get_mut(&ObjectKey::of(oid))
             .ok_or_else(|| StoreError::NoSuchObject(coll, oid.clone()))?;
         object.decayed = true;
         Ok(())
@@ -149,7 +151,7 @@ impl MemStore {
     fn object(&self, coll: CollectionId, oid: &ObjectId) -> Result<&Object, StoreError> {
         self.collection(coll)?
             .objects
-            .get(oid)
+            .get(&ObjectKey::of(oid))
             .ok_or_else(|| StoreError::NoSuchObject(coll, oid.clone()))
     }
 
@@ -157,8 +159,8 @@ impl MemStore {
     fn counters_match(&self) -> bool {
         let mut counters = Counters::default();
         for (&coll, collection) in &self.collections {
-            for (oid, object) in &collection.objects {
-                counters.add(Counters::of_object(coll, oid.name.len(), object));
+            for (key, object) in &collection.objects {
+                counters.add(Counters::of_object(coll, key.name_bytes(), object));
                 if !object.data.invariants_hold() {
                     return false;
                 }
@@ -294,11 +296,11 @@ impl ObjectStore for MemStore {
         max_entries: usize,
     ) -> Result<Vec<ObjectId>, StoreError> {
         let objects = &self.collection(coll)?.objects;
-        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let start = after.map_or(Bound::Unbounded, |oid| Bound::Excluded(ObjectKey::of(oid)));
         Ok(objects
-            .range::<ObjectId, _>((start, Bound::Unbounded))
+            .range((start, Bound::Unbounded))
             .take(max_entries)
-            .map(|(oid, _)| oid.clone())
+            .map(|(key, _)| key.to_oid())
             .collect())
     }
 

@@ -14,6 +14,7 @@
 //! cloned into every record. A run that creates its object records no changes at all:
 //! undoing the creation removes the object whatever the run did to it.
 
+use super::key::ObjectKey;
 use super::object::{DataUndo, Object, ObjectData, SpareBuffers};
 use super::{Collection, Counters, MemStore};
 use crate::omap::OmapKey;
@@ -25,6 +26,7 @@ use carmine_types::limits::{
     XATTR_VALUE_BYTES_MAX,
 };
 use carmine_types::ObjectId;
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 /// What one op replaced, to put back if the transaction fails.
@@ -287,8 +289,11 @@ impl MemStore {
             .get_mut(&coll)
             .ok_or(StoreError::NoSuchCollection(coll))?;
         let name_bytes = oid.name.len();
-        match collection.objects.get_mut(&oid) {
-            Some(object) => {
+        // One search whether or not the object exists (a write of a new object used to
+        // search twice: a miss, then the insert).
+        match collection.objects.entry(ObjectKey::of(&oid)) {
+            Entry::Occupied(mut entry) => {
+                let object = entry.get_mut();
                 let before = Counters::of_object(coll, name_bytes, object);
                 undo.push(Undo::Target(coll, oid));
                 let spares = &mut self.spares;
@@ -298,12 +303,12 @@ impl MemStore {
                     .add(Counters::of_object(coll, name_bytes, object));
                 result
             }
-            None => {
+            Entry::Vacant(entry) => {
                 let mut ops = ops.peekable();
                 if !ops.peek().is_some_and(ObjectOp::creates) {
                     return Err(StoreError::NoSuchObject(coll, oid));
                 }
-                let object = collection.objects.entry(oid.clone()).or_default();
+                let object = entry.insert(Object::default());
                 undo.push(Undo::Object(coll, oid, None));
                 let spares = &mut self.spares;
                 let result = ops.try_for_each(|op| change(object, op, spares, None));
@@ -336,9 +341,9 @@ impl MemStore {
             .collections
             .remove(&coll)
             .ok_or(StoreError::NoSuchCollection(coll))?;
-        for (oid, object) in &collection.objects {
+        for (key, object) in &collection.objects {
             self.counters
-                .subtract(Counters::of_object(coll, oid.name.len(), object));
+                .subtract(Counters::of_object(coll, key.name_bytes(), object));
         }
         undo.push(Undo::Collection(coll, Some(collection)));
         Ok(())
@@ -354,7 +359,7 @@ impl MemStore {
             .collections
             .get_mut(&coll)
             .ok_or(StoreError::NoSuchCollection(coll))?;
-        let Some(object) = collection.objects.remove(&oid) else {
+        let Some(object) = collection.objects.remove(&ObjectKey::of(&oid)) else {
             return Err(StoreError::NoSuchObject(coll, oid));
         };
         self.counters
@@ -380,7 +385,7 @@ impl MemStore {
         let name_bytes = dst.name.len();
         self.counters
             .add(Counters::of_object(coll, name_bytes, &copy));
-        let previous = collection.objects.insert(dst.clone(), copy);
+        let previous = collection.objects.insert(ObjectKey::of(&dst), copy);
         if let Some(previous) = &previous {
             self.counters
                 .subtract(Counters::of_object(coll, name_bytes, previous));
@@ -398,7 +403,7 @@ impl MemStore {
             match record {
                 Undo::Change(change) => changes.push(change),
                 Undo::Target(coll, oid) => {
-                    let object = self.undo_objects(coll).get_mut(&oid);
+                    let object = self.undo_objects(coll).get_mut(&ObjectKey::of(&oid));
                     let object = object.expect("undo: the object exists");
                     for change in changes.drain(..) {
                         undo_change(object, change);
@@ -415,8 +420,8 @@ impl MemStore {
                     assert!(changes.is_empty(), "undo: changes without a target");
                     let objects = self.undo_objects(coll);
                     match previous {
-                        Some(object) => objects.insert(oid, *object),
-                        None => objects.remove(&oid),
+                        Some(object) => objects.insert(ObjectKey::of(&oid), *object),
+                        None => objects.remove(&ObjectKey::of(&oid)),
                     };
                 }
             }
@@ -425,7 +430,7 @@ impl MemStore {
     }
 
     /// The objects of a collection that an undo record relies on existing.
-    fn undo_objects(&mut self, coll: CollectionId) -> &mut BTreeMap<ObjectId, Object> {
+    fn undo_objects(&mut self, coll: CollectionId) -> &mut BTreeMap<ObjectKey, Object> {
         let collection = self.collections.get_mut(&coll);
         &mut collection.expect("undo: the collection exists").objects
     }
