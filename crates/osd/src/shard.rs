@@ -1129,6 +1129,48 @@ mod tests {
         );
     }
 
+    /// A device write that fails puts the store out of service, which the shard's
+    /// drivers read after each flush to stop the OSD (`carmine_rt`'s shard loop exits,
+    /// the simulator's disk-error class stops the node): nothing submitted after it
+    /// is ever reported durable.
+    #[test]
+    fn a_failed_device_write_puts_the_store_out_of_service() {
+        use carmine_store::{
+            CollectionId, FaultConfig, FaultyDevice, LogStore, LogStoreConfig, Transaction,
+        };
+        let device = FaultyDevice::in_memory(4 << 20, FaultConfig::default());
+        let store = LogStore::open(device, LogStoreConfig::small()).unwrap();
+        let mut shard = OsdShard::new(OsdId(0), ShardIndex(0), 1, store);
+        let mut out = Vec::new();
+        let mut tx = Transaction::new();
+        tx.create_collection(CollectionId::Meta);
+        shard.store_mut().submit(tx).unwrap();
+        shard.flush(&mut out);
+        assert!(shard.store().failure().is_none());
+        let durable = shard.store().committed_through();
+        shard.store_mut().device_mut().fail_power_after_writes(0);
+        let mut tx = Transaction::new();
+        tx.touch(CollectionId::Meta, carmine_types::ObjectId::head("a"));
+        let seq = shard.store_mut().submit(tx).unwrap();
+        shard.flush(&mut out);
+        assert!(
+            matches!(
+                shard.store().failure(),
+                Some(carmine_store::StoreError::Io(_))
+            ),
+            "{:?}",
+            shard.store().failure()
+        );
+        assert_eq!(shard.store().committed_through(), durable);
+        assert!(seq > durable);
+        let mut tx = Transaction::new();
+        tx.touch(CollectionId::Meta, carmine_types::ObjectId::head("b"));
+        assert!(
+            shard.store_mut().submit(tx).is_err(),
+            "it refuses all further work"
+        );
+    }
+
     #[test]
     fn shard_of_matches_pg_shard() {
         for shard_count in 1..=4 {

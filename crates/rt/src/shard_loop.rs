@@ -52,6 +52,9 @@ pub const SCRUB_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
 /// [`carmine_osd::SCRUB_BYTES_PER_STEP`]).
 pub const SCRUB_OBJECTS_PER_STEP: usize = 16;
 
+/// The exit status of an OSD that stopped because a shard's store failed.
+pub const EXIT_STORE_FAILED: i32 = 3;
+
 /// A shard's periodic report to shard 0.
 #[derive(Debug, Clone)]
 pub struct ShardReport {
@@ -281,6 +284,9 @@ impl<S: ObjectStore> ShardState<S> {
         self.shard.set_clock(Instant::now());
         self.clock_set = false;
         self.shard.flush(&mut self.outputs);
+        if let Some(error) = self.shard.store().failure() {
+            stop_on_store_failure(self.shard.whoami(), self.shard.index(), error);
+        }
         let wakeup = self.shard.recovery_wakeup();
         if wakeup.is_some_and(|due| self.recovery_wakeup.is_none_or(|armed| due < armed)) {
             self.recovery_wakeup = wakeup;
@@ -450,4 +456,23 @@ impl<S: ObjectStore + 'static> Dispatch for OsdDispatch<S> {
             state.borrow_mut().closed(self.conn_id, self.outgoing);
         }
     }
+}
+
+/// Stops the OSD process: a store that failed a device write or sync refuses all
+/// further work, and an OSD that stayed up on it would hold its PGs' writes forever
+/// (no map change would ever re-peer them without it). Ceph's OSD aborts on such an
+/// error; this exits, before the turn's replies go out (what the failed flush did not
+/// make durable was never acknowledged). The peers' heartbeats report the OSD down,
+/// its PGs re-peer without it, and once restarted on a working device it recovers
+/// from what its store had synced. Exiting skips every destructor, as a crash would,
+/// which the stores are built to survive.
+fn stop_on_store_failure(osd: OsdId, shard: ShardIndex, error: &carmine_store::StoreError) -> ! {
+    let words = format!(
+        "{osd} shard {}: the store failed ({error}); the OSD stops so that its PGs \
+         re-peer without it (exit status {EXIT_STORE_FAILED})",
+        shard.0
+    );
+    tracing::error!("{words}");
+    eprintln!("{words}");
+    std::process::exit(EXIT_STORE_FAILED)
 }

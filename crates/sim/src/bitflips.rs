@@ -97,6 +97,11 @@ impl Sim {
         let Some((osd, shard, pgid)) = self.flip_target() else {
             return;
         };
+        if self.disk_errors.armed.contains(&(osd, shard)) {
+            // The flip checkpoints the store first: a disk error would strike there,
+            // outside any turn of the OSD's (it strikes on the OSD's own writes).
+            return;
+        }
         let coll = CollectionId::Pg(pgid);
         let store = self.osds[&osd].store(shard);
         let Ok(objects) = carmine_store::ObjectStore::list_objects(store, coll, None, 4096) else {
@@ -125,7 +130,7 @@ impl Sim {
                     oid: oid.clone(),
                     at: self.now(),
                 });
-                self.record_flip(format!(
+                self.record_side_fault(format!(
                     "bit flip on {osd} shard {}: {pgid} {} at device offset {offset}",
                     shard.0,
                     object_words(&oid)
@@ -209,15 +214,6 @@ impl Sim {
         !(after.iter())
             .take_while(|oid| oid.name == flip.oid.name)
             .any(|oid| store.is_corrupt(coll, oid))
-    }
-
-    fn record_flip(&mut self, words: String) {
-        self.trace.mix(words.as_bytes());
-        self.trace.note(self.now(), || format!("FAULT {words}"));
-        if self.faults.log.len() < crate::faults::FAULT_LOG_MAX {
-            let line = format!("{} {words}", format_nanos(self.now()));
-            self.faults.log.push(line);
-        }
     }
 
     /// Every up OSD runs a scrub step; repeats until the run ends.

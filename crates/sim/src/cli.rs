@@ -122,6 +122,12 @@ pub fn format_report(report: &SimReport) -> String {
             report.bit_flips, report.repairs
         ));
     }
+    if report.disk_errors > 0 {
+        text.push_str(&format!(
+            "  disk errors {}, OSDs stopped on a failed store {}\n",
+            report.disk_errors, report.store_failure_stops
+        ));
+    }
     if report.snapshots > 0 {
         text.push_str(&format!(
             "  snapshots {}, removed {}, objects trimmed {}, reads at a snapshot {}\n",
@@ -246,6 +252,8 @@ mod tests {
             "none",
             "crashes,bit-flips",
             "delays,mon-partitions",
+            "crashes,disk-errors",
+            "all,disk-errors",
         ] {
             let classes = FaultClasses::parse(text).unwrap();
             assert_eq!(FaultClasses::parse(&classes.to_arg()).unwrap(), classes);

@@ -35,6 +35,10 @@ pub struct FaultClasses {
     pub mon_crashes: bool,
     /// Monitors are cut off from each other: a minority, or the leader.
     pub mon_partitions: bool,
+    /// One OSD shard's LogStore device fails its writes (LogStore seeds only): the
+    /// store puts itself out of service, the OSD stops and restarts later. Not in
+    /// [`FaultClasses::ALL`] yet (see `crate::disk_errors`).
+    pub disk_errors: bool,
 }
 
 impl Default for FaultClasses {
@@ -55,6 +59,7 @@ impl FaultClasses {
         bit_flips: false,
         mon_crashes: false,
         mon_partitions: false,
+        disk_errors: false,
     };
 
     pub const ALL: FaultClasses = FaultClasses {
@@ -68,6 +73,8 @@ impl FaultClasses {
         bit_flips: true,
         mon_crashes: true,
         mon_partitions: true,
+        // Not yet: see `crate::disk_errors` (`--faults all,disk-errors` adds it).
+        disk_errors: false,
     };
 
     /// The classes the code handles today (see the crate docs for the others). Bit
@@ -78,18 +85,20 @@ impl FaultClasses {
             osd_partitions: false,
             crashes: false,
             bit_flips: false,
+            disk_errors: false,
             ..Self::ALL
         }
     }
 
-    /// Whether OSDs may leave acting sets (crashes, partitions, monitor resets).
+    /// Whether OSDs may leave acting sets (crashes, partitions, monitor resets, an OSD
+    /// stopping on a disk error).
     pub fn moves_osds(&self) -> bool {
-        self.osd_mon_resets || self.osd_partitions || self.crashes
+        self.osd_mon_resets || self.osd_partitions || self.crashes || self.disk_errors
     }
 
     /// Parses `all`, `none`, `handled`, or a comma list of `delays`, `resets`,
     /// `osd-mon-resets`, `slow`, `client-partitions`, `osd-partitions`, `crashes`,
-    /// `bit-flips`, `mon-crashes`, `mon-partitions`.
+    /// `bit-flips`, `mon-crashes`, `mon-partitions`, `disk-errors`.
     pub fn parse(text: &str) -> Result<FaultClasses, String> {
         let mut classes = FaultClasses::NONE;
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -107,11 +116,12 @@ impl FaultClasses {
                 "bit-flips" => classes.bit_flips = true,
                 "mon-crashes" => classes.mon_crashes = true,
                 "mon-partitions" => classes.mon_partitions = true,
+                "disk-errors" => classes.disk_errors = true,
                 other => {
                     return Err(format!(
                         "unknown fault class '{other}'; use all, none, handled, delays, \
                          resets, osd-mon-resets, slow, client-partitions, osd-partitions, \
-                         crashes, bit-flips, mon-crashes or mon-partitions"
+                         crashes, bit-flips, mon-crashes, mon-partitions or disk-errors"
                     ))
                 }
             }
@@ -138,6 +148,7 @@ impl FaultClasses {
             (self.bit_flips, "bit-flips"),
             (self.mon_crashes, "mon-crashes"),
             (self.mon_partitions, "mon-partitions"),
+            (self.disk_errors, "disk-errors"),
         ];
         let on: Vec<&str> = names
             .iter()

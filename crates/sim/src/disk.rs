@@ -107,6 +107,27 @@ impl SimStore {
         }
     }
 
+    /// Arms a disk error: the device fails every write from the `writes`+1-th more on
+    /// (and every sync after it), until the OSD's process stops and the device is
+    /// reset by [`SimStore::crash`]. False for a MemStore (it has no device).
+    pub fn fail_writes_after(&mut self, writes: u64) -> bool {
+        let SimStore::Log(disk) = self else {
+            return false;
+        };
+        disk.store.device_mut().fail_power_after_writes(writes);
+        true
+    }
+
+    /// Disarms a disk error armed by [`SimStore::fail_writes_after`] that has not
+    /// struck yet (the faults end).
+    pub fn disarm_disk_error(&mut self) {
+        if let SimStore::Log(disk) = self {
+            let device = disk.store.device_mut();
+            let config = *device.config();
+            device.set_config(config);
+        }
+    }
+
     /// Flips one bit of `oid`'s data at rest (see `carmine_store::logstore::at_rest`):
     /// checkpoints the store so its data is at rest, then flips bit `bit_choice % 8` of
     /// the byte `byte_choice` picks among the object's checkpointed pieces, as media
@@ -198,6 +219,10 @@ impl ObjectStore for SimStore {
 
     fn flush(&mut self) -> Result<(), StoreError> {
         self.inner_mut().flush()
+    }
+
+    fn failure(&self) -> Option<&StoreError> {
+        self.inner().failure()
     }
 
     fn collection_exists(&self, coll: CollectionId) -> bool {

@@ -64,6 +64,13 @@ pub enum Event {
     BitFlip,
     /// Periodic (with bit flips): every up OSD runs a deep-scrub step.
     Scrub,
+    /// Arm the next disk error (the disk-error fault class).
+    DiskError,
+    /// A store of `osd` has failed: the process (start `start`) stops.
+    StoreFailed {
+        osd: OsdId,
+        start: u64,
+    },
     /// The fault phase ends: heal everything, restart every crashed OSD and monitor.
     Quiet,
     /// Clients stop issuing new ops.

@@ -124,6 +124,17 @@ impl Sim {
         }
     }
 
+    /// Records a fault of a class on its own schedule (bit flips, disk errors): in the
+    /// trace and the fault log, not in the count of the main schedule's faults.
+    pub(crate) fn record_side_fault(&mut self, words: String) {
+        self.trace.mix(words.as_bytes());
+        self.trace.note(self.now(), || format!("FAULT {words}"));
+        if self.faults.log.len() < FAULT_LOG_MAX {
+            let line = format!("{} {words}", format_nanos(self.now()));
+            self.faults.log.push(line);
+        }
+    }
+
     fn record_fault(&mut self, words: String) {
         self.faults.injected += 1;
         self.trace.mix(words.as_bytes());

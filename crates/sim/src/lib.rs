@@ -29,6 +29,10 @@
 //! checkpointed data flipped in one copy at a time, OSDs scrub periodically, and the
 //! run converges only once every flipped acting copy reads clean (see `bitflips.rs`).
 //!
+//! Disk errors (class `disk-errors`, not in [`FaultClasses::ALL`] yet:
+//! `--faults all,disk-errors`): a LogStore shard's device fails its writes, the store
+//! puts itself out of service and the OSD stops, restarting later (see `disk_errors.rs`).
+//!
 //! BUGGIFY: half the seeds (their own stream of the seed) shrink the OSD's internal
 //! limits through [`carmine_osd::OsdTuning`]: tiny push windows and batches, tiny
 //! in-flight-write, waiting-op and map-wait queues, and a PG log of 8–64 entries (the
@@ -48,6 +52,7 @@ mod cli;
 mod client_node;
 mod config;
 pub mod disk;
+mod disk_errors;
 pub mod dump;
 mod events;
 mod faults;
@@ -90,6 +95,10 @@ pub struct SimReport {
     pub faults: u64,
     /// Bits of data at rest flipped (the bit-flip fault class, LogStore seeds).
     pub bit_flips: u64,
+    /// Disk errors armed (the disk-error fault class, LogStore seeds), and OSD
+    /// processes that stopped because a store failed.
+    pub disk_errors: u64,
+    pub store_failure_stops: u64,
     /// Object copies the OSDs found corrupt and replaced with a good copy.
     pub repairs: u64,
     /// Backfills started: a replica activated with `backfill`, or a primary pulling

@@ -390,6 +390,9 @@ impl Sim {
     /// honest, which the [`crate::Canary::AckBeforeSync`] canary relies on (holding
     /// replies until the sync here would hide the lying store from the checkers).
     pub(crate) fn osd_outputs(&mut self, osd: OsdId, shard: ShardIndex, outputs: Vec<Output>) {
+        if self.store_failed(osd) {
+            return;
+        }
         let from = Endpoint::Osd(osd, shard);
         for output in outputs {
             match output {
@@ -439,6 +442,8 @@ impl Sim {
     /// The process dies: shards and sessions go, the stores stay.
     pub(crate) fn crash_osd(&mut self, osd: OsdId) {
         self.save_repair_counts(osd);
+        // The device is reset (`SimStore::crash`): an armed disk error is gone with it.
+        self.disk_errors.armed.retain(|&(armed, _)| armed != osd);
         let node = self.osds.get_mut(&osd).expect("exists");
         if !node.is_up() {
             return;

@@ -10,6 +10,7 @@ use crate::bitflips::FlipState;
 use crate::checkers::{self, FinalState};
 use crate::client_node::ClientNode;
 use crate::config::SimConfig;
+use crate::disk_errors::DiskErrorState;
 use crate::dump;
 use crate::events::{Event, EventQueue, EVENTS_PER_RUN_MAX};
 use crate::faults::FaultState;
@@ -79,6 +80,7 @@ pub struct Sim {
     /// Peer messages delivered to a shard that does not own their PG.
     pub(crate) misrouted_total: u64,
     pub(crate) flips: FlipState,
+    pub(crate) disk_errors: DiskErrorState,
     /// Backfill activations and pull-everything requests delivered.
     pub(crate) backfills: u64,
 }
@@ -134,6 +136,7 @@ impl Sim {
             snap_removals: SnapRemovals::default(),
             faults: FaultState::new(seed_rng.fork(4)),
             flips: FlipState::new(config.seed),
+            disk_errors: DiskErrorState::new(config.seed),
             config,
             clock,
             queue: EventQueue::default(),
@@ -228,6 +231,8 @@ impl Sim {
             Event::DiskSync { osd, shard, start } => self.disk_sync(osd, shard, start),
             Event::BitFlip => self.inject_bit_flip(),
             Event::Scrub => self.scrub_tick(),
+            Event::DiskError => self.inject_disk_error(),
+            Event::StoreFailed { osd, start } => self.stop_on_store_failure(osd, start),
             Event::Quiet => self.enter_quiet(),
             Event::StopWorkload => {
                 self.trace.note(self.now(), || "workload stops".into());
@@ -249,6 +254,7 @@ impl Sim {
             self.schedule(first, Event::Fault);
         }
         self.start_bit_flips();
+        self.start_disk_errors();
     }
 
     fn enter_quiet(&mut self) {
@@ -256,6 +262,7 @@ impl Sim {
             .note(self.now(), || "quiet: every fault heals".into());
         self.phase = Phase::Quiet;
         self.quiet_at = self.now();
+        self.disarm_disk_errors();
         self.heal_everything();
         self.schedule(self.config.quiet_workload, Event::StopWorkload);
         self.schedule(self.config.quiet_max, Event::Deadline);
@@ -551,6 +558,8 @@ impl Sim {
             ops_failed: self.history.failed_count(),
             faults: self.faults.injected,
             bit_flips: self.flips.flips.len() as u64,
+            disk_errors: self.disk_errors.injected,
+            store_failure_stops: self.disk_errors.stops,
             repairs: self.repairs_total(),
             backfills: self.backfills,
             snapshots: self.snap_seq,

@@ -131,6 +131,15 @@ pub trait ObjectStore {
         Ok(())
     }
 
+    /// The error that has put the store out of service, if one has: a device write or
+    /// sync failed, and the store refuses all further work until it is reopened
+    /// (its durable state is intact; what was not synced is not acknowledged). The
+    /// OSD stops on it, as Ceph's does on an I/O error, so that its PGs re-peer without
+    /// it instead of waiting on a copy that can no longer commit.
+    fn failure(&self) -> Option<&StoreError> {
+        None
+    }
+
     fn collection_exists(&self, coll: CollectionId) -> bool;
     fn list_collections(&self) -> Vec<CollectionId>;
 

@@ -260,6 +260,10 @@ impl<D: BlockDevice> ObjectStore for LogStore<D> {
         self.flush_inner(false)
     }
 
+    fn failure(&self) -> Option<&StoreError> {
+        self.failed.as_ref()
+    }
+
     fn collection_exists(&self, coll: CollectionId) -> bool {
         self.index.collections.contains_key(&coll)
     }
