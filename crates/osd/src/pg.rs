@@ -52,11 +52,13 @@ struct InFlightWrite {
     refused_by: OsdSet,
 }
 
-/// A message a replica sends once its store has committed through `seq`.
+/// A message sent once the store has committed through `seq`: a replica's answers
+/// (to a `RepOp`, an activation, a push) and a primary's activations, which must not
+/// hand out log entries that this copy could still lose.
 #[derive(Debug)]
-struct ReplicaAck {
+struct HeldMessage {
     seq: TxSeq,
-    primary: OsdId,
+    to: OsdId,
     reply: Msg,
 }
 
@@ -128,7 +130,7 @@ pub struct Pg {
     blocked_reads: HashMap<String, Vec<(ClientRef, OsdOp)>, FastHash>,
     blocked_read_count: usize,
     waiting_for_active: VecDeque<(ClientRef, OsdOp)>,
-    replica_acks: VecDeque<ReplicaAck>,
+    held_until_commit: VecDeque<HeldMessage>,
     /// Primary, while activating: the store sequence of its own activation record (the
     /// adopted log, pulled objects and `last_epoch_started` it submitted). The PG goes
     /// active only once that is durable: peering later trusts a primary's word that it
@@ -265,7 +267,7 @@ impl Pg {
             blocked_reads: HashMap::with_hasher(name_hash),
             blocked_read_count: 0,
             waiting_for_active: VecDeque::new(),
-            replica_acks: VecDeque::new(),
+            held_until_commit: VecDeque::new(),
             activation_record: None,
             full_members: Vec::new(),
             failsafe_full_ratio: carmine_clustermap::FullRatios::default().failsafe,
@@ -389,7 +391,7 @@ impl Pg {
 
     pub fn has_pending_commits(&self) -> bool {
         !self.in_flight.is_empty()
-            || !self.replica_acks.is_empty()
+            || !self.held_until_commit.is_empty()
             || self.activation_record.is_some()
     }
 

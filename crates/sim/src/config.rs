@@ -73,7 +73,7 @@ impl FaultClasses {
         bit_flips: true,
         mon_crashes: true,
         mon_partitions: true,
-        // Not yet: see `crate::disk_errors` (`--faults all,disk-errors` adds it).
+        // Not in `all`: see `crate::disk_errors` (`--faults all,disk-errors` adds it).
         disk_errors: false,
     };
 

@@ -11,10 +11,12 @@
 //! as before. An error is armed to strike after 0 to 3 more device writes; one armed
 //! but not yet struck when the faults end is disarmed.
 //!
-//! The class is not part of `--faults all` yet (`--faults all,disk-errors` adds it):
-//! it stops OSDs in the middle of peering and activation far more often than the
-//! crash class, and seeds 173 and 1356 of 0..3000 found two recovery problems that
-//! are still open (docs/architecture.md, "Disk errors").
+//! The class is not part of `--faults all` (`--faults all,disk-errors` adds it): its
+//! stops fall exactly on flushes, so it loses unsynced work far more often than the
+//! crash class, and the pinned regression seeds run with `all` would no longer reach
+//! their original interleavings or their activity floors. Its first swarm found that
+//! a primary's activation could leave before the primary's own log was durable
+//! (seeds 173 and 1356; docs/architecture.md, "Disk errors").
 
 use crate::events::Event;
 use crate::osd_node::Process;

@@ -67,6 +67,29 @@ fn fixed_seeds_pass_with_disk_errors() {
     assert!(stops > 30, "only {stops} OSDs stopped on a failed store");
 }
 
+/// Seeds 173 and 1356 of `--faults all,disk-errors`: a primary activated its replicas
+/// with a log whose newest write it had not yet synced, and then stopped on a disk
+/// error (its flush failed). The write was gone from every store, but a replica had
+/// adopted its log entry and peering trusted it: the object stayed unfound, and a
+/// resend of the write was answered from the log. An activation now leaves only once
+/// the primary's own log is durable (`Pg::send_once_durable`). Seed 1356's run changed
+/// with the fix; what it first showed (a replica whose copy had decayed holding the
+/// only record of two unacknowledged writes, which came by `RepOp`, not by an
+/// activation) may still be reachable, and it is kept as a disk-error seed that once
+/// failed.
+#[test]
+fn regression_an_activation_waits_for_the_primarys_log_to_be_durable() {
+    let classes = FaultClasses {
+        disk_errors: true,
+        ..FaultClasses::ALL
+    };
+    check(
+        &[173, 1356].map(|seed| run_with_faults(seed, classes)),
+        5,
+        50,
+    );
+}
+
 #[test]
 fn fixed_seeds_pass_with_every_fault_class() {
     let reports: Vec<SimReport> = (1000..1120)

@@ -18,8 +18,9 @@
 //!    requests of trimmed entries) and **pulls** them.
 //! 3. **Activate.** Each replica gets the log suffix it lacks (or, when the log no
 //!    longer covers its copy or its copy diverged, a full backfill) and the list of
-//!    objects it must receive. Once all have acknowledged, the PG is active; missing
-//!    objects are pushed in the background (see `recovery.rs`).
+//!    objects it must receive, once the primary's own log is durable. Once all have
+//!    acknowledged, the PG is active; missing objects are pushed in the background
+//!    (see `recovery.rs`).
 //!
 //! OSD-to-OSD sessions are lossless while both ends live, but a session reset (a
 //! peer that could not be reached, a connection the messenger gave up on) loses what
@@ -82,6 +83,22 @@ enum CatchUp {
 impl Pg {
     fn send(&self, osd: OsdId, msg: Msg, out: &mut Vec<Output>) {
         out.push(peer_output(osd, msg));
+    }
+
+    /// Sends `msg` once the store has committed everything this copy submitted so far.
+    /// A primary's activation hands its log to the replicas, and they take the objects
+    /// it names as theirs to recover: if it left before the primary's own writes were
+    /// durable, and the primary then lost them (it crashed, or its disk failed before
+    /// the sync), a replica would hold log entries whose data no copy has, and peering
+    /// would trust them (seed 173 of `--faults all,disk-errors`). The daemon sends a
+    /// turn's messages after its flush anyway; this makes it the PG's rule, not the
+    /// driver's.
+    fn send_once_durable(&mut self, osd: OsdId, msg: Msg) {
+        self.held_until_commit.push_back(super::HeldMessage {
+            seq: self.last_submitted,
+            to: osd,
+            reply: msg,
+        });
     }
 
     fn my_notify(&self) -> PgNotify {
@@ -628,7 +645,7 @@ impl Pg {
             if activate.backfill {
                 self.backfilling.insert(replica);
             }
-            self.send(replica, Msg::PgActivate(activate), out);
+            self.send_once_durable(replica, Msg::PgActivate(activate));
             waiting.insert(replica);
         }
         // The first lease renewal follows the activation on each link, so the lease
@@ -836,9 +853,9 @@ impl Pg {
     /// Replica: acknowledges an activation once the store has committed what this
     /// copy submitted so far (the adopted history).
     fn queue_activated(&mut self, primary: OsdId, interval: carmine_types::Epoch) {
-        self.replica_acks.push_back(super::ReplicaAck {
+        self.held_until_commit.push_back(super::HeldMessage {
             seq: self.last_submitted,
-            primary,
+            to: primary,
             reply: Msg::PgActivated(PgActivated {
                 pgid: self.pgid,
                 interval,
@@ -977,7 +994,7 @@ impl Pg {
                 for replica in waiting {
                     let notify = self.notifies.get(&replica).cloned();
                     let activate = self.activation_for(store, replica, notify, &versions);
-                    self.send(replica, Msg::PgActivate(activate), out);
+                    self.send_once_durable(replica, Msg::PgActivate(activate));
                 }
             }
             _ => {}

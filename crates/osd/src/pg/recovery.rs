@@ -323,9 +323,9 @@ impl Pg {
         }
         let oids: Vec<String> = push.objects.iter().map(|o| o.oid.clone()).collect();
         self.apply_copies(store, push.objects);
-        self.replica_acks.push_back(super::ReplicaAck {
+        self.held_until_commit.push_back(super::HeldMessage {
             seq: self.last_submitted,
-            primary: from,
+            to: from,
             reply: Msg::PgPushReply(PgPushReply {
                 pgid: self.pgid,
                 interval: push.interval,

@@ -1,7 +1,7 @@
 //! The write path: ordering, local submission, replication, commit tracking and the
 //! client reply; and the replica's side of it.
 
-use super::{peer_output, InFlightWrite, Pg, ReplicaAck};
+use super::{peer_output, HeldMessage, InFlightWrite, Pg};
 use crate::exec::{self, store_error};
 use crate::osd_set::OsdSet;
 use crate::pglog::Applied;
@@ -352,12 +352,15 @@ impl Pg {
             }
         }
         while self
-            .replica_acks
+            .held_until_commit
             .front()
             .is_some_and(|ack| ack.seq <= committed)
         {
-            let ack = self.replica_acks.pop_front().expect("checked non-empty");
-            out.push(peer_output(ack.primary, ack.reply));
+            let ack = self
+                .held_until_commit
+                .pop_front()
+                .expect("checked non-empty");
+            out.push(peer_output(ack.to, ack.reply));
         }
         if self.activation_record.is_some_and(|seq| seq <= committed) {
             self.activation_record = None;
@@ -502,9 +505,9 @@ impl Pg {
         };
         if rep.entry.version <= self.info.last_update {
             // Already applied (a resend): acknowledge once what we applied is durable.
-            self.replica_acks.push_back(ReplicaAck {
+            self.held_until_commit.push_back(HeldMessage {
                 seq: self.last_submitted,
-                primary: from,
+                to: from,
                 reply: Msg::RepOpReply(reply),
             });
             return;
@@ -530,9 +533,9 @@ impl Pg {
                 self.last_submitted = seq;
                 self.info = rep.info;
                 self.log.push_trimmed_to(rep.entry, self.info.log_tail);
-                self.replica_acks.push_back(ReplicaAck {
+                self.held_until_commit.push_back(HeldMessage {
                     seq,
-                    primary: from,
+                    to: from,
                     reply: Msg::RepOpReply(reply),
                 });
             }
