@@ -28,6 +28,17 @@ fn status(cluster: &DevCluster) -> ClusterStatus {
     })
 }
 
+/// The status once the quorum has `members` monitors, waiting at most 10 s: the leader
+/// counts a peer in quorum for two election timeouts after it last heard from it.
+fn status_with_quorum_of(cluster: &DevCluster, members: usize, what: &str) -> ClusterStatus {
+    let mut latest = status(cluster);
+    common::wait_until(what, Duration::from_secs(10), || {
+        latest = status(cluster);
+        latest.mon_quorum.len() == members
+    });
+    latest
+}
+
 fn put_and_get(cluster: &DevCluster, pool: &str, name: &str, data: &[u8]) {
     let input = cluster.path(&format!("{name}.in"));
     let output = cluster.path(&format!("{name}.out"));
@@ -61,30 +72,14 @@ fn the_cluster_survives_the_loss_of_the_monitor_leader() {
     put_and_get(&cluster, "rbd", "third", b"the old pool still works");
     // The new leader counts a peer in quorum for two election timeouts after it last
     // heard from it, so the killed monitor may still show for a moment.
-    let mut during = status(&cluster);
-    common::wait_until(
-        "the killed monitor to leave the quorum",
-        Duration::from_secs(10),
-        || {
-            during = status(&cluster);
-            during.mon_quorum.len() == 2
-        },
-    );
+    let during = status_with_quorum_of(&cluster, 2, "the killed monitor to leave the quorum");
     let new_leader = during.mon_leader.expect("a new leader");
     assert_ne!(new_leader, leader);
     assert_eq!(during.mon_quorum.len(), 2, "{:?}", during.mon_quorum);
     assert!(during.epoch > before.epoch);
 
     cluster.ok(&["vstart", "--only", &name, "--dir", &dir]);
-    let mut after = status(&cluster);
-    common::wait_until(
-        "the restarted monitor to rejoin",
-        Duration::from_secs(10),
-        || {
-            after = status(&cluster);
-            after.mon_quorum.len() == 3
-        },
-    );
+    let after = status_with_quorum_of(&cluster, 3, "the restarted monitor to rejoin");
     assert_eq!(after.mon_quorum, vec![0, 1, 2]);
     let pools = cluster.ok(&["pool", "ls"]);
     assert!(pools.contains("rbd") && pools.contains("after"), "{pools}");

@@ -1102,17 +1102,21 @@ mod tests {
     use super::*;
     use carmine_types::PoolId;
 
+    /// A one-shard OSD on a LogStore over a fault-injecting in-memory device.
+    fn log_store_shard() -> OsdShard<carmine_store::LogStore<carmine_store::FaultyDevice>> {
+        use carmine_store::{FaultConfig, FaultyDevice, LogStore, LogStoreConfig};
+        let device = FaultyDevice::in_memory(4 << 20, FaultConfig::default());
+        let store = LogStore::open(device, LogStoreConfig::small()).unwrap();
+        OsdShard::new(OsdId(0), ShardIndex(0), 1, store)
+    }
+
     /// A flush makes durable what was submitted with no PG waiting on it (a purge
     /// step, a stray copy dropped): it is not left volatile until some client write
     /// happens to come by.
     #[test]
     fn flush_syncs_work_no_pg_waits_on() {
-        use carmine_store::{
-            CollectionId, FaultConfig, FaultyDevice, LogStore, LogStoreConfig, Transaction,
-        };
-        let device = FaultyDevice::in_memory(4 << 20, FaultConfig::default());
-        let store = LogStore::open(device, LogStoreConfig::small()).unwrap();
-        let mut shard = OsdShard::new(OsdId(0), ShardIndex(0), 1, store);
+        use carmine_store::{CollectionId, Transaction};
+        let mut shard = log_store_shard();
         let mut tx = Transaction::new();
         tx.create_collection(CollectionId::Meta);
         let seq = shard.store_mut().submit(tx).unwrap();
@@ -1135,12 +1139,8 @@ mod tests {
     /// is ever reported durable.
     #[test]
     fn a_failed_device_write_puts_the_store_out_of_service() {
-        use carmine_store::{
-            CollectionId, FaultConfig, FaultyDevice, LogStore, LogStoreConfig, Transaction,
-        };
-        let device = FaultyDevice::in_memory(4 << 20, FaultConfig::default());
-        let store = LogStore::open(device, LogStoreConfig::small()).unwrap();
-        let mut shard = OsdShard::new(OsdId(0), ShardIndex(0), 1, store);
+        use carmine_store::{CollectionId, Transaction};
+        let mut shard = log_store_shard();
         let mut out = Vec::new();
         let mut tx = Transaction::new();
         tx.create_collection(CollectionId::Meta);

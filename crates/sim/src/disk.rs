@@ -122,9 +122,7 @@ impl SimStore {
     /// struck yet (the faults end).
     pub fn disarm_disk_error(&mut self) {
         if let SimStore::Log(disk) = self {
-            let device = disk.store.device_mut();
-            let config = *device.config();
-            device.set_config(config);
+            disk.store.device_mut().cancel_power_failure();
         }
     }
 

@@ -103,17 +103,22 @@ impl Sim {
         ));
     }
 
+    /// The first shard of `osd`'s running process whose store has failed, and why.
+    fn failed_store(&self, osd: OsdId) -> Option<(usize, String)> {
+        let Process::Up(shards) = &self.osds[&osd].process else {
+            return None;
+        };
+        (shards.iter().enumerate())
+            .find_map(|(index, shard)| shard.store().failure().map(|e| (index, e.to_string())))
+    }
+
     /// Whether a store of `osd` has failed: its outputs are dropped (the daemon exits
     /// before it sends a turn's replies) and it stops at once ([`Event::StoreFailed`]).
     pub(crate) fn store_failed(&mut self, osd: OsdId) -> bool {
-        let node = &self.osds[&osd];
-        let Process::Up(shards) = &node.process else {
-            return false;
-        };
-        if !shards.iter().any(|shard| shard.store().failure().is_some()) {
+        if self.failed_store(osd).is_none() {
             return false;
         }
-        let start = node.starts;
+        let start = self.osds[&osd].starts;
         self.schedule(0, Event::StoreFailed { osd, start });
         true
     }
@@ -124,12 +129,7 @@ impl Sim {
         if !node.is_up() || node.starts != start {
             return;
         }
-        let Process::Up(shards) = &node.process else {
-            return;
-        };
-        let Some((index, error)) = (shards.iter().enumerate())
-            .find_map(|(index, shard)| shard.store().failure().map(|e| (index, e.to_string())))
-        else {
+        let Some((index, error)) = self.failed_store(osd) else {
             return;
         };
         self.disk_errors.stops += 1;

@@ -116,6 +116,12 @@ impl<D: BlockDevice> FaultyDevice<D> {
         self.writes_until_power_fails = Some(writes);
     }
 
+    /// Cancels a power failure armed by [`FaultyDevice::fail_power_after_writes`] that
+    /// has not happened yet (one that has stays until [`FaultyDevice::crash`]).
+    pub fn cancel_power_failure(&mut self) {
+        self.writes_until_power_fails = None;
+    }
+
     pub fn unsynced_write_count(&self) -> usize {
         self.unsynced.len()
     }
