@@ -584,7 +584,7 @@ fn osd_dump(client: &Client, json: bool) {
         let osds: Vec<_> = map
             .osds
             .values()
-            .map(|o| json!({"osd": o.id.0, "up": o.up, "in": o.is_in(), "weight": f64::from(o.weight) / f64::from(WEIGHT_IN), "up_from": o.up_from.0, "down_at": o.down_at.0, "host": o.host, "primary_affinity": f64::from(o.primary_affinity) / 65536.0, "state": o.fullness.name(), "addrs": o.shard_addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>()}))
+            .map(|o| json!({"osd": o.id.0, "up": o.up, "in": o.is_in(), "weight": f64::from(o.weight) / f64::from(WEIGHT_IN), "up_from": o.up_from.0, "up_thru": o.up_thru.0, "down_at": o.down_at.0, "host": o.host, "primary_affinity": f64::from(o.primary_affinity) / 65536.0, "state": o.fullness.name(), "addrs": o.shard_addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>()}))
             .collect();
         let pools: Vec<_> = map
             .pools
@@ -619,7 +619,7 @@ fn osd_dump(client: &Client, json: bool) {
     for osd in map.osds.values() {
         let addrs: Vec<String> = osd.shard_addrs.iter().map(|a| a.to_string()).collect();
         println!(
-            "{} {} {}{} weight {:.5} up_from {} down_at {} host {} shards [{}]",
+            "{} {} {}{} weight {:.5} up_from {} up_thru {} down_at {} host {} shards [{}]",
             osd.id,
             if osd.up { "up" } else { "down" },
             if osd.is_in() { "in" } else { "out" },
@@ -629,6 +629,7 @@ fn osd_dump(client: &Client, json: bool) {
             },
             f64::from(osd.weight) / f64::from(WEIGHT_IN),
             osd.up_from.0,
+            osd.up_thru.0,
             osd.down_at.0,
             osd.host,
             addrs.join(",")

@@ -174,6 +174,7 @@ mod tests {
                 shard_addrs: Vec::new(),
                 up_from: Epoch(0),
                 down_at: Epoch(0),
+                up_thru: Epoch(0),
                 host: "stray".into(),
                 primary_affinity: crate::OsdInfo::PRIMARY_AFFINITY_DEFAULT,
                 instance: 0,

@@ -8,11 +8,18 @@
 //! known clean in the map itself ([`OsdMap::pg_history`]); OSDs never need old maps.
 //! When a PG's primary reports it active+clean in its current interval, every member
 //! has every write, and the PG's past intervals are dropped at the next epoch.
+//!
+//! An interval may have accepted writes only if its acting set reached `min_size` and
+//! its primary's `up_thru` in the interval's last map reached the interval's start
+//! (Ceph's `PastIntervals::check_new_interval`): a primary activates a PG only once a
+//! map shows it alive through its interval's start, so an interval whose primary died
+//! before the monitor recorded that never served a write, and peering need not wait
+//! for a member of it that may never come back.
 
 use crate::osdmap::OsdMap;
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 use carmine_types::{Epoch, OsdId, PgId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Most past intervals kept per PG. Beyond it the two oldest merge into one that
 /// starts where the later of them starts, has the union of their members, no single
@@ -28,7 +35,9 @@ pub struct PastInterval {
     pub last: Epoch,
     pub acting: Vec<OsdId>,
     pub primary: Option<OsdId>,
-    /// The acting set was large enough (`min_size`) for the PG to accept writes.
+    /// The PG may have accepted writes in it: the acting set was large enough
+    /// (`min_size`) and the primary's `up_thru` reached `first` (or the interval's
+    /// start is not known exactly; see [`HistoryTracker::new`]).
     pub maybe_went_rw: bool,
 }
 
@@ -65,16 +74,23 @@ pub struct HistoryTracker {
     interval_since: BTreeMap<PgId, Epoch>,
     /// PGs whose primary reported them active+clean, with the interval start reported.
     clean_in: BTreeMap<PgId, Epoch>,
+    /// PGs whose current interval started before the tracker did, at an epoch it does
+    /// not know: `up_thru` cannot tell whether such an interval went read-write (its
+    /// primary may have been recorded alive between the true start and the epoch
+    /// assumed), so it is taken to have.
+    start_unknown: BTreeSet<PgId>,
 }
 
 impl HistoryTracker {
     /// Starts tracking from `map` (after a restart, every current interval is taken to
-    /// start at the loaded epoch, which only widens what peering probes).
+    /// start at the loaded epoch, which only widens what peering probes, and to have
+    /// gone read-write once it closes).
     pub fn new(map: &OsdMap) -> Self {
         let interval_since = map.all_pgs().map(|pg| (pg, map.epoch)).collect();
         Self {
             interval_since,
             clean_in: BTreeMap::new(),
+            start_unknown: map.all_pgs().collect(),
         }
     }
 
@@ -107,13 +123,17 @@ impl HistoryTracker {
                 .is_some_and(|b| b.acting != after.acting || b.primary != after.primary);
             if let (true, Some(before)) = (changed, before) {
                 let min_size = usize::from(prev.pools[&pg.pool].min_size);
+                let primary_alive = before.primary.is_some_and(|primary| {
+                    self.start_unknown.contains(&pg) || alive_through(prev, primary, since)
+                });
                 let interval = PastInterval {
                     first: since,
                     last: prev.epoch,
-                    maybe_went_rw: before.primary.is_some() && before.acting.len() >= min_size,
+                    maybe_went_rw: primary_alive && before.acting.len() >= min_size,
                     acting: before.acting,
                     primary: before.primary,
                 };
+                self.start_unknown.remove(&pg);
                 push_interval(next.pg_history.entry(pg).or_default(), interval);
                 self.clean_in.remove(&pg);
                 live.insert(pg, next.epoch);
@@ -127,7 +147,17 @@ impl HistoryTracker {
         self.interval_since = live;
         self.clean_in
             .retain(|pg, _| next.pools.contains_key(&pg.pool));
+        self.start_unknown
+            .retain(|pg| next.pools.contains_key(&pg.pool));
     }
+}
+
+/// Whether `map` (an interval's last) shows `osd` up since `first` at the latest and
+/// recorded alive through `first`: only then can it have activated a PG in an interval
+/// that started at `first`.
+fn alive_through(map: &OsdMap, osd: OsdId, first: Epoch) -> bool {
+    map.osd(osd)
+        .is_some_and(|info| info.up_from <= first && info.up_thru >= first)
 }
 
 fn push_interval(intervals: &mut Vec<PastInterval>, interval: PastInterval) {
@@ -218,5 +248,63 @@ mod tests {
         let past = &back.pg_history[&PgId::new(1, 0)];
         assert_eq!(past.len(), 2);
         assert!(!past[1].maybe_went_rw, "one OSD < min_size 2");
+    }
+
+    #[test]
+    fn an_interval_went_rw_only_if_its_primary_was_recorded_alive_through_its_start() {
+        let map = booted(4);
+        let mut tracker = HistoryTracker::new(&map);
+        // Every interval the tracker saw start: osd.3 goes, every PG it was in changes.
+        let start = step(&mut tracker, &map, |m| m.mark_down(OsdId(3)).unwrap());
+        let pgs: Vec<PgId> = start.pg_history.keys().copied().collect();
+        assert!(!pgs.is_empty());
+        assert!(
+            pgs.iter().all(|pg| start.pg_history[pg][0].maybe_went_rw),
+            "intervals that began before the tracker may have gone rw"
+        );
+        // osd.0 is recorded alive through the new intervals' start; no one else is.
+        let recorded = step(&mut tracker, &start, |m| {
+            m.raise_up_thru(OsdId(0), start.epoch).unwrap()
+        });
+        let closed = step(&mut tracker, &recorded, |m| {
+            m.boot_osd(
+                OsdId(3),
+                vec!["127.0.0.1:1".parse().unwrap()],
+                "host3".into(),
+            )
+            .unwrap()
+        });
+        let mut checked = 0;
+        for pg in pgs {
+            let primary = start.pg_mapping(pg).unwrap().primary.unwrap();
+            let Some(past) = closed.pg_history[&pg].get(1) else {
+                continue; // osd.3 came back elsewhere: this PG's interval goes on
+            };
+            assert_eq!(past.first, start.epoch);
+            assert_eq!(
+                past.maybe_went_rw,
+                primary == OsdId(0),
+                "{pg} led by {primary}: {past:?}"
+            );
+            checked += 1;
+        }
+        assert!(checked > 0);
+    }
+
+    #[test]
+    fn up_thru_counts_only_for_the_life_that_began_by_the_interval() {
+        let mut map = booted(3);
+        let info = map.osds.get_mut(&OsdId(0)).unwrap();
+        info.up_from = Epoch(5);
+        info.up_thru = Epoch(100);
+        assert!(alive_through(&map, OsdId(0), Epoch(5)));
+        assert!(alive_through(&map, OsdId(0), Epoch(100)));
+        assert!(
+            !alive_through(&map, OsdId(0), Epoch(101)),
+            "not recorded that far"
+        );
+        // An interval that began before this life: the record is not about it.
+        assert!(!alive_through(&map, OsdId(0), Epoch(4)));
+        assert!(!alive_through(&map, OsdId(9), Epoch(5)), "no such OSD");
     }
 }

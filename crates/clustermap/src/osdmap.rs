@@ -76,6 +76,12 @@ pub struct OsdInfo {
     pub up_from: Epoch,
     /// Epoch at which the OSD last went down (0 if never).
     pub down_at: Epoch,
+    /// The newest epoch through which the monitor knows the OSD was alive (Ceph's
+    /// `up_thru`): a primary asks for it to reach its interval's start before it
+    /// activates a PG, so a past interval whose primary's `up_thru` (in the interval's
+    /// last map) stayed below its start never accepted a write, and peering need not
+    /// wait for its members (`history.rs`). Only ever raised; encoding v5, 0 from older.
+    pub up_thru: Epoch,
     /// The host it runs on (the CRUSH host bucket name).
     pub host: String,
     /// How willing the OSD is to be a PG's primary, 16.16 from 0 to
@@ -603,6 +609,7 @@ impl OsdMap {
             shard_addrs: Vec::new(),
             up_from: next,
             down_at: Epoch(0),
+            up_thru: Epoch(0),
             host: host.clone(),
             primary_affinity: OsdInfo::PRIMARY_AFFINITY_DEFAULT,
             instance: 0,
@@ -627,6 +634,14 @@ impl OsdMap {
         let osd = self.osds.get_mut(&id).ok_or(OsdMapError::NoSuchOsd(id))?;
         osd.up = false;
         osd.down_at = next;
+        Ok(())
+    }
+
+    /// Records that `id` was alive through `epoch` (the monitor, when a primary asks
+    /// before activating a PG); never lowers it.
+    pub fn raise_up_thru(&mut self, id: OsdId, epoch: Epoch) -> Result<(), OsdMapError> {
+        let osd = self.osds.get_mut(&id).ok_or(OsdMapError::NoSuchOsd(id))?;
+        osd.up_thru = osd.up_thru.max(epoch);
         Ok(())
     }
 
@@ -673,7 +688,9 @@ impl OsdMap {
 /// Version 2 appended `primary_affinity`; version 1 decodes with the default (1.0).
 /// Version 3 appended `instance` (older versions decode as 0).
 /// Version 4 appended `fullness` as a u8 (older versions decode as `None`).
-const OSD_INFO_VERSION: u8 = 4;
+/// Version 5 appended `up_thru` (older versions decode as 0: a cluster whose monitor
+/// records it runs OSDs that ask for it, so mixing versions is not supported).
+const OSD_INFO_VERSION: u8 = 5;
 
 impl Encode for OsdInfo {
     fn encode(&self, e: &mut Encoder) {
@@ -689,6 +706,7 @@ impl Encode for OsdInfo {
             e.put_u32(self.primary_affinity);
             e.put_u64(self.instance);
             e.put_u8(self.fullness as u8);
+            self.up_thru.encode(e);
         });
     }
 }
@@ -718,6 +736,11 @@ impl Decode for OsdInfo {
                     })?
                 } else {
                     Fullness::None
+                },
+                up_thru: if version >= 5 {
+                    Epoch::decode(d)?
+                } else {
+                    Epoch(0)
                 },
             };
             if info.primary_affinity > OsdInfo::PRIMARY_AFFINITY_MAX {
@@ -849,6 +872,7 @@ mod tests {
             shard_addrs: vec!["127.0.0.1:6807".parse().unwrap()],
             up_from: Epoch(3),
             down_at: Epoch(0),
+            up_thru: Epoch(5),
             host: "node7".to_string(),
             primary_affinity: 0x8000,
             instance: 42,
@@ -860,17 +884,24 @@ mod tests {
     fn osd_info_v3_decodes_without_fullness_and_v4_round_trips_it() {
         let info = booted_info();
         let bytes = info.to_bytes();
-        assert_eq!(bytes[0], 4, "version");
+        assert_eq!(bytes[0], 5, "version");
         assert_eq!(OsdInfo::from_bytes(&bytes).unwrap(), info);
-        // Version 3 wrote the same fields less the trailing fullness byte.
-        let mut v3 = bytes.to_vec();
-        v3.pop();
-        v3[0] = 3;
-        let body = u32::from_le_bytes(v3[2..6].try_into().unwrap()) - 1;
-        v3[2..6].copy_from_slice(&body.to_le_bytes());
-        let decoded = OsdInfo::from_bytes(&v3).unwrap();
-        assert_eq!(decoded.fullness, Fullness::None);
-        assert_eq!(decoded.instance, 42);
+        // Version 4 wrote the same fields less the trailing up_thru (4 bytes), and
+        // version 3 less the fullness byte before it as well.
+        let older = |version: u8, cut: usize| {
+            let mut old = bytes.to_vec();
+            old.truncate(old.len() - cut);
+            old[0] = version;
+            let body = u32::from_le_bytes(old[2..6].try_into().unwrap()) - cut as u32;
+            old[2..6].copy_from_slice(&body.to_le_bytes());
+            OsdInfo::from_bytes(&old).unwrap()
+        };
+        let v4 = older(4, 4);
+        assert_eq!(v4.up_thru, Epoch(0));
+        assert_eq!(v4.fullness, Fullness::NearFull);
+        let v3 = older(3, 5);
+        assert_eq!(v3.fullness, Fullness::None);
+        assert_eq!(v3.instance, 42);
     }
 
     #[test]
@@ -942,6 +973,7 @@ mod tests {
             primary_affinity: OsdInfo::PRIMARY_AFFINITY_DEFAULT,
             instance: 0,
             fullness: Fullness::None,
+            up_thru: Epoch(0),
             ..booted_info()
         };
         assert_eq!(info, expected);
@@ -969,8 +1001,9 @@ mod tests {
         assert_eq!(map.osd(OsdId(0)).unwrap().primary_affinity, 0);
         assert!(map.has_primary_affinity());
         let mut corrupt = map.osd(OsdId(0)).unwrap().to_bytes().to_vec();
-        // The affinity is the u32 before the trailing u64 instance id.
-        let at = corrupt.len() - 12;
+        // The affinity is the u32 before the trailing u64 instance id, u8 fullness and
+        // u32 up_thru.
+        let at = corrupt.len() - 17;
         corrupt[at..at + 4].copy_from_slice(&0x10001u32.to_le_bytes());
         assert!(OsdInfo::from_bytes(&corrupt).is_err());
     }

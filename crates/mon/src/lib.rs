@@ -190,6 +190,8 @@ enum Op {
     PgTemp,
     /// Publish the fullness the OSDs' latest usage reports put them in.
     Fullness,
+    /// Record the `up_thru`s collected in `Monitor::pending_up_thru`.
+    UpThru,
 }
 
 /// The failure-detection timing in force: [`MonConfig`] overridden by the map's config
@@ -239,6 +241,9 @@ pub struct Monitor {
     next_tick_at: Instant,
     /// Leader: pg_temp changes primaries asked for (empty: remove), proposed together.
     pending_pg_temp: BTreeMap<carmine_types::PgId, Vec<OsdId>>,
+    /// Leader: the `up_thru` primaries asked for before activating (Ceph's
+    /// `MOSDAlive`), proposed together.
+    pending_up_thru: BTreeMap<OsdId, carmine_types::Epoch>,
     // Failure reports (at the leader) and the settings that judge them.
     failures: failure::FailureReports,
     failure_settings: FailureSettings,
@@ -334,6 +339,7 @@ impl Monitor {
             pending_boots: BTreeMap::new(),
             next_tick_at: now,
             pending_pg_temp: BTreeMap::new(),
+            pending_up_thru: BTreeMap::new(),
             failures: failure::FailureReports::default(),
             failure_settings: FailureSettings {
                 heartbeat_grace: Duration::ZERO,

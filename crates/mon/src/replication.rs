@@ -286,6 +286,7 @@ impl Monitor {
         self.leading_from_index = None;
         self.in_flight = None;
         self.pending_pg_temp.clear();
+        self.pending_up_thru.clear();
         self.failures.clear();
         for op in std::mem::take(&mut self.queue) {
             let Op::Command { origin, command } = op else {

@@ -186,6 +186,9 @@ impl Monitor {
             } else if !pg.want_acting.is_empty() && temp != Some(&pg.want_acting) {
                 self.want_pg_temp(pg.pgid, pg.want_acting.clone());
             }
+            if pg.want_up_thru > Epoch(0) {
+                self.want_up_thru(stats.osd, pg.want_up_thru);
+            }
         }
         let osd = stats.osd;
         let tracking = self.osds.entry(osd).or_default();
@@ -240,6 +243,47 @@ impl Monitor {
             })
             .ok()?;
         Some(builder.maps)
+    }
+
+    /// Leader: queues recording `osd` alive through `epoch` (all pending ones go into
+    /// one epoch). Only an OSD the map shows up gets it, and never beyond the map's
+    /// epoch: a primary asks for the start of an interval it saw.
+    fn want_up_thru(&mut self, osd: carmine_types::OsdId, epoch: Epoch) {
+        let epoch = epoch.min(self.map.epoch);
+        let Some(info) = self.map.osd(osd).filter(|info| info.up) else {
+            return;
+        };
+        let pending = self.pending_up_thru.get(&osd).copied();
+        if info.up_thru >= epoch || pending.is_some_and(|p| p >= epoch) {
+            return;
+        }
+        self.pending_up_thru.insert(osd, epoch);
+        if !self.queue.iter().any(|op| matches!(op, Op::UpThru)) {
+            self.queue.push_back(Op::UpThru);
+        }
+    }
+
+    /// One map recording every pending `up_thru` that still applies (the OSD still up
+    /// and not yet recorded that far).
+    fn up_thru_maps(&mut self) -> Option<Vec<OsdMap>> {
+        let pending = std::mem::take(&mut self.pending_up_thru);
+        let mut builder = MapBuilder::new(self);
+        let mut changed = false;
+        builder
+            .step(|next| {
+                for (osd, epoch) in pending {
+                    if next
+                        .osd(osd)
+                        .is_some_and(|info| info.up && info.up_thru < epoch)
+                    {
+                        next.raise_up_thru(osd, epoch)?;
+                        changed = true;
+                    }
+                }
+                Ok(())
+            })
+            .ok()?;
+        changed.then_some(builder.maps)
     }
 
     /// Leader: queues a pg_temp change (all pending ones go into one epoch).
@@ -379,6 +423,11 @@ impl Monitor {
                 maps,
             }),
             Op::Fullness => self.fullness_maps().map(|maps| MonEntry {
+                origin: None,
+                message: String::new(),
+                maps,
+            }),
+            Op::UpThru => self.up_thru_maps().map(|maps| MonEntry {
                 origin: None,
                 message: String::new(),
                 maps,

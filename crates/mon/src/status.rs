@@ -92,6 +92,7 @@ impl Monitor {
                         interval_start: Default::default(),
                         want_acting: Vec::new(),
                         reason: self.stale_reason(pgid),
+                        want_up_thru: Default::default(),
                     }
                 });
                 pgs.push(stat);

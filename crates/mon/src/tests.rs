@@ -423,6 +423,7 @@ fn a_primary_gets_the_pg_temp_it_asks_for_until_its_pg_is_clean() {
         interval_start: Epoch(0),
         want_acting,
         reason: String::new(),
+        want_up_thru: Epoch(0),
     };
 
     // A request from an OSD that is not the PG's primary is ignored.
@@ -486,6 +487,61 @@ fn a_primary_gets_the_pg_temp_it_asks_for_until_its_pg_is_clean() {
 }
 
 #[test]
+fn a_primary_gets_the_up_thru_it_asks_for_while_it_is_up() {
+    use carmine_proto::{PgStat, PgState};
+    let (mut mon, now) = cluster(3);
+    command(
+        &mut mon,
+        now,
+        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8)),
+    )
+    .unwrap();
+    let pgid = mon.map().all_pgs().next().unwrap();
+    let mapping = mon.map().pg_mapping(pgid).unwrap();
+    let primary = mapping.primary.unwrap();
+    let other = mapping.acting[1];
+    let stat = |want_up_thru: Epoch| PgStat {
+        pgid,
+        state: PgState(PgState::PEERING),
+        object_count: 0,
+        data_bytes: 0,
+        last_update: Default::default(),
+        acting: mapping.acting.clone(),
+        interval_start: want_up_thru,
+        want_acting: Vec::new(),
+        reason: String::new(),
+        want_up_thru,
+    };
+    let up_thru = |mon: &Monitor, osd| mon.map().osd(osd).unwrap().up_thru;
+    let asked = mon.map().epoch;
+
+    // Not the PG's primary: not its request to make.
+    report(&mut mon, now, other, stat(asked));
+    assert_eq!(mon.map().epoch, asked);
+
+    // The primary's request is recorded in one new epoch, no further than the map.
+    report(&mut mon, now, primary, stat(Epoch(asked.0 + 50)));
+    assert_eq!(mon.map().epoch, asked.next());
+    assert_eq!(up_thru(&mon, primary), asked);
+    // Asking again for what is recorded changes nothing.
+    report(&mut mon, now, primary, stat(asked));
+    assert_eq!(mon.map().epoch, asked.next());
+
+    // Marked down, it leads nothing: its stats, which may trail its death, ask for none.
+    command(&mut mon, now, Command::OsdDown(primary)).unwrap();
+    let down = mon.map().epoch;
+    let remapped = mon.map().pg_mapping(pgid).unwrap();
+    assert_ne!(remapped.primary, Some(primary));
+    report(&mut mon, now, primary, stat(down));
+    assert_eq!(mon.map().epoch, down);
+    assert_eq!(
+        up_thru(&mon, primary),
+        asked,
+        "never lowered, never raised while down"
+    );
+}
+
+#[test]
 fn unrepaired_corrupt_copies_raise_a_health_warning() {
     let (mut mon, now) = cluster(3);
     let epoch = mon.map().epoch;
@@ -537,6 +593,7 @@ fn why_a_pg_cannot_serve_is_kept_and_shown_in_status_and_pg_dump() {
         interval_start: Epoch(10),
         want_acting: Vec::new(),
         reason: reason.into(),
+        want_up_thru: Epoch(0),
     };
     report(&mut mon, now, primary, stat);
     let checks = mon.status(now).health_checks;

@@ -73,6 +73,10 @@ impl Cluster {
             .create_pool(PoolSpec::replicated("bench", 3, pg_num))
             .expect("create pool");
         map.epoch = map.epoch.next();
+        // No monitor here: the map records every OSD alive, as one would when asked.
+        for id in 0..OSD_COUNT {
+            map.raise_up_thru(OsdId(id), map.epoch).expect("booted");
+        }
         let mut cluster = Cluster {
             map: Arc::new(map),
             pool,

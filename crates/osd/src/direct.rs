@@ -62,6 +62,9 @@ impl<S: ObjectStore> DirectClient<S> {
             .create_pool(PoolSpec::replicated("direct", 1, pg_num))
             .expect("a valid pool");
         map.epoch = Epoch(2);
+        // No monitor here: the map records osd.0 alive, as one would when it asks.
+        map.raise_up_thru(OsdId(0), map.epoch)
+            .expect("osd.0 booted");
         let map = Arc::new(map);
         let mut shard = OsdShard::new(OsdId(0), index, shard_count, store);
         let mut outputs = Vec::new();

@@ -86,6 +86,10 @@ pub(crate) enum Phase {
     WaitPgTemp {
         auth: OsdId,
     },
+    /// Primary: up to date and ready to activate, but the map does not yet show this
+    /// OSD alive through the interval's start (`up_thru`; see `peering.rs`); asked
+    /// for with the stats, it waits for the map that records it.
+    WaitUpThru,
     /// Primary: waiting for the replicas to acknowledge activation.
     Activating {
         waiting: BTreeSet<OsdId>,
@@ -177,6 +181,8 @@ pub struct Pg {
     want_acting: Vec<OsdId>,
     /// Something the monitor should hear before the next periodic report.
     report_urgent: bool,
+    /// This OSD's `up_thru` in the newest map.
+    up_thru: Epoch,
     /// Pushes the shard lets this PG keep in flight (the count cap's share), the
     /// background pushes it may start before the shard grants again (the rate tags'
     /// share), and whether it stopped short of work for lack of either.
@@ -286,6 +292,7 @@ impl Pg {
             up: Vec::new(),
             want_acting: Vec::new(),
             report_urgent: false,
+            up_thru: Epoch(0),
             push_allowance: usize::MAX,
             push_starts_left: usize::MAX,
             recovery_starved: false,
@@ -466,6 +473,7 @@ impl Pg {
             interval_start: self.interval_start,
             want_acting: self.want_acting.clone(),
             reason: self.inactive_reason(),
+            want_up_thru: self.want_up_thru(),
         }
     }
 
@@ -528,6 +536,7 @@ impl Pg {
             || self.interval_start == Epoch(0)
             || restarted;
         self.map_epoch = map.epoch;
+        self.up_thru = map.osd(self.whoami).map_or(Epoch(0), |info| info.up_thru);
         self.full_members = mapping
             .acting
             .iter()
@@ -558,6 +567,10 @@ impl Pg {
             } else {
                 self.phase = Phase::Replica;
             }
+        } else if self.phase == Phase::WaitUpThru {
+            // Every answer is in and this copy is up to date: only the monitor's record
+            // was missing, and this map may bring it.
+            self.activate_when_alive(store, out);
         } else if self.is_primary() && self.phase != Phase::Active {
             // Peering (or down) in the same interval: an answer may have been lost with
             // a peer that crashed, or a peer it waits for came back. Ask again.

@@ -34,6 +34,8 @@ fn maps() -> (Arc<OsdMap>, Arc<OsdMap>) {
     let addrs = (0..NEW_SHARDS).map(|i| addr(6800 + i)).collect();
     new.boot_osd(OsdId(0), addrs, "host0".into()).unwrap();
     new.epoch = Epoch(3);
+    // No monitor here: the new map records osd.0 alive, as one would when asked.
+    new.raise_up_thru(OsdId(0), new.epoch).unwrap();
     (Arc::new(old), Arc::new(new))
 }
 

@@ -173,6 +173,10 @@ pub struct PgStat {
     /// ("down: …", "incomplete: …", "peering: waiting for …"); empty when active or
     /// from a reporter before encoding v4. At most [`PG_STAT_REASON_BYTES_MAX`] bytes.
     pub reason: String,
+    /// The `up_thru` the primary waits for before it activates the PG (its interval's
+    /// start; see `OsdInfo::up_thru`), repeated by every report until a map brings it.
+    /// `Epoch(0)`: it waits for none (encoding v5; 0 from older).
+    pub want_up_thru: Epoch,
 }
 
 /// The longest [`PgStat::reason`] carried (a reporter cuts a longer one short).
@@ -518,7 +522,7 @@ impl Encode for PgStat {
             self.reason.len() <= PG_STAT_REASON_BYTES_MAX,
             "reason too long"
         );
-        e.versioned(4, 1, |e| {
+        e.versioned(5, 1, |e| {
             self.pgid.encode(e);
             e.put_u32(self.state.0);
             e.put_u64(self.object_count);
@@ -528,13 +532,14 @@ impl Encode for PgStat {
             self.interval_start.encode(e);
             self.want_acting.encode(e);
             self.reason.encode(e);
+            self.want_up_thru.encode(e);
         });
     }
 }
 
 impl Decode for PgStat {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgStat", 4, |d, version| {
+        d.versioned("PgStat", 5, |d, version| {
             Ok(PgStat {
                 pgid: PgId::decode(d)?,
                 state: PgState(d.get_u32()?),
@@ -556,6 +561,11 @@ impl Decode for PgStat {
                     d.get_string("pg stat reason", PG_STAT_REASON_BYTES_MAX)?
                 } else {
                     String::new()
+                },
+                want_up_thru: if version >= 5 {
+                    Epoch::decode(d)?
+                } else {
+                    Epoch(0)
                 },
             })
         })
@@ -1018,25 +1028,35 @@ mod tests {
             interval_start: Epoch(12),
             want_acting: vec![OsdId(2)],
             reason: "down: waiting for osd.3".into(),
+            want_up_thru: Epoch(12),
         }
     }
 
     #[test]
-    fn pg_stat_v4_carries_its_reason_and_v3_decodes_without_one() {
+    fn pg_stat_v5_carries_want_up_thru_and_older_versions_decode_without_it() {
         let stat = down_stat();
         assert_eq!(PgStat::from_bytes(&stat.to_bytes()).unwrap(), stat);
         // A version 3 body is the version 4 body without the trailing reason (a
         // 4-byte length and the bytes).
+        let older = |source: &PgStat, version: u8, cut: usize| {
+            let mut bytes = source.to_bytes().to_vec();
+            bytes.truncate(bytes.len() - cut);
+            bytes[0] = version;
+            let length = u32::from_le_bytes(bytes[2..6].try_into().unwrap()) - cut as u32;
+            bytes[2..6].copy_from_slice(&length.to_le_bytes());
+            PgStat::from_bytes(&bytes).unwrap()
+        };
+        // Version 4 lacks the trailing want_up_thru (4 bytes).
+        let v4_source = PgStat {
+            want_up_thru: Epoch(0),
+            ..stat.clone()
+        };
+        assert_eq!(older(&v4_source, 4, 4), v4_source);
         let v3_source = PgStat {
             reason: String::new(),
-            ..stat
+            ..v4_source
         };
-        let mut bytes = v3_source.to_bytes().to_vec();
-        bytes.truncate(bytes.len() - 4);
-        bytes[0] = 3;
-        let length = u32::from_le_bytes(bytes[2..6].try_into().unwrap()) - 4;
-        bytes[2..6].copy_from_slice(&length.to_le_bytes());
-        assert_eq!(PgStat::from_bytes(&bytes).unwrap(), v3_source);
+        assert_eq!(older(&v3_source, 3, 8), v3_source);
     }
 
     #[test]

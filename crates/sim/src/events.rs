@@ -35,6 +35,9 @@ pub enum Event {
     ClientIssue(u32),
     /// Periodic: an OSD reports its stats to the monitor.
     OsdStats(OsdId),
+    /// A shard has news for the monitor (a pg_temp or up_thru request): the OSD
+    /// reports now, as the daemon does, outside the period.
+    OsdStatsUrgent(OsdId),
     OsdTick(OsdId),
     /// Periodic, per monitor rank: Raft's clock, the down/out timers; rank 0's also
     /// runs the convergence watch (whether or not that monitor is running).

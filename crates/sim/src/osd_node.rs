@@ -393,6 +393,13 @@ impl Sim {
         if self.store_failed(osd) {
             return;
         }
+        let urgent = match &mut self.osds.get_mut(&osd).expect("exists").process {
+            Process::Up(shards) => shards[usize::from(shard.0)].take_report_urgent(),
+            Process::Down(_) => false,
+        };
+        if urgent {
+            self.schedule(0, Event::OsdStatsUrgent(osd));
+        }
         let from = Endpoint::Osd(osd, shard);
         for output in outputs {
             match output {
@@ -414,6 +421,10 @@ impl Sim {
 
     pub(crate) fn osd_stats(&mut self, osd: OsdId) {
         self.schedule(STATS_INTERVAL, Event::OsdStats(osd));
+        self.send_osd_stats(osd);
+    }
+
+    pub(crate) fn send_osd_stats(&mut self, osd: OsdId) {
         let node = &self.osds[&osd];
         let (Process::Up(shards), Some(session)) = (&node.process, node.mon_session) else {
             return;

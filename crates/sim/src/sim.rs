@@ -220,6 +220,7 @@ impl Sim {
             Event::ClientTick(client) => self.client_tick(client),
             Event::ClientIssue(client) => self.client_issue(client),
             Event::OsdStats(osd) => self.osd_stats(osd),
+            Event::OsdStatsUrgent(osd) => self.send_osd_stats(osd),
             Event::OsdTick(osd) => self.osd_tick(osd),
             Event::MonTick(rank) => self.mon_tick(rank),
             Event::MonConnectPeer { from, to } => self.mon_connect_peer(from, to),

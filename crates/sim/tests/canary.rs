@@ -34,12 +34,14 @@ fn the_checkers_catch_an_acknowledgement_before_a_replica_commits() {
 /// and 34 stopped catching it when stray purge and read leases changed the traces, and
 /// seed 6 when a PG peered below min_size stopped recording an activation: there the
 /// copy that lost the writes had led the PG alone, and its shorter log then outranked
-/// the copies that still held them; now theirs wins and nothing acknowledged is lost.)
+/// the copies that still held them; now theirs wins and nothing acknowledged is lost.
+/// Seed 13 stopped when primaries began waiting for `up_thru` before activating; 21
+/// replaced it.)
 #[test]
 fn the_checkers_catch_an_acknowledgement_before_the_disk_sync() {
     use carmine_sim::FaultClasses;
     let crashes = FaultClasses::parse("crashes").unwrap();
-    for seed in [5, 13, 23] {
+    for seed in [5, 21, 23] {
         let honest = SimConfig::from_seed(seed)
             .with_faults(crashes)
             .with_disk(carmine_sim::disk::DiskKind::Log);
@@ -98,8 +100,10 @@ fn the_checkers_catch_a_stale_read_without_leases() {
     // cluster to be converged again before its read-back (its "stale read" was a read
     // checked against a state taken mid-recovery), 8138 since (found with `sim_seed
     // --seeds 8000..16000 --faults all --canary-no-leases`, the first of 0..16000 with a
-    // read no state explains; 13044 is another; both pass without the canary).
-    let seed = 8138;
+    // read no state explains; 13044 is another; both pass without the canary), 13044
+    // since primaries wait for `up_thru` before activating (8221, 11858, 14041 and 14362
+    // are others of 8000..16000).
+    let seed = 13044;
     let config = SimConfig::from_seed(seed)
         .with_faults(FaultClasses::ALL)
         .with_canary(Canary::NoLeases);

@@ -16,7 +16,14 @@
 //!    its log, works out which objects it lacks (newer entries, and its own divergent
 //!    entries, which were never acknowledged), adopts the log with its dups (the
 //!    requests of trimmed entries) and **pulls** them.
-//! 3. **Activate.** Each replica gets the log suffix it lacks (or, when the log no
+//! 3. **WaitUpThru.** Before it activates, the primary needs a map that shows its OSD
+//!    alive through the interval's start (`up_thru`, as Ceph's `WaitUpThru`): it asks
+//!    with its stats from the start of peering, so the monitor's answer overlaps the
+//!    queries. The monitor computes each closed interval's `maybe_went_rw` from it, so
+//!    an interval whose primary died before that record never counts as having
+//!    accepted writes, and a PG does not stay down waiting for an OSD that booted,
+//!    became primary and failed before it could serve anything.
+//! 4. **Activate.** Each replica gets the log suffix it lacks (or, when the log no
 //!    longer covers its copy or its copy diverged, a full backfill) and the list of
 //!    objects it must receive, once the primary's own log is durable. Once all have
 //!    acknowledged, the PG is active; missing objects are pushed in the background
@@ -128,6 +135,10 @@ impl Pg {
         self.waiting_for_budget = false;
         self.notifies.insert(self.whoami, self.my_notify());
         self.lease.start_prior_wait(self.whoami);
+        if self.up_thru < self.activation_floor() {
+            // Ask now; the monitor's answer overlaps the queries (see WaitUpThru).
+            self.report_urgent = true;
+        }
         // Pushes of an earlier interval are never acknowledged (replies from another
         // interval are ignored), and repairs belong to an interval too: the ops waiting
         // on them run again once active, and activation recomputes what to push.
@@ -232,7 +243,7 @@ impl Pg {
                     let all = names.remove(MISSING_ALL);
                     self.start_pull(store, source, names, all, out);
                 }
-                None => self.activate_replicas(store, out),
+                None => self.activate_when_alive(store, out),
             }
             return;
         }
@@ -281,18 +292,26 @@ impl Pg {
         Ok(())
     }
 
-    /// Whether the PG provably never went active in `interval`: its primary answered
-    /// with a copy that already existed then and was not activated in it (only the
-    /// primary activates a PG, and activation is recorded before any write is served).
+    /// Whether the PG provably never went active in `interval`: a member of it answered
+    /// with a copy that already existed then and was not activated in it. Going active
+    /// takes every member's acknowledgement of the activation, sent only once the
+    /// member has durably recorded it (`last_epoch_started`), and no write is served
+    /// before; so one member that never recorded it proves the interval served nothing
+    /// (Ceph likewise needs one member of a replicated PG's past interval to answer).
+    /// Without this, a primary that died while activating held the PG down until it
+    /// came back, though its replicas could tell it had never served.
     fn never_activated_in(&self, interval: &carmine_clustermap::PastInterval) -> bool {
-        // A merged interval (no single primary) can never be proven inactive.
-        let Some(primary) = interval.primary else {
+        // A merged interval (no single primary) can never be proven inactive: its
+        // members are those of two intervals, and one may not have been in the later.
+        if interval.primary.is_none() {
             return false;
-        };
-        self.notifies.get(&primary).is_some_and(|n| {
-            n.exists
-                && n.info.created <= interval.first
-                && n.info.last_epoch_started < interval.first
+        }
+        interval.acting.iter().any(|osd| {
+            self.notifies.get(osd).is_some_and(|n| {
+                n.exists
+                    && n.info.created <= interval.first
+                    && n.info.last_epoch_started < interval.first
+            })
         })
     }
 
@@ -594,6 +613,52 @@ impl Pg {
         self.stats_follow_content = false;
     }
 
+    /// The epoch the map must show this OSD alive through before it activates the PG:
+    /// the interval's start, or the epoch after the last interval the monitor closed
+    /// if that is later (a copy that skipped maps may have missed an interval change
+    /// and come back to the same acting set; the monitor's interval started there).
+    pub(super) fn activation_floor(&self) -> carmine_types::Epoch {
+        let closed = self
+            .past_intervals
+            .last()
+            .map_or(carmine_types::Epoch(0), |interval| interval.last.next());
+        self.interval_start.max(closed)
+    }
+
+    /// The `up_thru` this primary asks the monitor for (with its stats): the
+    /// activation floor while it has yet to activate in this interval and the map
+    /// shows less; `Epoch(0)` otherwise.
+    pub(super) fn want_up_thru(&self) -> carmine_types::Epoch {
+        let activated = matches!(self.phase, Phase::Activating { .. } | Phase::Active);
+        let floor = self.activation_floor();
+        if self.is_primary() && !activated && self.up_thru < floor {
+            floor
+        } else {
+            carmine_types::Epoch(0)
+        }
+    }
+
+    /// Primary, up to date: activates once the map shows this OSD alive through the
+    /// interval's start, else waits for the map that does (WaitUpThru).
+    pub(super) fn activate_when_alive(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        out: &mut Vec<Output>,
+    ) {
+        if self.up_thru >= self.activation_floor() {
+            self.activate_replicas(store, out);
+        } else {
+            tracing::debug!(
+                "{}: waiting for a map with up_thru >= e{} (have e{})",
+                self.pgid,
+                self.activation_floor().0,
+                self.up_thru.0
+            );
+            self.phase = Phase::WaitUpThru;
+            self.report_urgent = true;
+        }
+    }
+
     pub(super) fn submit_meta(&mut self, store: &mut dyn ObjectStore, tx: Transaction) {
         match store.submit(tx) {
             Ok(seq) => self.last_submitted = seq,
@@ -886,6 +951,11 @@ impl Pg {
             Phase::WaitPgTemp { auth } => {
                 format!("peering: waiting for a pg_temp led by {auth}, which holds a complete copy")
             }
+            Phase::WaitUpThru => format!(
+                "peering: waiting for the monitor to record {} alive through e{} (up_thru)",
+                self.whoami,
+                self.activation_floor().0
+            ),
             Phase::Activating { waiting } if waiting.is_empty() => {
                 "activating: waiting for its own activation record to be durable".to_string()
             }

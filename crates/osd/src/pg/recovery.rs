@@ -231,7 +231,7 @@ impl Pg {
         out: &mut Vec<Output>,
     ) {
         if names.is_empty() && !all {
-            self.activate_replicas(store, out);
+            self.activate_when_alive(store, out);
             return;
         }
         self.pulling = names.clone();
@@ -383,7 +383,7 @@ impl Pg {
         }
         let unreadable = std::mem::take(&mut self.pull_unreadable);
         self.keep_missing_only(store, &unreadable);
-        self.activate_replicas(store, out);
+        self.activate_when_alive(store, out);
         let Phase::Pull { source, .. } = pulled_from else {
             unreachable!("receive_pulled runs in the pull phase");
         };

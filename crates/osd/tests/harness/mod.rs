@@ -142,6 +142,10 @@ pub struct Cluster {
     pub delivered_total: u64,
     pub dropped_total: u64,
     history: HistoryTracker,
+    /// Each new map records every up OSD alive through its epoch, as a monitor that
+    /// answers every primary's `up_thru` request at once would (off: nothing records
+    /// it, so primaries wait in WaitUpThru; [`Cluster::record_up_thru`] grants it).
+    pub grant_up_thru: bool,
     tuning: OsdTuning,
     /// Virtual time: `origin` (the one real clock reading) plus `elapsed`. Every shard
     /// is given it before it handles anything; it moves only when `run` finds a PG
@@ -190,6 +194,7 @@ impl Cluster {
         spec.min_size = config.min_size;
         let pool = map.create_pool(spec).expect("create pool");
         map.epoch = map.epoch.next();
+        record_alive(&mut map);
         let mut cluster = Cluster {
             map: Arc::new(map),
             pool,
@@ -204,6 +209,7 @@ impl Cluster {
             delivered_total: 0,
             dropped_total: 0,
             history: HistoryTracker::default(),
+            grant_up_thru: true,
             tuning: config.tuning,
             origin: Instant::now(),
             elapsed: Duration::ZERO,
@@ -248,11 +254,21 @@ impl Cluster {
         let mut map = (*self.map).clone();
         change(&mut map);
         map.epoch = map.epoch.next();
+        if self.grant_up_thru {
+            record_alive(&mut map);
+        }
         // Past intervals as the monitor records them (never trimmed here: conservative).
         self.history.advance(&self.map, &mut map);
         self.map = Arc::new(map);
         self.deliver_map_to(osds);
         self.map.epoch
+    }
+
+    /// A new map recording `osd` alive through the current epoch (the monitor's answer
+    /// to a primary's `up_thru` request).
+    pub fn record_up_thru(&mut self, osd: OsdId) -> Epoch {
+        let epoch = self.map.epoch;
+        self.change_map(|map| map.raise_up_thru(osd, epoch).expect("osd exists"))
     }
 
     /// Gives the newest map to every shard of `osds`.
@@ -963,4 +979,13 @@ pub fn cluster_with_one_out() -> (Cluster, Vec<String>) {
         write(&mut cluster, name, &format!("v1 of {name}"));
     }
     (cluster, names)
+}
+
+/// Records every up OSD alive through `map`'s epoch.
+fn record_alive(map: &mut OsdMap) {
+    let epoch = map.epoch;
+    let up: Vec<OsdId> = map.osds.values().filter(|o| o.up).map(|o| o.id).collect();
+    for osd in up {
+        map.raise_up_thru(osd, epoch).expect("listed above");
+    }
 }
