@@ -531,10 +531,19 @@ impl Pg {
             map.osd(osd)
                 .is_some_and(|info| info.up_from > self.interval_start)
         });
+        // Likewise a map that closes an interval ending at or after ours: this copy
+        // skipped the epochs where the acting set changed and came back (a full map
+        // after a gap in its feed), and another primary may have served writes then.
+        let closed_since = map
+            .pg_history
+            .get(&self.pgid)
+            .and_then(|past| past.last())
+            .is_some_and(|last| last.last >= self.interval_start);
         let changed = mapping.acting != self.acting
             || mapping.primary != self.primary
             || self.interval_start == Epoch(0)
-            || restarted;
+            || restarted
+            || closed_since;
         self.map_epoch = map.epoch;
         self.up_thru = map.osd(self.whoami).map_or(Epoch(0), |info| info.up_thru);
         self.full_members = mapping

@@ -4,11 +4,12 @@
 //! primary does not wait for it (it would otherwise stay down until that OSD returned).
 //! Nor does it wait for a primary that was recorded alive but died while activating:
 //! going active takes every member's activation, so one member that never got it
-//! proves the interval served nothing.
+//! proves the interval served nothing. And a copy that skipped the maps of an interval
+//! change and its undoing peers again rather than carry on in an interval that ended.
 
 mod harness;
 
-use carmine_types::Epoch;
+use carmine_types::{Epoch, OsdId};
 use harness::{read, write, Cluster, Config};
 
 #[test]
@@ -41,15 +42,13 @@ fn a_primary_activates_only_once_the_map_records_it_alive_through_its_interval()
     assert_eq!(read(&mut cluster, "obj"), b"after");
 }
 
-#[test]
-fn a_primary_that_died_before_its_up_thru_never_holds_the_pg_down() {
-    let mut cluster = Cluster::new(Config::one_pg());
+/// One PG holding "obj"; its primary goes, the other two lead, then it comes back and
+/// leads again, waiting for its `up_thru`, which no map records. Returns the PG and
+/// that primary.
+fn back_as_primary_without_up_thru(cluster: &mut Cluster) -> (carmine_types::PgId, OsdId) {
     let pgid = cluster.pg_of("obj");
-    write(&mut cluster, "obj", "kept");
+    write(cluster, "obj", "kept");
     let first = cluster.primary_of(pgid);
-
-    // The primary goes; the other two lead, then it comes back and leads again, but
-    // dies before any map records it alive in that interval.
     cluster.crash(first);
     cluster.run();
     assert!(cluster.pg_state(pgid).name().starts_with("active"));
@@ -58,6 +57,14 @@ fn a_primary_that_died_before_its_up_thru_never_holds_the_pg_down() {
     cluster.run();
     assert_eq!(cluster.primary_of(pgid), first);
     assert!(cluster.pg_stat(pgid).reason.contains("up_thru"));
+    (pgid, first)
+}
+
+#[test]
+fn a_primary_that_died_before_its_up_thru_never_holds_the_pg_down() {
+    let mut cluster = Cluster::new(Config::one_pg());
+    let (pgid, first) = back_as_primary_without_up_thru(&mut cluster);
+    // It dies before any map records it alive in that interval.
     cluster.grant_up_thru = true;
     cluster.crash(first);
     cluster.run();
@@ -79,15 +86,7 @@ fn a_primary_that_died_before_its_up_thru_never_holds_the_pg_down() {
 #[test]
 fn a_primary_that_died_while_activating_never_holds_the_pg_down() {
     let mut cluster = Cluster::new(Config::one_pg());
-    let pgid = cluster.pg_of("obj");
-    write(&mut cluster, "obj", "kept");
-    let first = cluster.primary_of(pgid);
-    cluster.crash(first);
-    cluster.run();
-    cluster.grant_up_thru = false;
-    cluster.revive(first);
-    cluster.run();
-    assert_eq!(cluster.primary_of(pgid), first);
+    let (pgid, first) = back_as_primary_without_up_thru(&mut cluster);
     // The map records it alive and it activates, but it is cut off before its
     // activations arrive, and dies.
     cluster.record_up_thru(first);
@@ -111,4 +110,36 @@ fn a_primary_that_died_while_activating_never_holds_the_pg_down() {
     assert_eq!(read(&mut cluster, "obj"), b"kept");
     write(&mut cluster, "obj", "served");
     assert_eq!(read(&mut cluster, "obj"), b"served");
+}
+
+#[test]
+fn a_copy_that_skipped_an_interval_change_and_its_undoing_peers_again() {
+    let mut cluster = Cluster::new(Config::one_pg());
+    let pgid = cluster.pg_of("obj");
+    write(&mut cluster, "obj", "kept");
+    let primary = cluster.primary_of(pgid);
+    let before = cluster.pg_stat(pgid).interval_start;
+    let others: Vec<_> = cluster
+        .osds()
+        .into_iter()
+        .filter(|&osd| osd != primary)
+        .collect();
+    // The primary is marked out and in again; it sees neither map (a gap in its
+    // feed), only the newest, whose acting set is the one it had.
+    cluster.change_map_for(&others, |map| map.set_weight(primary, 0).unwrap());
+    cluster.change_map_for(&others, |map| {
+        map.set_weight(primary, carmine_clustermap::WEIGHT_IN)
+            .unwrap()
+    });
+    cluster.deliver_map_to(&[primary]);
+    cluster.run();
+    assert_eq!(cluster.primary_of(pgid), primary);
+    let stat = cluster.pg_stat(pgid);
+    assert!(
+        stat.interval_start > before,
+        "the monitor closed intervals after e{}: {stat:?}",
+        before.0
+    );
+    assert!(stat.state.name().starts_with("active"), "{stat:?}");
+    assert_eq!(read(&mut cluster, "obj"), b"kept");
 }
