@@ -142,3 +142,26 @@ pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -
     }
     started.elapsed()
 }
+
+/// Polls `carmine status` until every PG is active+clean and every OSD is up, failing
+/// the test with the last status after `within`.
+pub fn wait_clean(cluster: &DevCluster, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let status = cluster.ok(&["--format", "json", "status"]);
+        let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+        let states = &status["pgmap"]["pgs_by_state"];
+        let clean = states
+            .as_array()
+            .is_some_and(|s| s.len() == 1 && s[0]["state_name"] == "active+clean")
+            && status["osdmap"]["num_up_osds"] == status["osdmap"]["num_osds"];
+        if clean {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not clean in {within:?}: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}

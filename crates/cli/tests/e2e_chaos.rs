@@ -17,11 +17,11 @@ mod common;
 
 use bytes::Bytes;
 use carmine_client::{Client, ClientConfig};
-use common::{carmine, wait_until, DevCluster};
+use common::{carmine, wait_clean, wait_until, DevCluster};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const OBJECTS: usize = 24;
 
@@ -56,27 +56,6 @@ async fn writer(client: Client, ledger: Ledger, stop: Arc<AtomicBool>) {
             entry.0 = version;
             entry.1.retain(|&v| v > version);
         }
-    }
-}
-
-fn wait_clean(cluster: &DevCluster, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let status = cluster.ok(&["--format", "json", "status"]);
-        let status: serde_json::Value = serde_json::from_str(&status).unwrap();
-        let states = &status["pgmap"]["pgs_by_state"];
-        let clean = states
-            .as_array()
-            .is_some_and(|s| s.len() == 1 && s[0]["state_name"] == "active+clean")
-            && status["osdmap"]["num_up_osds"] == status["osdmap"]["num_osds"];
-        if clean {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not clean in {within:?}: {status}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
     }
 }
 

@@ -11,7 +11,7 @@
 mod common;
 
 use carmine_client::{Client, ClientConfig};
-use common::{wait_until, write_file, DevCluster};
+use common::{wait_clean, wait_until, write_file, DevCluster};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -99,17 +99,6 @@ fn put(cluster: &DevCluster, i: usize) {
         &format!("obj-{i}"),
         file.to_str().unwrap(),
     ]);
-}
-
-fn wait_clean(cluster: &DevCluster, within: Duration) {
-    wait_until("every PG active+clean", within, || {
-        let status = cluster.ok(&["--format", "json", "status"]);
-        let status: serde_json::Value = serde_json::from_str(&status).unwrap();
-        status["pgmap"]["pgs_by_state"]
-            .as_array()
-            .is_some_and(|s| s.len() == 1 && s[0]["state_name"] == "active+clean")
-            && status["osdmap"]["num_up_osds"] == status["osdmap"]["num_osds"]
-    });
 }
 
 #[test]

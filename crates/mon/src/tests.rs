@@ -398,6 +398,26 @@ fn report(mon: &mut Monitor, now: Instant, osd: OsdId, pg: carmine_proto::PgStat
     );
 }
 
+/// A primary's report on `pgid` in `state` with `acting`, asking for nothing.
+fn primary_stat(
+    pgid: carmine_types::PgId,
+    state: u32,
+    acting: Vec<OsdId>,
+) -> carmine_proto::PgStat {
+    carmine_proto::PgStat {
+        pgid,
+        state: carmine_proto::PgState(state),
+        object_count: 0,
+        data_bytes: 0,
+        last_update: Default::default(),
+        acting,
+        interval_start: Epoch(0),
+        want_acting: Vec::new(),
+        reason: String::new(),
+        want_up_thru: Epoch(0),
+    }
+}
+
 #[test]
 fn a_primary_gets_the_pg_temp_it_asks_for_until_its_pg_is_clean() {
     use carmine_proto::{PgStat, PgState};
@@ -414,16 +434,8 @@ fn a_primary_gets_the_pg_temp_it_asks_for_until_its_pg_is_clean() {
     let mut want = mapping.up.clone();
     want.rotate_left(1);
     let stat = |state: u32, acting: Vec<OsdId>, want_acting: Vec<OsdId>| PgStat {
-        pgid,
-        state: PgState(state),
-        object_count: 0,
-        data_bytes: 0,
-        last_update: Default::default(),
-        acting,
-        interval_start: Epoch(0),
         want_acting,
-        reason: String::new(),
-        want_up_thru: Epoch(0),
+        ..primary_stat(pgid, state, acting)
     };
 
     // A request from an OSD that is not the PG's primary is ignored.
@@ -501,16 +513,9 @@ fn a_primary_gets_the_up_thru_it_asks_for_while_it_is_up() {
     let primary = mapping.primary.unwrap();
     let other = mapping.acting[1];
     let stat = |want_up_thru: Epoch| PgStat {
-        pgid,
-        state: PgState(PgState::PEERING),
-        object_count: 0,
-        data_bytes: 0,
-        last_update: Default::default(),
-        acting: mapping.acting.clone(),
         interval_start: want_up_thru,
-        want_acting: Vec::new(),
-        reason: String::new(),
         want_up_thru,
+        ..primary_stat(pgid, PgState::PEERING, mapping.acting.clone())
     };
     let up_thru = |mon: &Monitor, osd| mon.map().osd(osd).unwrap().up_thru;
     let asked = mon.map().epoch;
