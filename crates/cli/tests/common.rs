@@ -165,3 +165,16 @@ pub fn wait_clean(cluster: &DevCluster, within: Duration) {
         std::thread::sleep(Duration::from_millis(250));
     }
 }
+
+/// A current-thread runtime and a client of `cluster` connected on it.
+pub fn connect_client(cluster: &DevCluster) -> (tokio::runtime::Runtime, carmine_client::Client) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let config = carmine_client::ClientConfig::new(cluster.mon_addrs());
+    let client = runtime
+        .block_on(carmine_client::Client::connect(config))
+        .expect("connect");
+    (runtime, client)
+}

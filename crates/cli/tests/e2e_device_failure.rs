@@ -10,7 +10,6 @@
 
 mod common;
 
-use carmine_client::{Client, ClientConfig};
 use common::{wait_clean, wait_until, write_file, DevCluster};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -183,14 +182,8 @@ fn an_osd_whose_device_fails_stops_and_loses_nothing_acknowledged() {
     // Back on a working device: recovered, and every copy the same.
     cluster.ok(&["vstart", "--only", "osd.1", "--dir", &dir]);
     wait_clean(&cluster, Duration::from_secs(60));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (runtime, client) = common::connect_client(&cluster);
     runtime.block_on(async {
-        let client = Client::connect(ClientConfig::new(cluster.mon_addrs()))
-            .await
-            .unwrap();
         let pool = client.pool_id("rbd").unwrap();
         for i in 0..written {
             let name = format!("obj-{i}");

@@ -8,7 +8,6 @@
 mod common;
 
 use bytes::Bytes;
-use carmine_client::{Client, ClientConfig};
 use carmine_proto::{OpCode, OpOutput};
 use common::DevCluster;
 use std::collections::BTreeSet;
@@ -25,14 +24,8 @@ fn content(i: usize) -> Bytes {
 
 fn round_trip(cluster: &DevCluster) {
     cluster.ok(&["pool", "create", "data", "--size", "3", "--pg-num", "32"]);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (runtime, client) = common::connect_client(cluster);
     runtime.block_on(async {
-        let client = Client::connect(ClientConfig::new(cluster.mon_addrs()))
-            .await
-            .expect("connect");
         let names: Vec<String> = (0..OBJECT_COUNT).map(|i| format!("sharded-{i}")).collect();
         let mut writes = tokio::task::JoinSet::new();
         for (i, name) in names.iter().enumerate() {

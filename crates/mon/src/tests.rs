@@ -398,6 +398,18 @@ fn report(mon: &mut Monitor, now: Instant, osd: OsdId, pg: carmine_proto::PgStat
     );
 }
 
+/// Creates pool "rbd" (size 3, `pg_num` PGs); its first PG and where it maps.
+fn first_pg_of_new_pool(
+    mon: &mut Monitor,
+    now: Instant,
+    pg_num: u32,
+) -> (carmine_types::PgId, carmine_clustermap::PgMapping) {
+    let spec = PoolSpec::replicated("rbd", 3, pg_num);
+    command(mon, now, Command::PoolCreate(spec)).unwrap();
+    let pgid = mon.map().all_pgs().next().unwrap();
+    (pgid, mon.map().pg_mapping(pgid).unwrap())
+}
+
 /// A primary's report on `pgid` in `state` with `acting`, asking for nothing.
 fn primary_stat(
     pgid: carmine_types::PgId,
@@ -422,14 +434,7 @@ fn primary_stat(
 fn a_primary_gets_the_pg_temp_it_asks_for_until_its_pg_is_clean() {
     use carmine_proto::{PgStat, PgState};
     let (mut mon, now) = cluster(4);
-    command(
-        &mut mon,
-        now,
-        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8)),
-    )
-    .unwrap();
-    let pgid = mon.map().all_pgs().next().unwrap();
-    let mapping = mon.map().pg_mapping(pgid).unwrap();
+    let (pgid, mapping) = first_pg_of_new_pool(&mut mon, now, 8);
     let primary = mapping.primary.unwrap();
     let mut want = mapping.up.clone();
     want.rotate_left(1);
@@ -502,14 +507,7 @@ fn a_primary_gets_the_pg_temp_it_asks_for_until_its_pg_is_clean() {
 fn a_primary_gets_the_up_thru_it_asks_for_while_it_is_up() {
     use carmine_proto::{PgStat, PgState};
     let (mut mon, now) = cluster(3);
-    command(
-        &mut mon,
-        now,
-        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 8)),
-    )
-    .unwrap();
-    let pgid = mon.map().all_pgs().next().unwrap();
-    let mapping = mon.map().pg_mapping(pgid).unwrap();
+    let (pgid, mapping) = first_pg_of_new_pool(&mut mon, now, 8);
     let primary = mapping.primary.unwrap();
     let other = mapping.acting[1];
     let stat = |want_up_thru: Epoch| PgStat {
@@ -578,14 +576,7 @@ fn unrepaired_corrupt_copies_raise_a_health_warning() {
 fn why_a_pg_cannot_serve_is_kept_and_shown_in_status_and_pg_dump() {
     use carmine_proto::{PgStat, PgState};
     let (mut mon, now) = cluster(3);
-    command(
-        &mut mon,
-        now,
-        Command::PoolCreate(PoolSpec::replicated("rbd", 3, 4)),
-    )
-    .unwrap();
-    let pgid = mon.map().all_pgs().next().unwrap();
-    let mapping = mon.map().pg_mapping(pgid).unwrap();
+    let (pgid, mapping) = first_pg_of_new_pool(&mut mon, now, 4);
     let primary = mapping.primary.unwrap();
     let reason = "down: interval e4-e9 may have accepted writes; waiting for osd.3";
     let stat = PgStat {
