@@ -853,7 +853,10 @@ impl<S: ObjectStore> OsdShard<S> {
         let store = &mut self.store;
         match msg {
             Msg::RepOp(rep) => pg.handle_rep_op(store, from, rep, out),
-            Msg::RepOpReply(reply) => pg.handle_rep_reply(store, from, reply, out),
+            Msg::RepOpReply(reply) => {
+                let map = self.map.as_deref().expect("a PG is opened from a map");
+                pg.handle_rep_reply(map, store, from, reply, out)
+            }
             Msg::PgQuery(query) => pg.handle_query(from, query, out),
             Msg::PgNotify(notify) => pg.handle_notify(store, from, notify, out),
             Msg::PgLogRequest(request) => pg.handle_log_request(from, request, out),

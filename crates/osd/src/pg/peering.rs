@@ -170,6 +170,20 @@ impl Pg {
         self.after_infos(store, out);
     }
 
+    /// Primary, active: peers again within the interval, when a replica's copy fell
+    /// behind its log in a way replication cannot mend (see `handle_rep_reply`). The
+    /// round queries every member first, so each answers with its log as it now is.
+    pub(super) fn peer_again(
+        &mut self,
+        map: &OsdMap,
+        store: &mut dyn ObjectStore,
+        out: &mut Vec<Output>,
+    ) {
+        // The slots were for recovery this round recomputes.
+        self.release_reservation(out);
+        self.start_peering(map, store, out);
+    }
+
     /// Any role: a primary asks for this copy's info.
     pub fn handle_query(&mut self, from: OsdId, query: PgQuery, out: &mut Vec<Output>) {
         self.queried_by.insert((query.interval, from));

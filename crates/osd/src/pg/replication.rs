@@ -1,11 +1,12 @@
 //! The write path: ordering, local submission, replication, commit tracking and the
 //! client reply; and the replica's side of it.
 
-use super::{peer_output, HeldMessage, InFlightWrite, Pg};
+use super::{peer_output, HeldMessage, InFlightWrite, Pg, Phase};
 use crate::exec::{self, store_error};
 use crate::osd_set::OsdSet;
 use crate::pglog::Applied;
 use crate::{ClientRef, Output};
+use carmine_clustermap::OsdMap;
 use carmine_proto::{
     LogEntry, LogOp, Msg, OpCode, OpError, OsdOp, OsdOpReply, PgInfo, RepOp, RepOpReply,
 };
@@ -419,6 +420,7 @@ impl Pg {
     /// A replica's answer to one of our `RepOp`s.
     pub fn handle_rep_reply(
         &mut self,
+        map: &OsdMap,
         store: &mut dyn ObjectStore,
         from: OsdId,
         reply: RepOpReply,
@@ -449,18 +451,34 @@ impl Pg {
             }
             return;
         }
-        if let (Err(error), true) = (&reply.result, changed_object) {
-            // The replica could not apply a write the primary already applied: the
-            // copies now differ until recovery repairs them. Fail the write rather than
-            // acknowledge a copy that does not exist. (An error entry keeps its error:
-            // that is the answer its resends get from the log.)
+        if let Err(error) = &reply.result {
+            // The replica's store refused, for another reason than space, an entry
+            // this copy applied (its copy of the object is not what its log says: a
+            // store bug, or an object lost behind the PG's back). Its log now stops
+            // short of ours, so it ignores every later RepOp as not following, and
+            // failing the write would lie (our copy and log hold it). Ceph's OSD
+            // asserts here and the map change re-peers the PG; we peer again within
+            // the interval instead: the replica's log is caught up by activation and
+            // the objects of the writes in flight are pushed to it, which completes
+            // them (`requeue_in_flight`). The write stays in flight, waiting on it.
             tracing::error!(
-                "{}: {from} failed rep_tid {}: {error}",
+                "{}: {from} could not apply {} ({}changes an object): {error}; peering again",
                 self.pgid,
-                reply.rep_tid
+                reply.version,
+                if changed_object {
+                    ""
+                } else {
+                    "an error entry; none "
+                },
             );
-            self.in_flight[index].reply.result = Err(error.clone());
-            self.in_flight[index].reply.outputs.clear();
+            // A failure answered in an earlier interval is that interval's: its
+            // peering heard the replica after it (messages keep their order), as does
+            // a round that started since the RepOp went out (only an active PG sends
+            // them).
+            if reply.map_epoch >= self.interval_start && self.phase == Phase::Active {
+                self.peer_again(map, store, out);
+            }
+            return;
         }
         self.in_flight[index].refused_by.remove(&from);
         self.in_flight[index].waiting_on.remove(&from);

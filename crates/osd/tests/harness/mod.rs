@@ -433,6 +433,18 @@ impl Cluster {
             .expect("the object exists there");
     }
 
+    /// `osd`'s copy of object `name` vanishes behind the PG's back (a store bug, or an
+    /// operator's mistake): its log still says the object exists there.
+    pub fn lose(&mut self, osd: OsdId, name: &str) {
+        let pgid = self.pg_of(name);
+        let addr = self.addr(osd, pgid);
+        let mut tx = carmine_store::Transaction::new();
+        tx.remove(CollectionId::Pg(pgid), ObjectId::head(name));
+        (self.shard_mut(addr).store_mut())
+            .submit(tx)
+            .expect("the object exists there");
+    }
+
     /// Runs one deep-scrub step on every shard of `osd` and queues what it sends.
     pub fn scrub(&mut self, osd: OsdId) {
         self.scrub_bounded(osd, 10_000, u64::MAX);
