@@ -251,7 +251,7 @@ impl Monitor {
             });
         if found > repaired {
             checks.push(format!(
-                "OSD_SCRUB_ERRORS: {} corrupt object copies found and not yet repaired \
+                "OSD_SCRUB_ERRORS: {} corrupt or inconsistent object copies found and not yet repaired \
                  ({found} found, {repaired} repaired)",
                 found - repaired
             ));

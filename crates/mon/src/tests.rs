@@ -566,7 +566,10 @@ fn unrepaired_corrupt_copies_raise_a_health_warning() {
     let report = stats(3, 1);
     mon.handle_message(now, 2, EntityName::osd(OsdId(1)), report);
     let check = scrub_check(&mon).expect("a warning while copies are unrepaired");
-    assert!(check.contains("2 corrupt object copies"), "{check}");
+    assert!(
+        check.contains("2 corrupt or inconsistent object copies"),
+        "{check}"
+    );
     let report = stats(3, 3);
     mon.handle_message(now, 2, EntityName::osd(OsdId(1)), report);
     assert_eq!(scrub_check(&mon), None, "every copy was repaired");

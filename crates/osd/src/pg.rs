@@ -21,6 +21,7 @@ use carmine_types::limits::LIST_ENTRIES_MAX;
 use carmine_types::{EVersion, Epoch, ObjectId, OsdId, PgId, ShardIndex};
 pub use repair::RepairCounters;
 use repair::{unfound_error, Gate};
+pub use scrub_compare::CompareCounters;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Client ops a PG holds while it cannot serve them (inactive, or reads behind a write).
@@ -211,6 +212,11 @@ pub struct Pg {
         BTreeMap<String, repair::ReportBackoff>,
     ),
     repair_counters: RepairCounters,
+    /// Primary: the comparison of the members' copies waiting for their scrub maps,
+    /// the rounds started, and what comparisons found (see `pg/scrub_compare.rs`).
+    scrub_compare: Option<scrub_compare::ScrubCompare>,
+    scrub_round: u64,
+    compare_counters: CompareCounters,
     /// Primary: removed snapshots whose clones are trimmed, and the pass under way.
     snap_trimmed: BTreeSet<u64>,
     snap_trim_pass: Option<snap_trim::TrimPass>,
@@ -304,6 +310,9 @@ impl Pg {
             replica_corrupt: BTreeSet::new(),
             corrupt_reported: (carmine_types::Epoch(0), BTreeMap::new()),
             repair_counters: RepairCounters::default(),
+            scrub_compare: None,
+            scrub_round: 0,
+            compare_counters: CompareCounters::default(),
             snap_trimmed: BTreeSet::new(),
             snap_trim_pass: None,
             deleting: false,
@@ -405,6 +414,10 @@ impl Pg {
     /// Corrupt copies this PG found and repaired.
     pub fn repair_counters(&self) -> RepairCounters {
         self.repair_counters
+    }
+
+    pub fn compare_counters(&self) -> CompareCounters {
+        self.compare_counters
     }
 
     /// Active with a full acting set and nothing to recover (what `active+clean`
@@ -854,5 +867,6 @@ pub(crate) mod recovery;
 mod repair;
 mod replication;
 mod reserve;
+mod scrub_compare;
 mod snap_trim;
 pub use snap_trim::SNAP_TRIM_CLIENT;

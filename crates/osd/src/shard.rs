@@ -36,10 +36,17 @@ pub struct ShardCounters {
     /// Client ops that arrived at a shard that does not own their PG.
     pub wrong_shard_total: u64,
     /// Object copies found unreadable (data failing its checksum) by reads, pushes
-    /// and scrubs of the PGs this shard is primary for.
+    /// and scrubs of the PGs this shard is primary for, and replica copies a scrub
+    /// comparison found different from the primary's.
     pub corrupt_copies_found_total: u64,
     /// Of those, copies replaced by a good one.
     pub copies_repaired_total: u64,
+    /// Scrub comparisons of the members' copies (see `pg/scrub_compare.rs`): objects
+    /// compared, replica copies found different (also counted in
+    /// `corrupt_copies_found_total`), and our own copies found lost.
+    pub scrub_objects_compared_total: u64,
+    pub scrub_replica_copies_differing_total: u64,
+    pub scrub_own_copies_lost_total: u64,
 }
 
 /// Objects one [`OsdShard::scrub_step`] call verifies in one PG at most.
@@ -411,6 +418,10 @@ impl<S: ObjectStore> OsdShard<S> {
             let repairs = pg.repair_counters();
             counters.corrupt_copies_found_total += repairs.corrupt_copies_found;
             counters.copies_repaired_total += repairs.copies_repaired;
+            let compared = pg.compare_counters();
+            counters.scrub_objects_compared_total += compared.objects_compared;
+            counters.scrub_replica_copies_differing_total += compared.replica_copies_differing;
+            counters.scrub_own_copies_lost_total += compared.own_copies_lost;
         }
         counters
     }
@@ -869,6 +880,8 @@ impl<S: ObjectStore> OsdShard<S> {
             Msg::PgLease(lease) => pg.handle_lease(from, lease, out),
             Msg::PgLeaseAck(ack) => pg.handle_lease_ack(store, from, ack, out),
             Msg::PgReserve(answer) => pg.handle_reserve(store, from, answer, out),
+            Msg::PgScrubRequest(request) => pg.handle_scrub_request(store, from, request, out),
+            Msg::PgScrubMap(map) => pg.handle_scrub_map(store, from, map, out),
             _ => unreachable!("filtered by peer_message_pg"),
         }
         pg.purge_strays(out);
@@ -1077,6 +1090,8 @@ fn peer_message_pg(msg: &Msg) -> Option<(PgId, Epoch)> {
         Msg::PgLease(m) => (m.pgid, m.map_epoch),
         Msg::PgLeaseAck(m) => (m.pgid, m.map_epoch),
         Msg::PgReserve(m) => (m.pgid, m.map_epoch),
+        Msg::PgScrubRequest(m) => (m.pgid, m.map_epoch),
+        Msg::PgScrubMap(m) => (m.pgid, m.map_epoch),
         _ => return None,
     })
 }

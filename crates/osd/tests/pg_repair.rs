@@ -144,11 +144,33 @@ fn a_scrub_finds_a_corrupt_replica_copy_and_the_primary_pushes_its_own() {
     assert_eq!(counters.corrupt_copies_found_total, 1);
     assert_eq!(counters.copies_repaired_total, 1);
     assert_clean_and_identical(&cluster, "b");
-    // Nothing left to find.
+    // Nothing left to find: a clean scrub sends only the primaries' comparisons
+    // (requests and scrub maps), which find nothing to push.
     for osd in cluster.osds() {
         cluster.scrub(osd);
     }
-    assert_eq!(cluster.run(), 0, "a clean scrub sends nothing");
+    let sent = cluster.pending_count();
+    let comparisons = (cluster.pending().iter())
+        .filter(|envelope| {
+            matches!(
+                envelope.msg,
+                carmine_proto::Msg::PgScrubRequest(_) | carmine_proto::Msg::PgScrubMap(_)
+            )
+        })
+        .count();
+    assert_eq!(sent, comparisons, "a clean scrub only compares");
+    cluster.run();
+    let after = self::counters(&cluster, members[0], "b");
+    assert!(after.scrub_objects_compared_total > 0, "{after:?}");
+    assert_eq!(after.scrub_replica_copies_differing_total, 0);
+    assert_eq!(
+        (
+            after.corrupt_copies_found_total,
+            after.copies_repaired_total
+        ),
+        (1, 1),
+        "and finds nothing"
+    );
 }
 
 #[test]

@@ -23,6 +23,7 @@ mod osd;
 mod peering;
 mod purge;
 mod reserve;
+mod scrub;
 mod snap;
 
 pub use encode_once::*;
@@ -35,4 +36,5 @@ pub use osd::*;
 pub use peering::*;
 pub use purge::*;
 pub use reserve::*;
+pub use scrub::*;
 pub use snap::*;

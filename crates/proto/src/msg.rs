@@ -12,6 +12,7 @@ use crate::peering::{
 };
 use crate::purge::PgRemove;
 use crate::reserve::PgReserve;
+use crate::scrub::{PgScrubMap, PgScrubRequest};
 use bytes::Bytes;
 use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
 
@@ -44,6 +45,8 @@ pub enum Msg {
     PgPushReply(PgPushReply),
     PgRemove(PgRemove),
     PgReserve(PgReserve),
+    PgScrubRequest(PgScrubRequest),
+    PgScrubMap(PgScrubMap),
     PgLease(PgLease),
     PgLeaseAck(PgLeaseAck),
     MonRaft(MonRaft),
@@ -75,6 +78,8 @@ pub mod msg_type {
     pub const PG_PUSH_REPLY: u16 = 48;
     pub const PG_REMOVE: u16 = 51;
     pub const PG_RESERVE: u16 = 52;
+    pub const PG_SCRUB_REQUEST: u16 = 53;
+    pub const PG_SCRUB_MAP: u16 = 54;
     pub const PG_LEASE: u16 = 49;
     pub const PG_LEASE_ACK: u16 = 50;
     pub const MON_RAFT: u16 = 60;
@@ -117,6 +122,8 @@ impl Msg {
             Msg::PgPushReply(_) => PG_PUSH_REPLY,
             Msg::PgRemove(_) => PG_REMOVE,
             Msg::PgReserve(_) => PG_RESERVE,
+            Msg::PgScrubRequest(_) => PG_SCRUB_REQUEST,
+            Msg::PgScrubMap(_) => PG_SCRUB_MAP,
             Msg::PgLease(_) => PG_LEASE,
             Msg::PgLeaseAck(_) => PG_LEASE_ACK,
             Msg::MonRaft(_) => MON_RAFT,
@@ -166,6 +173,8 @@ impl Msg {
             Msg::PgPushReply(m) => m.encode(e),
             Msg::PgRemove(m) => m.encode(e),
             Msg::PgReserve(m) => m.encode(e),
+            Msg::PgScrubRequest(m) => m.encode(e),
+            Msg::PgScrubMap(m) => m.encode(e),
             Msg::PgLease(m) => m.encode(e),
             Msg::PgLeaseAck(m) => m.encode(e),
             Msg::MonRaft(m) => m.encode(e),
@@ -211,6 +220,10 @@ impl Msg {
             PG_PUSH_REPLY => Msg::PgPushReply(PgPushReply::decode(&mut d).map_err(malformed)?),
             PG_REMOVE => Msg::PgRemove(PgRemove::decode(&mut d).map_err(malformed)?),
             PG_RESERVE => Msg::PgReserve(PgReserve::decode(&mut d).map_err(malformed)?),
+            PG_SCRUB_REQUEST => {
+                Msg::PgScrubRequest(PgScrubRequest::decode(&mut d).map_err(malformed)?)
+            }
+            PG_SCRUB_MAP => Msg::PgScrubMap(PgScrubMap::decode(&mut d).map_err(malformed)?),
             PG_LEASE => Msg::PgLease(PgLease::decode(&mut d).map_err(malformed)?),
             PG_LEASE_ACK => Msg::PgLeaseAck(PgLeaseAck::decode(&mut d).map_err(malformed)?),
             MON_RAFT => Msg::MonRaft(MonRaft::decode(&mut d).map_err(malformed)?),

@@ -274,15 +274,23 @@ impl Sim {
 
     /// Copies the OSDs repaired, over the whole run.
     pub(crate) fn repairs_total(&self) -> u64 {
-        let live: u64 = (self.osds.values())
+        let live = self.live_counters(|c| c.copies_repaired_total);
+        live + self.flips.repairs_before_crashes
+    }
+
+    /// One shard counter summed over the OSD processes up now.
+    pub(crate) fn live_counters(
+        &self,
+        counter: impl Fn(&carmine_osd::ShardCounters) -> u64,
+    ) -> u64 {
+        (self.osds.values())
             .filter_map(|node| match &node.process {
                 Process::Up(shards) => Some(shards),
                 Process::Down(_) => None,
             })
             .flatten()
-            .map(|shard| shard.counters().copies_repaired_total)
-            .sum();
-        live + self.flips.repairs_before_crashes
+            .map(|shard| counter(&shard.counters()))
+            .sum()
     }
 
     /// Before `osd`'s process dies: keep its repair count.

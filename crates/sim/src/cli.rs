@@ -122,6 +122,12 @@ pub fn format_report(report: &SimReport) -> String {
             report.bit_flips, report.repairs
         ));
     }
+    if report.scrub_differing > 0 {
+        text.push_str(&format!(
+            "  scrub comparisons: {} objects compared, {} copies found different\n",
+            report.scrub_compared, report.scrub_differing
+        ));
+    }
     if report.disk_errors > 0 {
         text.push_str(&format!(
             "  disk errors {}, OSDs stopped on a failed store {}\n",

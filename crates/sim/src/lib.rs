@@ -101,6 +101,11 @@ pub struct SimReport {
     pub store_failure_stops: u64,
     /// Object copies the OSDs found corrupt and replaced with a good copy.
     pub repairs: u64,
+    /// Scrub comparisons of the members' copies, counted by the OSDs up at the end:
+    /// objects compared, and copies found different (a replica's, or the primary's
+    /// own found lost).
+    pub scrub_compared: u64,
+    pub scrub_differing: u64,
     /// Backfills started: a replica activated with `backfill`, or a primary pulling
     /// everything (what a PG log too short to cover a copy leads to).
     pub backfills: u64,

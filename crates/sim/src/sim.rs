@@ -562,6 +562,10 @@ impl Sim {
             disk_errors: self.disk_errors.injected,
             store_failure_stops: self.disk_errors.stops,
             repairs: self.repairs_total(),
+            scrub_compared: self.live_counters(|c| c.scrub_objects_compared_total),
+            scrub_differing: self.live_counters(|c| {
+                c.scrub_replica_copies_differing_total + c.scrub_own_copies_lost_total
+            }),
             backfills: self.backfills,
             snapshots: self.snap_seq,
             snapshots_removed: self.snap_removals.removed_count(),

@@ -404,6 +404,40 @@ impl Pg {
         self.peer_missing.entry(replica).or_default().insert(name);
     }
 
+    /// Primary: `replica`'s copy of `name` differs from ours (a scrub comparison);
+    /// push it ours, counted as a bad copy found and, once pushed, repaired.
+    pub(super) fn note_replica_inconsistent(&mut self, replica: OsdId, name: String) {
+        if self.replica_corrupt.insert((replica, name.clone())) {
+            self.repair_counters.corrupt_copies_found += 1;
+            tracing::warn!(
+                "{}: {replica}'s copy of {name} differs from ours; pushing it ours",
+                self.pgid
+            );
+        }
+        self.peer_missing.entry(replica).or_default().insert(name);
+    }
+
+    /// Primary: our copy of `name` is gone while `source` holds one and our log does
+    /// not say it was removed: pull it from there, as a repair (ops on it wait).
+    pub(super) fn repair_lost_copy(&mut self, source: OsdId, name: &str, out: &mut Vec<Output>) {
+        if self.repairs.contains_key(name) || self.phase != Phase::Active {
+            return;
+        }
+        tracing::warn!(
+            "{}: our copy of {name} is gone but {source} holds one; pulling it",
+            self.pgid
+        );
+        self.note_local_corrupt(name);
+        out.push(peer_output(source, self.repair_pull(name, None)));
+        self.repairs.insert(
+            name.to_string(),
+            RepairPull {
+                source,
+                exact: None,
+            },
+        );
+    }
+
     /// Primary: a replica acknowledged pushes (`oids`) and may report corrupt copies.
     pub(super) fn receive_push_reply_repairs(&mut self, from: OsdId, reply: &PgPushReply) {
         for name in &reply.oids {
@@ -495,6 +529,7 @@ impl Pg {
         let next = next.filter(|_| page_full || bytes >= bytes_max);
         if self.is_primary() {
             self.repair_after_scrub(store, corrupt, out);
+            self.start_scrub_compare(store, after, next.as_deref(), out);
             return (walked, next, bytes);
         }
         let corrupt = self.corrupt_to_report(corrupt, &readable);

@@ -445,6 +445,38 @@ impl Cluster {
             .expect("the object exists there");
     }
 
+    /// Writes `data` at `offset` into `osd`'s copy of `name` behind the PG's back (no
+    /// log entry, no new version): a copy that is intact and wrong. Creates the object
+    /// if the copy has none.
+    pub fn tamper(&mut self, osd: OsdId, name: &str, offset: u64, data: &[u8]) {
+        let pgid = self.pg_of(name);
+        let addr = self.addr(osd, pgid);
+        let mut tx = carmine_store::Transaction::new();
+        tx.write(
+            CollectionId::Pg(pgid),
+            ObjectId::head(name),
+            offset,
+            bytes(data),
+        );
+        (self.shard_mut(addr).store_mut())
+            .submit(tx)
+            .expect("a write to a MemStore");
+    }
+
+    /// The counters of every shard of `osd`, summed.
+    pub fn counters(&self, osd: OsdId) -> carmine_osd::ShardCounters {
+        let mut sum = carmine_osd::ShardCounters::default();
+        for (_, shard) in self.shards.iter().filter(|(addr, _)| addr.0 == osd) {
+            let c = shard.counters();
+            sum.corrupt_copies_found_total += c.corrupt_copies_found_total;
+            sum.copies_repaired_total += c.copies_repaired_total;
+            sum.scrub_objects_compared_total += c.scrub_objects_compared_total;
+            sum.scrub_replica_copies_differing_total += c.scrub_replica_copies_differing_total;
+            sum.scrub_own_copies_lost_total += c.scrub_own_copies_lost_total;
+        }
+        sum
+    }
+
     /// Runs one deep-scrub step on every shard of `osd` and queues what it sends.
     pub fn scrub(&mut self, osd: OsdId) {
         self.scrub_bounded(osd, 10_000, u64::MAX);

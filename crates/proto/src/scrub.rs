@@ -1,0 +1,260 @@
+//! Comparing the members' copies (Ceph's scrub maps): after a deep-scrub step over a
+//! range of object names, the primary asks each replica what it holds in that range
+//! and compares the answers with its own copy.
+//!
+//! The range is `(after, last]` by object name (`None`: from the first, or to the
+//! last), clones included with their head. The request travels on the same ordered
+//! session as the primary's `RepOp`s, and a replica answers the moment it arrives, so
+//! both sides describe their copies after the same writes: no write has to wait.
+
+use carmine_types::encoding::{Decode, DecodeError, Decoder, Encode, Encoder};
+use carmine_types::limits::OBJECT_NAME_BYTES_MAX;
+use carmine_types::{EVersion, Epoch, ObjectId, PgId};
+
+/// Primary → replica: describe your copies of the objects in `(after, last]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgScrubRequest {
+    pub pgid: PgId,
+    pub interval: Epoch,
+    pub map_epoch: Epoch,
+    /// Which comparison of the interval this is (answers to an earlier one are dropped).
+    pub round: u64,
+    pub after: Option<String>,
+    pub last: Option<String>,
+}
+
+/// One stored object as a scrub map describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScrubEntry {
+    pub oid: ObjectId,
+    pub size_bytes: u64,
+    /// From the object info (zero when it has none).
+    pub version: EVersion,
+    /// crc32c of the data; `None` when the copy cannot be read (corruption is the
+    /// deep scrub's to report).
+    pub data_crc: Option<u32>,
+}
+
+/// Replica → primary: its copies in the requested range, in object order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgScrubMap {
+    pub pgid: PgId,
+    pub interval: Epoch,
+    pub map_epoch: Epoch,
+    pub round: u64,
+    /// Every object of the range is here; `false`: the map stops at its last entry
+    /// (it reached [`SCRUB_MAP_ENTRIES_MAX`](crate::SCRUB_MAP_ENTRIES_MAX)).
+    pub complete: bool,
+    pub objects: Vec<ScrubEntry>,
+}
+
+/// The most entries one scrub map carries.
+pub const SCRUB_MAP_ENTRIES_MAX: usize = 4096;
+
+fn put_name(e: &mut Encoder, name: &Option<String>) {
+    match name {
+        None => e.put_u8(0),
+        Some(name) => {
+            e.put_u8(1);
+            name.encode(e);
+        }
+    }
+}
+
+fn get_name(d: &mut Decoder) -> Result<Option<String>, DecodeError> {
+    match d.get_u8()? {
+        0 => Ok(None),
+        1 => Ok(Some(d.get_string("object name", OBJECT_NAME_BYTES_MAX)?)),
+        other => Err(DecodeError::Invalid {
+            what: "range bound tag",
+            value: u64::from(other),
+        }),
+    }
+}
+
+impl Encode for PgScrubRequest {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.pgid.encode(e);
+            self.interval.encode(e);
+            self.map_epoch.encode(e);
+            self.round.encode(e);
+            put_name(e, &self.after);
+            put_name(e, &self.last);
+        });
+    }
+}
+
+impl Decode for PgScrubRequest {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgScrubRequest", 1, |d, _| {
+            Ok(PgScrubRequest {
+                pgid: PgId::decode(d)?,
+                interval: Epoch::decode(d)?,
+                map_epoch: Epoch::decode(d)?,
+                round: d.get_u64()?,
+                after: get_name(d)?,
+                last: get_name(d)?,
+            })
+        })
+    }
+}
+
+impl Encode for ScrubEntry {
+    fn encode(&self, e: &mut Encoder) {
+        self.oid.encode(e);
+        self.size_bytes.encode(e);
+        self.version.encode(e);
+        match self.data_crc {
+            None => e.put_u8(0),
+            Some(crc) => {
+                e.put_u8(1);
+                e.put_u32(crc);
+            }
+        }
+    }
+}
+
+impl Decode for ScrubEntry {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        Ok(ScrubEntry {
+            oid: ObjectId::decode(d)?,
+            size_bytes: d.get_u64()?,
+            version: EVersion::decode(d)?,
+            data_crc: match d.get_u8()? {
+                0 => None,
+                1 => Some(d.get_u32()?),
+                other => {
+                    return Err(DecodeError::Invalid {
+                        what: "data crc tag",
+                        value: u64::from(other),
+                    })
+                }
+            },
+        })
+    }
+}
+
+impl Encode for PgScrubMap {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            self.pgid.encode(e);
+            self.interval.encode(e);
+            self.map_epoch.encode(e);
+            self.round.encode(e);
+            e.put_u8(u8::from(self.complete));
+            e.put_u32(u32::try_from(self.objects.len()).expect("a bounded scrub range"));
+            for entry in &self.objects {
+                entry.encode(e);
+            }
+        });
+    }
+}
+
+impl Decode for PgScrubMap {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.versioned("PgScrubMap", 1, |d, _| {
+            let pgid = PgId::decode(d)?;
+            let interval = Epoch::decode(d)?;
+            let map_epoch = Epoch::decode(d)?;
+            let round = d.get_u64()?;
+            let complete = match d.get_u8()? {
+                0 => false,
+                1 => true,
+                other => {
+                    return Err(DecodeError::Invalid {
+                        what: "scrub map completeness",
+                        value: u64::from(other),
+                    })
+                }
+            };
+            // An entry takes at least a name length, a snap, sizes and a tag.
+            let count = d.get_count("scrub map entries", 4 + 8 + 8 + 12 + 1)?;
+            let mut objects = Vec::with_capacity(count);
+            for _ in 0..count {
+                objects.push(ScrubEntry::decode(d)?);
+            }
+            Ok(PgScrubMap {
+                pgid,
+                interval,
+                map_epoch,
+                round,
+                complete,
+                objects,
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Msg;
+    use carmine_types::SnapId;
+
+    #[test]
+    fn a_request_and_a_map_round_trip_as_message_types_53_and_54() {
+        let request = Msg::PgScrubRequest(PgScrubRequest {
+            pgid: PgId::new(2, 5),
+            interval: Epoch(9),
+            map_epoch: Epoch(11),
+            round: 3,
+            after: Some("a".into()),
+            last: None,
+        });
+        assert_eq!(request.msg_type(), 53);
+        assert_eq!(Msg::decode(53, request.encode_front()).unwrap(), request);
+        let map = Msg::PgScrubMap(PgScrubMap {
+            pgid: PgId::new(2, 5),
+            interval: Epoch(9),
+            map_epoch: Epoch(11),
+            round: 3,
+            complete: true,
+            objects: vec![
+                ScrubEntry {
+                    oid: ObjectId {
+                        name: "b".into(),
+                        snap: SnapId(4),
+                    },
+                    size_bytes: 10,
+                    version: EVersion::new(9, 2),
+                    data_crc: Some(0xdead_beef),
+                },
+                ScrubEntry {
+                    oid: ObjectId::head("b"),
+                    size_bytes: 0,
+                    version: EVersion::new(9, 3),
+                    data_crc: None,
+                },
+            ],
+        });
+        assert_eq!(map.msg_type(), 54);
+        assert_eq!(Msg::decode(54, map.encode_front()).unwrap(), map);
+    }
+
+    #[test]
+    fn a_truncated_or_lying_map_is_an_error_not_a_panic() {
+        let map = Msg::PgScrubMap(PgScrubMap {
+            pgid: PgId::new(1, 0),
+            interval: Epoch(1),
+            map_epoch: Epoch(1),
+            round: 0,
+            complete: false,
+            objects: vec![ScrubEntry {
+                oid: ObjectId::head("x"),
+                size_bytes: 1,
+                version: EVersion::new(1, 1),
+                data_crc: Some(1),
+            }],
+        });
+        let front = map.encode_front();
+        for cut in 0..front.len() {
+            assert!(Msg::decode(54, front.slice(..cut)).is_err(), "cut at {cut}");
+        }
+        // A count far beyond what the frame holds.
+        let mut lying = front.to_vec();
+        let count_at = front.len() - (4 + 1 + 8 + 8 + 12 + 5) - 4;
+        lying[count_at..count_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Msg::decode(54, lying.into()).is_err());
+    }
+}
