@@ -4,25 +4,8 @@
 
 mod harness;
 
-use carmine_proto::{OpCode, OpOutput};
-use carmine_types::OsdId;
+use carmine_proto::OpCode;
 use harness::{bytes, read, write, Cluster, Config};
-
-fn local(cluster: &mut Cluster, osd: OsdId, name: &str) -> Option<Vec<u8>> {
-    let reply = cluster.local_read(
-        osd,
-        name,
-        vec![OpCode::Read {
-            offset: 0,
-            length: 0,
-        }],
-    );
-    match (reply.result, reply.outputs.first()) {
-        (Ok(()), Some(OpOutput::Data(data))) => Some(data.to_vec()),
-        (Err(carmine_proto::OpError::NotFound), _) => None,
-        other => panic!("local read of {name} on {osd}: {other:?}"),
-    }
-}
 
 /// Scrubs the PG's primary and runs until the network is quiet and the PG is clean.
 fn scrub_primary(cluster: &mut Cluster, name: &str) {
@@ -41,11 +24,11 @@ fn a_replica_that_lost_an_object_gets_it_back() {
     write(&mut cluster, "other", "other");
     let (primary, replica) = (cluster.primary_of(pgid), cluster.acting(pgid)[2]);
     cluster.lose(replica, "obj");
-    assert_eq!(local(&mut cluster, replica, "obj"), None);
+    assert_eq!(cluster.local_data(replica, "obj"), None);
 
     scrub_primary(&mut cluster, "obj");
     assert_eq!(
-        local(&mut cluster, replica, "obj").as_deref(),
+        cluster.local_data(replica, "obj").as_deref(),
         Some(&b"data"[..])
     );
     cluster.assert_replicas_identical(pgid);
@@ -73,13 +56,13 @@ fn a_replica_copy_with_other_bytes_is_replaced() {
     let replica = cluster.acting(pgid)[1];
     cluster.tamper(replica, "obj", 0, b"evil");
     assert_eq!(
-        local(&mut cluster, replica, "obj").as_deref(),
+        cluster.local_data(replica, "obj").as_deref(),
         Some(&b"evil data"[..])
     );
 
     scrub_primary(&mut cluster, "obj");
     assert_eq!(
-        local(&mut cluster, replica, "obj").as_deref(),
+        cluster.local_data(replica, "obj").as_deref(),
         Some(&b"good data"[..])
     );
     cluster.assert_replicas_identical(pgid);
@@ -95,7 +78,7 @@ fn a_replica_that_kept_a_removed_object_loses_it() {
     cluster.tamper(replica, "obj", 0, b"leftover");
 
     scrub_primary(&mut cluster, "obj");
-    assert_eq!(local(&mut cluster, replica, "obj"), None);
+    assert_eq!(cluster.local_data(replica, "obj"), None);
     cluster.assert_replicas_identical(pgid);
     let primary = cluster.primary_of(pgid);
     assert_eq!(cluster.counters(primary).scrub_own_copies_lost_total, 0);
@@ -111,7 +94,7 @@ fn a_primary_that_lost_an_object_pulls_it_back_and_serves_it() {
 
     scrub_primary(&mut cluster, "obj");
     assert_eq!(
-        local(&mut cluster, primary, "obj").as_deref(),
+        cluster.local_data(primary, "obj").as_deref(),
         Some(&b"data"[..])
     );
     assert_eq!(read(&mut cluster, "obj"), b"data");

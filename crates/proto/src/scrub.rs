@@ -105,13 +105,7 @@ impl Encode for ScrubEntry {
         self.oid.encode(e);
         self.size_bytes.encode(e);
         self.version.encode(e);
-        match self.data_crc {
-            None => e.put_u8(0),
-            Some(crc) => {
-                e.put_u8(1);
-                e.put_u32(crc);
-            }
-        }
+        self.data_crc.encode(e);
     }
 }
 
@@ -121,16 +115,7 @@ impl Decode for ScrubEntry {
             oid: ObjectId::decode(d)?,
             size_bytes: d.get_u64()?,
             version: EVersion::decode(d)?,
-            data_crc: match d.get_u8()? {
-                0 => None,
-                1 => Some(d.get_u32()?),
-                other => {
-                    return Err(DecodeError::Invalid {
-                        what: "data crc tag",
-                        value: u64::from(other),
-                    })
-                }
-            },
+            data_crc: Option::<u32>::decode(d)?,
         })
     }
 }
@@ -142,7 +127,7 @@ impl Encode for PgScrubMap {
             self.interval.encode(e);
             self.map_epoch.encode(e);
             self.round.encode(e);
-            e.put_u8(u8::from(self.complete));
+            self.complete.encode(e);
             e.put_u32(u32::try_from(self.objects.len()).expect("a bounded scrub range"));
             for entry in &self.objects {
                 entry.encode(e);
@@ -158,16 +143,7 @@ impl Decode for PgScrubMap {
             let interval = Epoch::decode(d)?;
             let map_epoch = Epoch::decode(d)?;
             let round = d.get_u64()?;
-            let complete = match d.get_u8()? {
-                0 => false,
-                1 => true,
-                other => {
-                    return Err(DecodeError::Invalid {
-                        what: "scrub map completeness",
-                        value: u64::from(other),
-                    })
-                }
-            };
+            let complete = bool::decode(d)?;
             // An entry takes at least a name length, a snap, sizes and a tag.
             let count = d.get_count("scrub map entries", 4 + 8 + 8 + 12 + 1)?;
             let mut objects = Vec::with_capacity(count);

@@ -601,6 +601,20 @@ impl Cluster {
         replies.pop().expect("one reply")
     }
 
+    /// What `osd`'s own copy of `name` holds; `None` when it has no such object.
+    pub fn local_data(&mut self, osd: OsdId, name: &str) -> Option<Vec<u8>> {
+        let read = OpCode::Read {
+            offset: 0,
+            length: 0,
+        };
+        let reply = self.local_read(osd, name, vec![read]);
+        match (reply.result, reply.outputs.first()) {
+            (Ok(()), Some(carmine_proto::OpOutput::Data(data))) => Some(data.to_vec()),
+            (Err(carmine_proto::OpError::NotFound), _) => None,
+            other => panic!("local read of {name} on {osd}: {other:?}"),
+        }
+    }
+
     /// Every reply received so far, in arrival order.
     pub fn replies(&self) -> &[(ClientRef, OsdOpReply)] {
         &self.replies
