@@ -72,7 +72,7 @@ impl FlipState {
 }
 
 impl Sim {
-    fn flips_enabled(&self) -> bool {
+    pub(crate) fn flips_enabled(&self) -> bool {
         self.config.faults.bit_flips && self.config.disk == crate::disk::DiskKind::Log
     }
 

@@ -122,10 +122,10 @@ pub fn format_report(report: &SimReport) -> String {
             report.bit_flips, report.repairs
         ));
     }
-    if report.scrub_differing > 0 {
+    if report.scrub_differing > 0 || report.tampered > 0 {
         text.push_str(&format!(
-            "  scrub comparisons: {} objects compared, {} copies found different\n",
-            report.scrub_compared, report.scrub_differing
+            "  scrub comparisons: {} objects compared, {} copies found different ({} tampered)\n",
+            report.scrub_compared, report.scrub_differing, report.tampered
         ));
     }
     if report.disk_errors > 0 {

@@ -377,6 +377,7 @@ impl Sim {
     pub(crate) fn start_read_back(&mut self) {
         self.trace.note(self.now(), || "final read-back".into());
         self.phase = Phase::ReadBack;
+        self.tamper_replica_copies();
         let mut names: Vec<String> = self
             .clients
             .iter()

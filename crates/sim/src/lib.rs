@@ -65,6 +65,7 @@ mod osd_node;
 pub mod rng;
 mod sim;
 mod snap_removal;
+mod tamper;
 pub mod time;
 mod trace;
 pub mod workload;
@@ -106,6 +107,9 @@ pub struct SimReport {
     /// own found lost).
     pub scrub_compared: u64,
     pub scrub_differing: u64,
+    /// Replica copies made wrong behind their PG's back at the read-back's start
+    /// (bit-flip seeds), which the comparisons must repair.
+    pub tampered: u64,
     /// Backfills started: a replica activated with `backfill`, or a primary pulling
     /// everything (what a PG log too short to cover a copy leads to).
     pub backfills: u64,

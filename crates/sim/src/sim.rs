@@ -80,6 +80,7 @@ pub struct Sim {
     /// Peer messages delivered to a shard that does not own their PG.
     pub(crate) misrouted_total: u64,
     pub(crate) flips: FlipState,
+    pub(crate) tamper: crate::tamper::TamperState,
     pub(crate) disk_errors: DiskErrorState,
     /// Backfill activations and pull-everything requests delivered.
     pub(crate) backfills: u64,
@@ -136,6 +137,7 @@ impl Sim {
             snap_removals: SnapRemovals::default(),
             faults: FaultState::new(seed_rng.fork(4)),
             flips: FlipState::new(config.seed),
+            tamper: crate::tamper::TamperState::new(config.seed),
             disk_errors: DiskErrorState::new(config.seed),
             config,
             clock,
@@ -450,6 +452,9 @@ impl Sim {
         if let Some(problem) = self.snap_trim_problem() {
             return Some(problem);
         }
+        if let Some(problem) = self.tampered_problem() {
+            return Some(problem);
+        }
         self.unhealed_flip()
     }
 
@@ -566,6 +571,7 @@ impl Sim {
             scrub_differing: self.live_counters(|c| {
                 c.scrub_replica_copies_differing_total + c.scrub_own_copies_lost_total
             }),
+            tampered: self.tamper.tampered.len() as u64,
             backfills: self.backfills,
             snapshots: self.snap_seq,
             snapshots_removed: self.snap_removals.removed_count(),

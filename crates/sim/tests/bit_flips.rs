@@ -1,6 +1,8 @@
 //! The bit-flip fault class: LogStore seeds with every fault class get bits of data at
 //! rest flipped, and every checker still passes (acknowledged writes readable with
-//! their content, replicas byte-identical), with the flips found and repaired.
+//! their content, replicas byte-identical), with the flips found and repaired; and
+//! replica copies made wrong without a flip (`tamper.rs`) are found by the scrub
+//! comparisons and repaired.
 
 use carmine_sim::disk::DiskKind;
 use carmine_sim::{format_report, run_config, Canary, FaultClasses, SimConfig};
@@ -20,6 +22,7 @@ fn log_seeds(start: u64, count: usize) -> Vec<u64> {
 fn flipped_bits_are_found_and_repaired_and_every_checker_passes() {
     let mut flips = 0;
     let mut repairs = 0;
+    let (mut tampered, mut differing) = (0, 0);
     for seed in log_seeds(1000, 6) {
         let config = SimConfig::from_seed(seed).with_faults(FaultClasses::ALL);
         let report = run_config(config);
@@ -30,7 +33,13 @@ fn flipped_bits_are_found_and_repaired_and_every_checker_passes() {
         );
         flips += report.bit_flips;
         repairs += report.repairs;
+        tampered += report.tampered;
+        differing += report.scrub_differing;
     }
+    // Replica copies made wrong behind their PGs' backs at the read-back (`tamper.rs`)
+    // were found by the scrub comparisons: the runs converged only once they matched.
+    assert!(tampered >= 3, "only {tampered} copies tampered with");
+    assert!(differing >= tampered / 2, "{differing} of {tampered} found");
     assert!(flips >= 6, "only {flips} bits flipped");
     assert!(
         repairs >= 3,
