@@ -371,3 +371,57 @@ fn a_backfill_target_never_serves_a_stale_copy() {
         other => panic!("expected EIO, never the stale copy: got {other:?}"),
     }
 }
+
+/// A copy lost behind the PG's back (its store has no such object, while the log's
+/// newest change to it was a client's write): a read on the primary would deny an
+/// acknowledged write with `NotFound`. It is repaired like a corrupt copy.
+#[test]
+fn a_read_of_an_object_the_primary_lost_is_answered_after_a_pull() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "lost", b"still here");
+    let primary = acting(&cluster, "lost")[0];
+    cluster.lose(primary, "lost");
+
+    assert_eq!(read(&mut cluster, "lost"), Ok(b"still here".to_vec()));
+    assert_eq!(
+        cluster.local_data(primary, "lost").as_deref(),
+        Some(&b"still here"[..])
+    );
+    let counters = counters(&cluster, primary, "lost");
+    assert_eq!(
+        (
+            counters.corrupt_copies_found_total,
+            counters.copies_repaired_total
+        ),
+        (1, 1)
+    );
+    assert_clean_and_identical(&cluster, "lost");
+}
+
+#[test]
+fn a_removed_object_still_reads_as_absent_with_no_repair() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "gone", b"data");
+    assert_eq!(cluster.call("gone", vec![OpCode::Remove]).result, Ok(()));
+    assert_eq!(read(&mut cluster, "gone"), Err(OpError::NotFound));
+    assert_eq!(read(&mut cluster, "never"), Err(OpError::NotFound));
+    let primary = acting(&cluster, "gone")[0];
+    assert_eq!(
+        counters(&cluster, primary, "gone").corrupt_copies_found_total,
+        0
+    );
+    assert_eq!(cluster.pending_count(), 0, "nothing pulled");
+}
+
+#[test]
+fn an_object_lost_from_every_copy_is_unfound_not_absent() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "lost", b"data");
+    for osd in acting(&cluster, "lost") {
+        cluster.lose(osd, "lost");
+    }
+    match read(&mut cluster, "lost") {
+        Err(OpError::Io(message)) => assert!(message.contains("no readable copy"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -30,11 +30,11 @@ use super::{peer_output, Pg, Phase};
 use crate::exec::OBJECT_INFO_XATTR;
 use crate::{ClientRef, Output};
 use carmine_proto::{
-    LogOp, Msg, ObjectCopy, ObjectInfo, OpError, OsdOp, PgPull, PgPush, PgPushReply,
+    LogEntry, LogOp, Msg, ObjectCopy, ObjectInfo, OpError, OsdOp, PgPull, PgPush, PgPushReply,
 };
 use carmine_store::{ObjectStore, StoreError};
 use carmine_types::encoding::Decode;
-use carmine_types::{EVersion, ObjectId, OsdId};
+use carmine_types::{EVersion, ObjectId, OsdId, SnapId};
 use std::collections::BTreeSet;
 
 /// The most scrub passes a replica lets go by before it reports a copy that is still
@@ -97,6 +97,12 @@ pub(super) enum Gate {
     Unfound,
 }
 
+/// A client's write (not a removal, nor a snapshot trim, which may remove a whiteout
+/// head while logging a change).
+fn is_plain_write(entry: &LogEntry) -> bool {
+    matches!(entry.op, LogOp::Modify) && entry.reqid.client != SNAP_TRIM_CLIENT
+}
+
 /// The error of an op on an object no acting member can read.
 pub(super) fn unfound_error(name: &str) -> OpError {
     OpError::Io(format!(
@@ -151,9 +157,16 @@ impl Pg {
         out: &mut Vec<Output>,
     ) {
         let reply = self.read(store, &op);
-        let failed =
-            matches!(&reply, Msg::OsdOpReply(r) if matches!(r.result, Err(OpError::Io(_))));
-        if !failed || !self.copy_is_corrupt(store, &op.oid) {
+        let (failed, absent) = match &reply {
+            Msg::OsdOpReply(r) => (
+                matches!(r.result, Err(OpError::Io(_))),
+                r.result == Err(OpError::NotFound),
+            ),
+            _ => (false, false),
+        };
+        let broken = (failed && self.copy_is_corrupt(store, &op.oid))
+            || (absent && op.snapid == SnapId::HEAD && self.copy_is_lost(store, &op.oid));
+        if !broken {
             out.push(Output::Client(client, reply));
             return;
         }
@@ -163,6 +176,24 @@ impl Pg {
         } else {
             out.push(self.reply(client, &op, Err(unfound_error(&op.oid))));
         }
+    }
+
+    /// Primary: our store has no `name` although the newest change our log records
+    /// for it was a client's write (so every copy should hold it): our copy was lost
+    /// behind the PG's back. Answering `NotFound` would deny an acknowledged write; it
+    /// is repaired from a replica like a corrupt copy. (A lost copy whose last change
+    /// the log no longer records is found by the scrub comparisons instead.)
+    fn copy_is_lost(&self, store: &dyn ObjectStore, name: &str) -> bool {
+        self.newest_change(name).is_some_and(is_plain_write)
+            && !store.exists(self.coll, &ObjectId::head(name))
+    }
+
+    /// The newest entry of our log that changed object `name`.
+    pub(super) fn newest_change(&self, name: &str) -> Option<&LogEntry> {
+        self.log
+            .entries()
+            .rev()
+            .find(|entry| entry.oid == name && entry.changes_object())
     }
 
     /// Primary: our copy of `name` fails its checksum (counted once until repaired).
@@ -260,15 +291,8 @@ impl Pg {
     /// snapshot trim (an older copy with the same object info may hold clones the trim
     /// removed), and when our object info is gone too.
     fn version_needed(&self, store: &dyn ObjectStore, name: &str) -> Option<EVersion> {
-        let newest = self
-            .log
-            .entries()
-            .rev()
-            .find(|entry| entry.oid == name && entry.changes_object());
-        if let Some(entry) = newest {
-            let plain_write =
-                matches!(entry.op, LogOp::Modify) && entry.reqid.client != SNAP_TRIM_CLIENT;
-            return plain_write.then_some(entry.version);
+        if let Some(entry) = self.newest_change(name) {
+            return is_plain_write(entry).then_some(entry.version);
         }
         if self.missing.contains(name) || self.missing.contains(crate::pglog::MISSING_ALL) {
             return None;
@@ -362,12 +386,7 @@ impl Pg {
     /// whose object info is absent or unreadable, or one of an object the log no
     /// longer mentions, cannot be dated and is taken as it is.
     fn copy_is_current(&self, copy: &ObjectCopy) -> bool {
-        let Some(newest) = self
-            .log
-            .entries()
-            .rev()
-            .find(|entry| entry.oid == copy.oid && entry.changes_object())
-        else {
+        let Some(newest) = self.newest_change(&copy.oid) else {
             return true;
         };
         let Some(state) = &copy.state else {

@@ -298,11 +298,7 @@ impl Pg {
 
     /// Whether the newest change our log records for `name` removed it.
     fn log_removed(&self, name: &str) -> bool {
-        self.log
-            .entries()
-            .rev()
-            .find(|entry| entry.oid == name && entry.changes_object())
-            .is_some_and(|entry| matches!(entry.op, LogOp::Delete))
+        (self.newest_change(name)).is_some_and(|entry| matches!(entry.op, LogOp::Delete))
     }
 }
 
