@@ -90,6 +90,21 @@ fn regression_an_activation_waits_for_the_primarys_log_to_be_durable() {
     );
 }
 
+/// Seed 2892 of `--faults all,disk-errors`: a replica copy tampered with at the
+/// read-back stayed different for good, because its PG's primary never compared: a
+/// backfill target with nothing to push stayed named among the PG's backfills, and
+/// the comparison waited for none to be left.
+#[test]
+fn regression_a_done_backfill_does_not_stop_scrub_comparisons() {
+    let classes = FaultClasses {
+        disk_errors: true,
+        ..FaultClasses::ALL
+    };
+    let report = run_with_faults(2892, classes);
+    assert!(report.tampered > 0, "{}", format_report(&report));
+    check(&[report], 3, 100);
+}
+
 #[test]
 fn fixed_seeds_pass_with_every_fault_class() {
     let reports: Vec<SimReport> = (1000..1120)
