@@ -10,9 +10,9 @@
 
 mod harness;
 
-use carmine_proto::{OpCode, OpOutput, OsdOpReply, SnapContext};
+use carmine_proto::{OpCode, SnapContext};
 use carmine_types::SnapId;
-use harness::{bytes, read, write, Cluster, Config};
+use harness::{bytes, read, read_at, write, Cluster, Config};
 
 /// A pool snapshot, and the context a client then writes with.
 fn snap_create(cluster: &mut Cluster) -> SnapContext {
@@ -22,28 +22,6 @@ fn snap_create(cluster: &mut Cluster) -> SnapContext {
     SnapContext {
         seq: snap,
         snaps: vec![snap],
-    }
-}
-
-fn read_at(cluster: &mut Cluster, name: &str, snap: SnapId) -> Vec<u8> {
-    let mut op = cluster.op(
-        name,
-        vec![OpCode::Read {
-            offset: 0,
-            length: 0,
-        }],
-    );
-    op.snapid = snap;
-    match cluster.call_op(op) {
-        OsdOpReply {
-            result: Ok(()),
-            outputs,
-            ..
-        } => match outputs.first() {
-            Some(OpOutput::Data(data)) => data.to_vec(),
-            other => panic!("read {name}@{snap:?}: {other:?}"),
-        },
-        other => panic!("read {name}@{snap:?}: {other:?}"),
     }
 }
 
@@ -74,7 +52,10 @@ fn a_write_a_replica_cannot_apply_succeeds_once_the_replica_is_caught_up() {
     );
     cluster.assert_replicas_identical(pgid);
     assert_eq!(read(&mut cluster, "obj"), b"after");
-    assert_eq!(read_at(&mut cluster, "obj", SnapId(snapc.seq)), b"before");
+    assert_eq!(
+        read_at(&mut cluster, "obj", SnapId(snapc.seq)).as_deref(),
+        Ok(&b"before"[..])
+    );
     assert_eq!(
         cluster.local_data(replica, "obj").as_deref(),
         Some(&b"after"[..])

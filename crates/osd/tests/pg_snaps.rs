@@ -7,7 +7,7 @@ mod harness;
 use carmine_proto::{Msg, OpCode, OpError, OpOutput, OsdOp, SnapContext, SnapSet};
 use carmine_store::{CollectionId, ObjectStore};
 use carmine_types::{OsdId, SnapId};
-use harness::{bytes, Cluster, Config};
+use harness::{bytes, read_at, Cluster, Config};
 
 fn snap_create(cluster: &mut Cluster) -> u64 {
     let mut snap = 0;
@@ -47,23 +47,6 @@ fn remove(cluster: &mut Cluster, name: &str, snapc: SnapContext) {
     let mut op = cluster.op(name, vec![OpCode::Remove]);
     op.snapc = snapc;
     assert_eq!(cluster.call_op(op).result, Ok(()), "remove {name}");
-}
-
-fn read_at(cluster: &mut Cluster, name: &str, snap: SnapId) -> Result<Vec<u8>, OpError> {
-    let mut op = cluster.op(
-        name,
-        vec![OpCode::Read {
-            offset: 0,
-            length: 0,
-        }],
-    );
-    op.snapid = snap;
-    let reply = cluster.call_op(op);
-    reply.result?;
-    match reply.outputs.first() {
-        Some(OpOutput::Data(data)) => Ok(data.to_vec()),
-        other => panic!("read {name}: {other:?}"),
-    }
 }
 
 fn list_snaps(cluster: &mut Cluster, name: &str) -> (SnapSet, bool) {

@@ -989,6 +989,29 @@ pub fn read(cluster: &mut Cluster, name: &str) -> Vec<u8> {
     }
 }
 
+/// Reads the whole of object `name` as it was at snapshot `snap` (the head at
+/// `SnapId::HEAD`) through the cluster.
+pub fn read_at(
+    cluster: &mut Cluster,
+    name: &str,
+    snap: carmine_types::SnapId,
+) -> Result<Vec<u8>, carmine_proto::OpError> {
+    let mut op = cluster.op(
+        name,
+        vec![OpCode::Read {
+            offset: 0,
+            length: 0,
+        }],
+    );
+    op.snapid = snap;
+    let reply = cluster.call_op(op);
+    reply.result?;
+    match reply.outputs.first() {
+        Some(carmine_proto::OpOutput::Data(data)) => Ok(data.to_vec()),
+        other => panic!("read {name}: {other:?}"),
+    }
+}
+
 /// `osd` boots again and leads `pgid` through a pg_temp of `osd` then `others` (the
 /// monitor would grant one for other reasons; here it just makes `osd` the primary).
 pub fn boot_as_primary(cluster: &mut Cluster, pgid: PgId, osd: OsdId, others: &[OsdId]) {
