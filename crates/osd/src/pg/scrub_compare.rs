@@ -250,6 +250,14 @@ impl Pg {
             }
         }
         self.compare_counters.objects_compared += theirs.len().max(compare.own.len()) as u64;
+        tracing::debug!(
+            "{}: compared {} objects with {from}'s {}: {} to push there, {} only there",
+            self.pgid,
+            compare.own.len(),
+            theirs.len(),
+            ours_to_push.len(),
+            theirs_only.len()
+        );
         if self
             .scrub_compare
             .as_ref()
