@@ -51,16 +51,7 @@ pub struct PgScrubMap {
 /// The most entries one scrub map carries.
 pub const SCRUB_MAP_ENTRIES_MAX: usize = 4096;
 
-fn put_name(e: &mut Encoder, name: &Option<String>) {
-    match name {
-        None => e.put_u8(0),
-        Some(name) => {
-            e.put_u8(1);
-            name.encode(e);
-        }
-    }
-}
-
+/// `Option<String>`'s encoding, read with the object-name length limit.
 fn get_name(d: &mut Decoder) -> Result<Option<String>, DecodeError> {
     match d.get_u8()? {
         0 => Ok(None),
@@ -79,8 +70,8 @@ impl Encode for PgScrubRequest {
             self.interval.encode(e);
             self.map_epoch.encode(e);
             self.round.encode(e);
-            put_name(e, &self.after);
-            put_name(e, &self.last);
+            self.after.encode(e);
+            self.last.encode(e);
         });
     }
 }
