@@ -68,6 +68,59 @@ fn a_replica_copy_with_other_bytes_is_replaced() {
     cluster.assert_replicas_identical(pgid);
 }
 
+/// Metadata counts as the copy too (Ceph's scrub compares attrs and an omap digest):
+/// an RBD image's header lives in omap, and a replica that lost a key of it, or holds
+/// an xattr the object never had, serves a wrong image once it becomes primary.
+#[test]
+fn a_replica_copy_with_other_omap_or_xattrs_is_replaced() {
+    let mut cluster = Cluster::new(Config::one_pg());
+    let pgid = cluster.pg_of("hdr");
+    let setup = vec![
+        OpCode::WriteFull {
+            data: bytes(b"header"),
+        },
+        OpCode::SetXattr {
+            name: "user.kind".into(),
+            value: bytes(b"image"),
+        },
+        OpCode::OmapSet {
+            entries: vec![
+                (bytes(b"size"), bytes(b"1024")),
+                (bytes(b"order"), bytes(b"22")),
+            ],
+        },
+    ];
+    assert_eq!(cluster.call("hdr", setup).result, Ok(()));
+    write(&mut cluster, "plain", "data");
+    let (primary, one, two) = (
+        cluster.primary_of(pgid),
+        cluster.acting(pgid)[1],
+        cluster.acting(pgid)[2],
+    );
+    cluster.tamper_with(one, "hdr", |tx, coll, oid| {
+        tx.omap_rm(coll, oid, vec![bytes(b"size")])
+    });
+    cluster.tamper_with(two, "plain", |tx, coll, oid| {
+        tx.set_xattr(coll, oid, "user.extra".into(), bytes(b"x"))
+    });
+
+    // One pass repairs both replicas: the primary judges all maps together, before
+    // its first repair makes the PG unclean.
+    scrub_primary(&mut cluster, "hdr");
+    cluster.assert_replicas_identical(pgid);
+    assert_eq!(
+        cluster
+            .counters(primary)
+            .scrub_replica_copies_differing_total,
+        2
+    );
+    // Same data, size and version all along: only the metadata told them apart.
+    assert_eq!(
+        cluster.local_data(one, "hdr").as_deref(),
+        Some(&b"header"[..])
+    );
+}
+
 #[test]
 fn a_replica_that_kept_a_removed_object_loses_it() {
     let mut cluster = Cluster::new(Config::one_pg());

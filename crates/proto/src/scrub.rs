@@ -33,6 +33,11 @@ pub struct ScrubEntry {
     /// crc32c of the data; `None` when the copy cannot be read (corruption is the
     /// deep scrub's to report).
     pub data_crc: Option<u32>,
+    /// crc32c of the xattrs (the object info included) and the omap entries, each
+    /// name or key and value length-prefixed, in order (Ceph's scrub compares attrs
+    /// and an omap digest). `None`: unreadable, or a map from a sender before
+    /// PgScrubMap v2; not compared then.
+    pub meta_crc: Option<u32>,
 }
 
 /// Replica → primary: its copies in the requested range, in object order.
@@ -91,6 +96,8 @@ impl Decode for PgScrubRequest {
     }
 }
 
+/// A [`ScrubEntry`]'s v1 fields; `meta_crc` travels after the entries (v2), where a
+/// v1 reader skips it.
 impl Encode for ScrubEntry {
     fn encode(&self, e: &mut Encoder) {
         self.oid.encode(e);
@@ -107,13 +114,14 @@ impl Decode for ScrubEntry {
             size_bytes: d.get_u64()?,
             version: EVersion::decode(d)?,
             data_crc: Option::<u32>::decode(d)?,
+            meta_crc: None,
         })
     }
 }
 
 impl Encode for PgScrubMap {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             self.pgid.encode(e);
             self.interval.encode(e);
             self.map_epoch.encode(e);
@@ -123,13 +131,17 @@ impl Encode for PgScrubMap {
             for entry in &self.objects {
                 entry.encode(e);
             }
+            // v2: the metadata digests, one per entry, in the same order.
+            for entry in &self.objects {
+                entry.meta_crc.encode(e);
+            }
         });
     }
 }
 
 impl Decode for PgScrubMap {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgScrubMap", 1, |d, _| {
+        d.versioned("PgScrubMap", 2, |d, version| {
             let pgid = PgId::decode(d)?;
             let interval = Epoch::decode(d)?;
             let map_epoch = Epoch::decode(d)?;
@@ -140,6 +152,11 @@ impl Decode for PgScrubMap {
             let mut objects = Vec::with_capacity(count);
             for _ in 0..count {
                 objects.push(ScrubEntry::decode(d)?);
+            }
+            if version >= 2 {
+                for entry in &mut objects {
+                    entry.meta_crc = Option::<u32>::decode(d)?;
+                }
             }
             Ok(PgScrubMap {
                 pgid,
@@ -186,12 +203,14 @@ mod tests {
                     size_bytes: 10,
                     version: EVersion::new(9, 2),
                     data_crc: Some(0xdead_beef),
+                    meta_crc: Some(7),
                 },
                 ScrubEntry {
                     oid: ObjectId::head("b"),
                     size_bytes: 0,
                     version: EVersion::new(9, 3),
                     data_crc: None,
+                    meta_crc: None,
                 },
             ],
         });
@@ -212,6 +231,7 @@ mod tests {
                 size_bytes: 1,
                 version: EVersion::new(1, 1),
                 data_crc: Some(1),
+                meta_crc: Some(2),
             }],
         });
         let front = map.encode_front();
@@ -220,8 +240,34 @@ mod tests {
         }
         // A count far beyond what the frame holds.
         let mut lying = front.to_vec();
-        let count_at = front.len() - (4 + 1 + 8 + 8 + 12 + 5) - 4;
+        let count_at = front.len() - (4 + 1 + 8 + 8 + 12 + 5) - 5 - 4;
         lying[count_at..count_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(Msg::decode(54, lying.into()).is_err());
+    }
+
+    /// A map from a build before v2 has no metadata digests: they read as `None`, and
+    /// such a copy's metadata is simply not compared.
+    #[test]
+    fn a_v1_map_reads_without_metadata_digests() {
+        let entry = ScrubEntry {
+            oid: ObjectId::head("x"),
+            size_bytes: 3,
+            version: EVersion::new(2, 4),
+            data_crc: Some(9),
+            meta_crc: None,
+        };
+        let mut e = Encoder::new();
+        e.versioned(1, 1, |e| {
+            PgId::new(1, 0).encode(e);
+            Epoch(5).encode(e);
+            Epoch(6).encode(e);
+            e.put_u64(2);
+            true.encode(e);
+            e.put_u32(1);
+            entry.encode(e);
+        });
+        let decoded = PgScrubMap::decode(&mut Decoder::new(e.into_bytes())).unwrap();
+        assert_eq!(decoded.objects, vec![entry]);
+        assert!(decoded.complete);
     }
 }

@@ -41,7 +41,7 @@ impl TamperState {
 
 impl Sim {
     /// At the read-back's start, once per run: one or two replica copies lose an
-    /// object or get other bytes in it.
+    /// object, or get other bytes or an omap key in it.
     pub(crate) fn tamper_replica_copies(&mut self) {
         if !self.flips_enabled() || self.config.canary == crate::Canary::NoScrub || self.tamper.done
         {
@@ -58,7 +58,7 @@ impl Sim {
                 continue;
             }
             let osd = acting[1 + self.tamper.rng.below(acting.len() as u64 - 1) as usize];
-            let remove = self.tamper.rng.chance(1, 2);
+            let how = self.tamper.rng.below(3);
             let pick = self.tamper.rng.next_u64();
             let shard = usize::from(pg_shard(pgid, self.config.shards_per_osd).0);
             let Process::Up(shards) = &mut self.osds.get_mut(&osd).expect("exists").process else {
@@ -76,15 +76,24 @@ impl Sim {
             }
             let oid = heads[(pick % heads.len() as u64) as usize].clone();
             let mut tx = Transaction::new();
-            if remove {
-                tx.remove(coll, oid.clone());
-            } else {
-                tx.write(coll, oid.clone(), 0, bytes::Bytes::from_static(b"tampered"));
-            }
+            let tampered = bytes::Bytes::from_static(b"tampered");
+            let what = match how {
+                0 => {
+                    tx.remove(coll, oid.clone());
+                    "removed"
+                }
+                1 => {
+                    tx.write(coll, oid.clone(), 0, tampered);
+                    "overwrote"
+                }
+                _ => {
+                    tx.omap_set(coll, oid.clone(), vec![(tampered.clone(), tampered)]);
+                    "added an omap key to"
+                }
+            };
             if store.submit(tx).is_err() {
                 continue;
             }
-            let what = if remove { "removed" } else { "overwrote" };
             self.trace.note(self.now(), || {
                 format!("tamper: {what} {osd}'s copy of {} in {pgid}", oid.name)
             });

@@ -22,10 +22,11 @@
 use super::{peer_output, Pg};
 use crate::exec::OBJECT_INFO_XATTR;
 use crate::Output;
+use bytes::Bytes;
 use carmine_proto::{
     LogOp, Msg, ObjectInfo, PgScrubMap, PgScrubRequest, ScrubEntry, SCRUB_MAP_ENTRIES_MAX,
 };
-use carmine_store::ObjectStore;
+use carmine_store::{CollectionId, ObjectStore};
 use carmine_types::encoding::Decode;
 use carmine_types::{EVersion, ObjectId, OsdId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,6 +47,15 @@ pub(crate) struct ScrubCompare {
     at: EVersion,
     own: BTreeMap<ObjectId, ScrubEntry>,
     waiting: BTreeSet<OsdId>,
+    maps: BTreeMap<OsdId, ReplicaMap>,
+}
+
+/// A replica's answer, kept until every replica has answered.
+#[derive(Debug)]
+struct ReplicaMap {
+    entries: BTreeMap<ObjectId, ScrubEntry>,
+    /// The map was cut short: it covers the range only up to here.
+    covered_to: Option<ObjectId>,
 }
 
 /// Counts of what comparisons found, summed into the shard's counters.
@@ -115,19 +125,21 @@ impl Pg {
             .read(self.coll, &oid, 0, size_bytes)
             .ok()
             .map(|data| crc32c::crc32c(&data));
+        let meta_crc = meta_digest(store, self.coll, &oid);
         ScrubEntry {
             oid,
             size_bytes,
             version,
             data_crc,
+            meta_crc,
         }
     }
 
     /// Primary: whether the copies can be compared now. Only a clean PG: nothing to
     /// recover or repair, and no write held by a replica short of space (those copies
-    /// differ on purpose until it has room). (Not `backfilling`: a backfill target
-    /// with nothing to push stays named there after its backfill is done, which kept
-    /// a PG from ever comparing: `--faults all,disk-errors` seed 2892.)
+    /// differ on purpose until it has room). (`fully_recovered`, not `backfilling`:
+    /// `--faults all,disk-errors` seed 2892 once kept a PG from ever comparing through
+    /// a stale `backfilling` entry.)
     fn ready_to_compare(&self) -> bool {
         self.is_active()
             && self.acting.len() > 1
@@ -167,6 +179,7 @@ impl Pg {
             at: self.info.last_update,
             own: own.into_iter().map(|e| (e.oid.clone(), e)).collect(),
             waiting: replicas.into_iter().collect(),
+            maps: BTreeMap::new(),
         });
     }
 
@@ -203,7 +216,8 @@ impl Pg {
         out.push(peer_output(from, map));
     }
 
-    /// Primary: a replica's map. Repairs what differs (see the module's docs).
+    /// Primary: a replica's map. Once every replica's is in, repairs what differs
+    /// (see the module's docs).
     pub fn handle_scrub_map(
         &mut self,
         store: &mut dyn ObjectStore,
@@ -220,8 +234,7 @@ impl Pg {
         {
             return;
         }
-        let at = compare.at;
-        let theirs: BTreeMap<ObjectId, ScrubEntry> = map
+        let entries: BTreeMap<ObjectId, ScrubEntry> = map
             .objects
             .into_iter()
             .map(|e| (e.oid.clone(), e))
@@ -230,44 +243,34 @@ impl Pg {
         let covered_to = if map.complete {
             None
         } else {
-            theirs.keys().next_back().cloned()
+            entries.keys().next_back().cloned()
         };
-        let covered = |oid: &ObjectId| covered_to.as_ref().is_none_or(|to| oid <= to);
-        let mut ours_to_push = BTreeSet::new();
-        let mut theirs_only = BTreeSet::new();
-        for (oid, mine) in compare.own.iter().filter(|(oid, _)| covered(oid)) {
-            let differs = theirs.get(oid).is_none_or(|other| !same_copy(mine, other));
-            if differs {
-                ours_to_push.insert(oid.name.clone());
-            }
-        }
-        let names_here: BTreeSet<&str> = compare.own.keys().map(|o| o.name.as_str()).collect();
-        for oid in theirs.keys().filter(|oid| !compare.own.contains_key(*oid)) {
-            if names_here.contains(oid.name.as_str()) {
-                ours_to_push.insert(oid.name.clone()); // a clone we do not have
-            } else {
-                theirs_only.insert(oid.name.clone());
-            }
-        }
-        self.compare_counters.objects_compared += theirs.len().max(compare.own.len()) as u64;
-        tracing::debug!(
-            "{}: compared {} objects with {from}'s {}: {} to push there, {} only there",
-            self.pgid,
-            compare.own.len(),
-            theirs.len(),
-            ours_to_push.len(),
-            theirs_only.len()
+        compare.maps.insert(
+            from,
+            ReplicaMap {
+                entries,
+                covered_to,
+            },
         );
-        if self
-            .scrub_compare
-            .as_ref()
-            .is_some_and(|c| c.waiting.is_empty())
-        {
-            self.scrub_compare = None;
+        if compare.waiting.is_empty() {
+            let compare = self.scrub_compare.take().expect("matched above");
+            self.finish_compare(store, compare, out);
         }
+    }
+
+    /// Primary: every replica's map is in. Judging them together (before any repair
+    /// makes the PG unclean) repairs every replica's differences in one pass, and a
+    /// copy we lost comes from the best of the replicas that hold one.
+    fn finish_compare(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        compare: ScrubCompare,
+        out: &mut Vec<Output>,
+    ) {
         if !self.ready_to_compare() {
             return;
         }
+        let at = compare.at;
         let settled = |pg: &Pg, name: &str| {
             !pg.writes_per_object.contains_key(name)
                 && !pg
@@ -277,25 +280,69 @@ impl Pg {
                     .take_while(|entry| entry.version > at)
                     .any(|entry| entry.oid == name)
         };
+        let names_here: BTreeSet<&str> = compare.own.keys().map(|o| o.name.as_str()).collect();
+        // Names only replicas hold, with each holder's entry for the object.
+        let mut only_there: BTreeMap<String, Vec<(OsdId, &ScrubEntry)>> = BTreeMap::new();
+        let mut to_push: Vec<(OsdId, String)> = Vec::new();
+        for (&replica, theirs) in &compare.maps {
+            let covered = |oid: &ObjectId| theirs.covered_to.as_ref().is_none_or(|to| oid <= to);
+            let mut ours_to_push = BTreeSet::new();
+            for (oid, mine) in compare.own.iter().filter(|(oid, _)| covered(oid)) {
+                let differs = (theirs.entries.get(oid)).is_none_or(|other| !same_copy(mine, other));
+                if differs {
+                    ours_to_push.insert(oid.name.clone());
+                }
+            }
+            let mut theirs_only = 0;
+            for (oid, entry) in theirs.entries.iter() {
+                if compare.own.contains_key(oid) {
+                    continue;
+                }
+                if names_here.contains(oid.name.as_str()) {
+                    ours_to_push.insert(oid.name.clone()); // a clone we do not have
+                } else {
+                    theirs_only += 1;
+                    only_there
+                        .entry(oid.name.clone())
+                        .or_default()
+                        .push((replica, entry));
+                }
+            }
+            self.compare_counters.objects_compared +=
+                theirs.entries.len().max(compare.own.len()) as u64;
+            tracing::debug!(
+                "{}: compared {} objects with {replica}'s {}: {} to push there, {} only there",
+                self.pgid,
+                compare.own.len(),
+                theirs.entries.len(),
+                ours_to_push.len(),
+                theirs_only
+            );
+            to_push.extend(ours_to_push.into_iter().map(|name| (replica, name)));
+        }
         let mut pushed = false;
-        for name in ours_to_push {
+        for (replica, name) in to_push {
             if settled(self, &name) {
                 self.compare_counters.replica_copies_differing += 1;
-                self.note_replica_inconsistent(from, name);
+                self.note_replica_inconsistent(replica, name);
                 pushed = true;
             }
         }
-        for name in theirs_only {
+        for (name, holders) in only_there {
             if !settled(self, &name) || store.exists(self.coll, &ObjectId::head(&*name)) {
                 continue;
             }
             if self.log_removed(&name) {
-                self.compare_counters.replica_copies_differing += 1;
-                self.note_replica_inconsistent(from, name);
-                pushed = true;
+                let mut leftovers: Vec<OsdId> = holders.iter().map(|&(osd, _)| osd).collect();
+                leftovers.dedup();
+                for osd in leftovers {
+                    self.compare_counters.replica_copies_differing += 1;
+                    self.note_replica_inconsistent(osd, name.clone());
+                    pushed = true;
+                }
             } else {
                 self.compare_counters.own_copies_lost += 1;
-                self.repair_lost_copy(from, &name, out);
+                self.repair_lost_copy(best_source(&holders), &name, out);
             }
         }
         if pushed {
@@ -309,14 +356,76 @@ impl Pg {
     }
 }
 
-/// Two copies hold the same object: same size and version, and the same data where
-/// both could read it (an unreadable copy is deep scrub's to report and repair).
+/// Where to pull a copy we lost from, among the replicas that hold the object (each
+/// with its entries for the name, the head first when it has one): the newest head
+/// version wins; among equals, the copy most holders agree on; then the lowest id.
+/// (Ceph's scrub picks its authoritative copy by version, then by agreement.)
+fn best_source(holders: &[(OsdId, &ScrubEntry)]) -> OsdId {
+    let heads: Vec<(OsdId, &ScrubEntry)> = holders
+        .iter()
+        .filter(|(_, entry)| entry.oid.snap == carmine_types::SnapId::HEAD)
+        .copied()
+        .collect();
+    let candidates = if heads.is_empty() {
+        holders
+    } else {
+        &heads[..]
+    };
+    let agreeing = |entry: &ScrubEntry| {
+        candidates
+            .iter()
+            .filter(|(_, other)| same_copy(entry, other))
+            .count()
+    };
+    candidates
+        .iter()
+        .max_by_key(|&&(osd, entry)| (entry.version, agreeing(entry), std::cmp::Reverse(osd)))
+        .map(|&(osd, _)| osd)
+        .expect("a name only replicas hold has a holder")
+}
+
+/// A copy's xattrs and omap entries as one crc32c: each name or key and each value
+/// length-prefixed, xattrs by name, then a separator, then the omap in key order (the
+/// prefixes keep `("ab", "c")` and `("a", "bc")` apart). `None` when either cannot be
+/// read.
+fn meta_digest(store: &dyn ObjectStore, coll: CollectionId, oid: &ObjectId) -> Option<u32> {
+    fn add(crc: u32, field: &[u8]) -> u32 {
+        let length = u32::try_from(field.len()).unwrap_or(u32::MAX);
+        crc32c::crc32c_append(crc32c::crc32c_append(crc, &length.to_le_bytes()), field)
+    }
+    let mut crc = 0;
+    for (name, value) in store.getxattrs(coll, oid).ok()? {
+        crc = add(add(crc, name.as_bytes()), &value);
+    }
+    crc = crc32c::crc32c_append(crc, &[0xff]);
+    let mut after: Option<Bytes> = None;
+    loop {
+        let page = store
+            .omap_list(coll, oid, after.as_deref(), LIST_PAGE)
+            .ok()?;
+        let full = page.len() == LIST_PAGE;
+        for (key, value) in &page {
+            crc = add(add(crc, key), value);
+        }
+        after = page.into_iter().next_back().map(|(key, _)| key);
+        if !full {
+            return Some(crc);
+        }
+    }
+}
+
+/// Two copies hold the same object: same size and version, and the same data and
+/// metadata where both could read them (an unreadable copy is deep scrub's to report
+/// and repair; a map from an older build has no metadata digests).
 fn same_copy(a: &ScrubEntry, b: &ScrubEntry) -> bool {
-    let data_same = match (a.data_crc, b.data_crc) {
+    let same_where_known = |x: Option<u32>, y: Option<u32>| match (x, y) {
         (Some(x), Some(y)) => x == y,
         _ => true,
     };
-    a.size_bytes == b.size_bytes && a.version == b.version && data_same
+    a.size_bytes == b.size_bytes
+        && a.version == b.version
+        && same_where_known(a.data_crc, b.data_crc)
+        && same_where_known(a.meta_crc, b.meta_crc)
 }
 
 #[cfg(test)]
@@ -329,6 +438,7 @@ mod tests {
             size_bytes: size,
             version: EVersion::new(1, version),
             data_crc: crc,
+            meta_crc: Some(1),
         }
     }
 
@@ -340,5 +450,84 @@ mod tests {
         assert!(!same_copy(&a, &entry(3, 11, Some(7))));
         assert!(!same_copy(&a, &entry(3, 10, Some(8))));
         assert!(same_copy(&a, &entry(3, 10, None)), "unreadable: scrub's");
+        let other_meta = ScrubEntry {
+            meta_crc: Some(2),
+            ..a.clone()
+        };
+        assert!(!same_copy(&a, &other_meta));
+        let old_sender = ScrubEntry {
+            meta_crc: None,
+            ..a.clone()
+        };
+        assert!(same_copy(&a, &old_sender), "no digest: not compared");
+    }
+
+    #[test]
+    fn a_lost_copy_comes_from_the_newest_then_the_most_agreed_copy() {
+        let at = |version: u64, crc: u32| ScrubEntry {
+            oid: ObjectId::head("o"),
+            size_bytes: 1,
+            version: EVersion::new(1, version),
+            data_crc: Some(crc),
+            meta_crc: Some(0),
+        };
+        let (old, new) = (at(3, 1), at(4, 1));
+        assert_eq!(best_source(&[(OsdId(1), &old), (OsdId(2), &new)]), OsdId(2));
+        let (odd, even_a, even_b) = (at(4, 7), at(4, 8), at(4, 8));
+        let holders = [(OsdId(1), &odd), (OsdId(2), &even_a), (OsdId(3), &even_b)];
+        assert_eq!(best_source(&holders), OsdId(2));
+        assert_eq!(
+            best_source(&[(OsdId(5), &odd), (OsdId(4), &even_a)]),
+            OsdId(4)
+        );
+        let clone = ScrubEntry {
+            oid: ObjectId {
+                name: "o".into(),
+                snap: carmine_types::SnapId(2),
+            },
+            version: EVersion::new(1, 9),
+            ..old.clone()
+        };
+        let holders = [(OsdId(1), &clone), (OsdId(2), &old)];
+        assert_eq!(best_source(&holders), OsdId(2), "heads decide, not clones");
+    }
+
+    #[test]
+    fn the_metadata_digest_sees_xattrs_and_omap_and_their_boundaries() {
+        use carmine_store::{MemStore, Transaction};
+        let coll = CollectionId::Pg(carmine_types::PgId::new(1, 0));
+        let digest_after = |build: &dyn Fn(&mut Transaction, ObjectId)| {
+            let mut store = MemStore::new();
+            let mut tx = Transaction::new();
+            tx.create_collection(coll);
+            tx.touch(coll, ObjectId::head("o"));
+            build(&mut tx, ObjectId::head("o"));
+            store.submit(tx).unwrap();
+            meta_digest(&store, coll, &ObjectId::head("o")).unwrap()
+        };
+        let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let plain = digest_after(&|_, _| {});
+        let xattr = digest_after(&|tx, oid| tx.set_xattr(coll, oid, "ab".into(), b("c")));
+        let xattr_moved = digest_after(&|tx, oid| tx.set_xattr(coll, oid, "a".into(), b("bc")));
+        let omap = digest_after(&|tx, oid| tx.omap_set(coll, oid, vec![(b("ab"), b("c"))]));
+        let many = digest_after(&|tx, oid| {
+            let entries = (0..LIST_PAGE * 2 + 3)
+                .map(|i| (Bytes::from(format!("k{i:05}")), b("v")))
+                .collect();
+            tx.omap_set(coll, oid, entries);
+        });
+        let many_but_last = digest_after(&|tx, oid| {
+            let entries = (0..LIST_PAGE * 2 + 2)
+                .map(|i| (Bytes::from(format!("k{i:05}")), b("v")))
+                .collect();
+            tx.omap_set(coll, oid, entries);
+        });
+        let all = [plain, xattr, xattr_moved, omap, many, many_but_last];
+        let distinct: BTreeSet<u32> = all.iter().copied().collect();
+        assert_eq!(distinct.len(), all.len(), "{all:?}");
+        assert_eq!(
+            xattr,
+            digest_after(&|tx, oid| tx.set_xattr(coll, oid, "ab".into(), b("c")))
+        );
     }
 }

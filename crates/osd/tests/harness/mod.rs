@@ -436,31 +436,32 @@ impl Cluster {
     /// `osd`'s copy of object `name` vanishes behind the PG's back (a store bug, or an
     /// operator's mistake): its log still says the object exists there.
     pub fn lose(&mut self, osd: OsdId, name: &str) {
-        let pgid = self.pg_of(name);
-        let addr = self.addr(osd, pgid);
-        let mut tx = carmine_store::Transaction::new();
-        tx.remove(CollectionId::Pg(pgid), ObjectId::head(name));
-        (self.shard_mut(addr).store_mut())
-            .submit(tx)
-            .expect("the object exists there");
+        self.tamper_with(osd, name, |tx, coll, oid| tx.remove(coll, oid));
     }
 
     /// Writes `data` at `offset` into `osd`'s copy of `name` behind the PG's back (no
     /// log entry, no new version): a copy that is intact and wrong. Creates the object
     /// if the copy has none.
     pub fn tamper(&mut self, osd: OsdId, name: &str, offset: u64, data: &[u8]) {
+        let data = bytes(data);
+        self.tamper_with(osd, name, |tx, coll, oid| tx.write(coll, oid, offset, data));
+    }
+
+    /// Applies what `change` adds to a transaction to `osd`'s copy of `name`, behind
+    /// the PG's back (no log entry, no new version).
+    pub fn tamper_with(
+        &mut self,
+        osd: OsdId,
+        name: &str,
+        change: impl FnOnce(&mut carmine_store::Transaction, CollectionId, ObjectId),
+    ) {
         let pgid = self.pg_of(name);
         let addr = self.addr(osd, pgid);
         let mut tx = carmine_store::Transaction::new();
-        tx.write(
-            CollectionId::Pg(pgid),
-            ObjectId::head(name),
-            offset,
-            bytes(data),
-        );
+        change(&mut tx, CollectionId::Pg(pgid), ObjectId::head(name));
         (self.shard_mut(addr).store_mut())
             .submit(tx)
-            .expect("a write to a MemStore");
+            .expect("a change the MemStore can apply");
     }
 
     /// The counters of every shard of `osd`, summed.
