@@ -511,3 +511,52 @@ fn a_write_to_an_object_the_newcomer_lacks_does_not_wait_for_a_reservation() {
     assert_all_clean(&cluster);
     assert_eq!(read(&mut cluster, &name), b"v2");
 }
+
+/// A newcomer "backfilled" into a PG that held no objects had nothing to push, so its
+/// backfill ends at activation. A later repair of its copy (here from a scrub
+/// comparison) is reserved as a recovery. Before, such a target stayed named as
+/// backfilling for the whole interval, and its repairs asked for backfill slots at
+/// backfill priority.
+#[test]
+fn a_repair_after_an_empty_backfill_is_reserved_as_a_recovery() {
+    let (mut cluster, names) = cluster_with_one_out();
+    // A PG the newcomer will join, emptied before it does: the newcomer has no copy,
+    // so it is backfilled, with nothing to push.
+    mark_in(&mut cluster);
+    let pgid = gaining(&cluster)[0];
+    cluster.change_map(|map| map.reweight(NEWCOMER, 0).unwrap());
+    cluster.run();
+    let in_pg: Vec<String> = (names.into_iter())
+        .filter(|name| cluster.pg_of(name) == pgid)
+        .collect();
+    for name in &in_pg {
+        let reply = cluster.call(name, vec![OpCode::Remove]);
+        assert_eq!(reply.result, Ok(()), "{name}");
+    }
+    let name = in_pg[0].clone();
+    mark_in(&mut cluster);
+    tick_until_clean(&mut cluster);
+    assert!(cluster.acting(pgid).contains(&NEWCOMER));
+    write(&mut cluster, &name, "new data");
+    cluster.tamper(NEWCOMER, &name, 0, b"evil");
+    cluster.scrub(cluster.primary_of(pgid));
+    let mut purposes = Vec::new();
+    loop {
+        for envelope in cluster.pending() {
+            if let Msg::PgReserve(r) = &envelope.msg {
+                if r.pgid == pgid
+                    && r.kind == ReserveKind::Request
+                    && !purposes.contains(&r.purpose)
+                {
+                    purposes.push(r.purpose);
+                }
+            }
+        }
+        if !cluster.step() {
+            break;
+        }
+    }
+    tick_until_clean(&mut cluster);
+    cluster.assert_replicas_identical(pgid);
+    assert_eq!(purposes, vec![Purpose::Recovery]);
+}

@@ -722,7 +722,10 @@ impl Pg {
             let activate = self.activation_for(store, replica, notify, &versions);
             self.peer_missing
                 .insert(replica, activate.missing.iter().cloned().collect());
-            if activate.backfill {
+            // A backfill target that already holds every object (nothing to push)
+            // is done now: no push reply would ever take it out of `backfilling`, and
+            // its later recoveries would be reserved as backfills.
+            if activate.backfill && !activate.missing.is_empty() {
                 self.backfilling.insert(replica);
             }
             self.send_once_durable(replica, Msg::PgActivate(activate));
