@@ -437,7 +437,7 @@ impl<S: ObjectStore> OsdShard<S> {
         let mut bytes_left = bytes_max.max(1);
         let mut pgs_started = 0;
         let pg_count = self.pgs.len();
-        while left > 0 && bytes_left > 0 && pgs_started <= pg_count {
+        while left > 0 && bytes_left > 0 && pgs_started < pg_count {
             let (pgid, after) = match self.scrub_cursor.take() {
                 Some((pgid, after)) if self.pgs.contains_key(&pgid) => (pgid, after),
                 Some((pgid, _)) => match self.pgs.range(pgid..).next() {

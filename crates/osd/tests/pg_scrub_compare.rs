@@ -194,3 +194,26 @@ fn writes_in_flight_during_a_comparison_are_no_difference() {
     assert_eq!(counters.scrub_own_copies_lost_total, 0);
     cluster.assert_replicas_identical(pgid);
 }
+
+/// A step with budget to spare goes through each PG once, not twice: it used to
+/// start one PG more than the shard holds, so a shard of one small PG scrubbed it
+/// twice per step and sent two rounds of comparisons, the first dropped as stale.
+#[test]
+fn a_step_scrubs_and_compares_each_pg_once() {
+    let mut cluster = Cluster::new(Config::one_pg());
+    let pgid = cluster.pg_of("a");
+    for i in 0..5 {
+        write(&mut cluster, &format!("o{i}"), "data");
+    }
+    let primary = cluster.primary_of(pgid);
+    cluster.scrub(primary);
+    let requests = (cluster.pending().into_iter())
+        .filter(|e| matches!(e.msg, carmine_proto::Msg::PgScrubRequest(_)))
+        .count();
+    assert_eq!(requests, cluster.acting(pgid).len() - 1);
+    cluster.run();
+    assert_eq!(
+        cluster.counters(primary).scrub_objects_compared_total,
+        2 * 5
+    );
+}
