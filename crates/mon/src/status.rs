@@ -263,14 +263,14 @@ impl Monitor {
         let not_clean: u32 = status
             .pg_states
             .iter()
-            .filter(|(state, _)| state.as_str() != "active+clean")
+            .filter(|(state, _)| !clean_state(state))
             .map(|(_, count)| *count)
             .sum();
         if not_clean > 0 {
             let detail: Vec<String> = status
                 .pg_states
                 .iter()
-                .filter(|(state, _)| state.as_str() != "active+clean")
+                .filter(|(state, _)| !clean_state(state))
                 .map(|(state, count)| format!("{count} {state}"))
                 .collect();
             checks.push(format!(
@@ -352,5 +352,29 @@ impl Monitor {
             ));
         }
         checks
+    }
+}
+
+/// Whether a PG state name counts as clean for `PG_NOT_CLEAN`: `active+clean`, also
+/// while it trims snapshots in the background (`active+clean+snaptrim`), which Ceph's
+/// health does not warn about either.
+fn clean_state(name: &str) -> bool {
+    let mut parts: Vec<&str> = name.split('+').filter(|part| *part != "snaptrim").collect();
+    parts.sort_unstable();
+    parts == ["active", "clean"]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clean_state;
+
+    #[test]
+    fn snapshot_trimming_is_clean_for_health_but_waiting_to_trim_is_not() {
+        assert!(clean_state("active+clean"));
+        assert!(clean_state("active+clean+snaptrim"));
+        assert!(!clean_state("active+degraded+undersized+snaptrim_wait"));
+        assert!(!clean_state("active+undersized+degraded"));
+        assert!(!clean_state("active"));
+        assert!(!clean_state("snaptrim"));
     }
 }

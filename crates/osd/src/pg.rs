@@ -472,6 +472,15 @@ impl Pg {
             bits |= PgState::REMAPPED;
         }
         bits |= self.lease_state_bits();
+        // Clones of removed snapshots still to delete (Ceph's `snaptrim`, and
+        // `snaptrim_wait` while trimming waits: here, for the PG to be clean).
+        if bits & PgState::ACTIVE != 0 && self.is_primary() && !self.snap_trim_idle() {
+            bits |= if bits & PgState::CLEAN != 0 {
+                PgState::SNAPTRIM
+            } else {
+                PgState::SNAPTRIM_WAIT
+            };
+        }
         PgState(bits)
     }
 

@@ -321,6 +321,8 @@ fn trimming_is_bounded_per_turn_and_finishes_over_several() {
             .count()
     };
     assert_eq!(remaining(&cluster), 300);
+    let pgid = cluster.pg_of("o000");
+    assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean+snaptrim");
     cluster.turn();
     let after_one = remaining(&cluster);
     assert!(after_one < 300, "a turn trims something");
@@ -335,6 +337,8 @@ fn trimming_is_bounded_per_turn_and_finishes_over_several() {
         assert!(turns < 100, "trimming never finished");
     }
     assert!(turns >= 300 / 16, "{turns} turns");
+    cluster.turn(); // the pass ends on an empty listing
+    assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean");
     cluster.assert_all_replicas_identical();
     assert_eq!(read_at(&mut cluster, "o123", SnapId::HEAD).unwrap(), b"v2");
 }
@@ -462,6 +466,10 @@ fn trimming_waits_until_the_pg_is_clean() {
         1,
         "undersized: no trim"
     );
+    assert_eq!(
+        cluster.pg_stat(pgid).state.name(),
+        "active+degraded+undersized+snaptrim_wait"
+    );
     cluster.revive(away);
     cluster.run();
     for _ in 0..4 {
@@ -470,6 +478,7 @@ fn trimming_waits_until_the_pg_is_clean() {
     for osd in cluster.acting(pgid) {
         assert!(clones_on(&cluster, osd, "u").is_empty(), "trimmed on {osd}");
     }
+    assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean");
     cluster.assert_all_replicas_identical();
 }
 

@@ -111,8 +111,13 @@ impl PgState {
     /// Objects to recover from the log, but a target refused for want of space (it is
     /// full): the primary tries again later (Ceph's `recovery_toofull`).
     pub const RECOVERY_TOOFULL: u32 = 1 << 18;
+    /// Deleting the clones of removed snapshots (Ceph's `snaptrim`).
+    pub const SNAPTRIM: u32 = 1 << 19;
+    /// Clones to trim, but trimming waits (here: for the PG to be clean, as a trim is
+    /// a write every copy must take; Ceph's `snaptrim_wait`).
+    pub const SNAPTRIM_WAIT: u32 = 1 << 20;
 
-    const NAMES: [(u32, &'static str); 19] = [
+    const NAMES: [(u32, &'static str); 21] = [
         (Self::CREATING, "creating"),
         (Self::ACTIVE, "active"),
         (Self::CLEAN, "clean"),
@@ -132,6 +137,8 @@ impl PgState {
         (Self::RECOVERY_TOOFULL, "recovery_toofull"),
         (Self::WAIT, "wait"),
         (Self::LAGGY, "laggy"),
+        (Self::SNAPTRIM, "snaptrim"),
+        (Self::SNAPTRIM_WAIT, "snaptrim_wait"),
     ];
 
     pub fn contains(self, bit: u32) -> bool {
