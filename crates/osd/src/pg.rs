@@ -212,9 +212,9 @@ pub struct Pg {
         BTreeMap<String, repair::ReportBackoff>,
     ),
     repair_counters: RepairCounters,
-    /// Primary: the comparison of the members' copies waiting for their scrub maps,
+    /// Primary: the comparisons of the members' copies waiting for their scrub maps,
     /// the rounds started, and what comparisons found (see `pg/scrub_compare.rs`).
-    scrub_compare: Option<scrub_compare::ScrubCompare>,
+    scrub_compares: std::collections::VecDeque<scrub_compare::ScrubCompare>,
     scrub_round: u64,
     compare_counters: CompareCounters,
     /// Primary: removed snapshots whose clones are trimmed, and the pass under way.
@@ -310,7 +310,7 @@ impl Pg {
             replica_corrupt: BTreeSet::new(),
             corrupt_reported: (carmine_types::Epoch(0), BTreeMap::new()),
             repair_counters: RepairCounters::default(),
-            scrub_compare: None,
+            scrub_compares: Default::default(),
             scrub_round: 0,
             compare_counters: CompareCounters::default(),
             snap_trimmed: BTreeSet::new(),

@@ -130,7 +130,7 @@ impl Pg {
     ) {
         self.notifies.clear();
         self.strays_purged = false;
-        self.scrub_compare = None;
+        self.scrub_compares.clear();
         self.want_acting.clear();
         self.peer_missing.clear();
         self.waiting_for_budget = false;

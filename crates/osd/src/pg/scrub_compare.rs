@@ -38,6 +38,13 @@ const LIST_PAGE: usize = 256;
 /// replica may hold objects the primary does not. A map cut short covers its range up
 /// to its last entry.
 const SCRUB_MAP_BYTES_MAX: u64 = 8 << 20;
+/// Comparisons a primary waits on at once. A step starts a new one before the last
+/// one's maps are in when steps come fast or the network is slow; each covers its own
+/// range, so the newest does not replace the others (when it did, a range the steps
+/// kept reaching first was never compared: `--snapshots` seed 657). A replica that
+/// never answers (an older build drops the request) holds a slot only until newer
+/// comparisons push it out.
+const COMPARES_IN_FLIGHT_MAX: usize = 4;
 
 /// Primary: a comparison waiting for the replicas' maps.
 #[derive(Debug)]
@@ -174,7 +181,10 @@ impl Pg {
             });
             out.push(peer_output(replica, request));
         }
-        self.scrub_compare = Some(ScrubCompare {
+        if self.scrub_compares.len() == COMPARES_IN_FLIGHT_MAX {
+            self.scrub_compares.pop_front();
+        }
+        self.scrub_compares.push_back(ScrubCompare {
             round: self.scrub_round,
             at: self.info.last_update,
             own: own.into_iter().map(|e| (e.oid.clone(), e)).collect(),
@@ -225,13 +235,11 @@ impl Pg {
         map: PgScrubMap,
         out: &mut Vec<Output>,
     ) {
-        let Some(compare) = &mut self.scrub_compare else {
+        let Some(at) = (self.scrub_compares.iter()).position(|c| c.round == map.round) else {
             return;
         };
-        if map.interval != self.interval_start
-            || map.round != compare.round
-            || !compare.waiting.remove(&from)
-        {
+        let compare = &mut self.scrub_compares[at];
+        if map.interval != self.interval_start || !compare.waiting.remove(&from) {
             return;
         }
         let entries: BTreeMap<ObjectId, ScrubEntry> = map
@@ -253,7 +261,7 @@ impl Pg {
             },
         );
         if compare.waiting.is_empty() {
-            let compare = self.scrub_compare.take().expect("matched above");
+            let compare = self.scrub_compares.remove(at).expect("found above");
             self.finish_compare(store, compare, out);
         }
     }
