@@ -211,6 +211,10 @@ pub struct Pg {
         carmine_types::Epoch,
         BTreeMap<String, repair::ReportBackoff>,
     ),
+    /// Replica: objects whose push our store refused, with the interval it was in,
+    /// until a push of them lands: a RepOp for one applies only its log entry in that
+    /// interval (see `handle_rep_op`).
+    push_refused: BTreeMap<String, carmine_types::Epoch>,
     repair_counters: RepairCounters,
     /// Primary: the comparisons of the members' copies waiting for their scrub maps,
     /// the rounds started, and what comparisons found (see `pg/scrub_compare.rs`).
@@ -309,6 +313,7 @@ impl Pg {
             local_corrupt: BTreeSet::new(),
             replica_corrupt: BTreeSet::new(),
             corrupt_reported: (carmine_types::Epoch(0), BTreeMap::new()),
+            push_refused: BTreeMap::new(),
             repair_counters: RepairCounters::default(),
             scrub_compares: Default::default(),
             scrub_round: 0,

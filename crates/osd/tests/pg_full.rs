@@ -11,7 +11,7 @@
 mod harness;
 
 use carmine_clustermap::Fullness;
-use carmine_proto::{OpCode, OpError};
+use carmine_proto::{OpCode, OpError, PgState};
 use carmine_store::ObjectStore;
 use carmine_types::OsdId;
 use harness::{bytes, name_where, Cluster, Config};
@@ -150,4 +150,78 @@ fn a_replica_out_of_space_holds_the_write_until_it_has_room_and_copies_stay_iden
     // And the PG serves writes again.
     assert_eq!(cluster.call(&name, write_full(100)).result, Ok(()));
     cluster.assert_replicas_identical(pgid);
+}
+
+/// A replica whose store has no room for a pushed object answers that it could not
+/// apply it, and the PG does not go clean with the stale copy there. (Before, the
+/// replica answered as if it had applied the push: the PG showed active+clean while
+/// that copy held an older version, one failure away from serving it.) The primary
+/// shows `recovery_toofull` and pushes again once the replica has room; a write to the
+/// object meanwhile is not applied to the stale copy (the replica logs it only, and
+/// the later push carries it).
+#[test]
+fn a_push_a_replica_has_no_room_for_keeps_the_pg_unclean_until_it_lands() {
+    let full = OsdId(2);
+    let mut capacity_bytes_of = BTreeMap::new();
+    capacity_bytes_of.insert(full, 24 * 1024);
+    let mut cluster = Cluster::new(Config {
+        capacity_bytes_of,
+        ..Config::default()
+    });
+    let name = name_where(&cluster, "big", |pgid| {
+        let acting = cluster.acting(pgid);
+        acting[0] != full && acting.contains(&full)
+    });
+    let pgid = cluster.pg_of(&name);
+    let filler = name_where(&cluster, "filler", |other| {
+        other != pgid && cluster.acting(other).contains(&full)
+    });
+    assert_eq!(cluster.call(&name, write_full(10)).result, Ok(()));
+    assert_eq!(cluster.call(&filler, write_full(14 * 1024)).result, Ok(()));
+    // The replica misses a 12 KiB version while it is away, and has no room for it
+    // when it is back.
+    cluster.mark_down(full);
+    cluster.run();
+    assert_eq!(cluster.call(&name, write_full(12 * 1024)).result, Ok(()));
+    cluster.revive(full);
+    cluster.run();
+    for _ in 0..5 {
+        cluster.advance(Duration::from_millis(100));
+        cluster.run();
+    }
+    let state = cluster.pg_stat(pgid).state;
+    assert!(!state.contains(PgState::CLEAN), "{}", state.name());
+    assert!(
+        state.contains(PgState::RECOVERY_TOOFULL),
+        "{}",
+        state.name()
+    );
+    assert_eq!(cluster.local_data(full, &name).map(|d| d.len()), Some(10));
+
+    // A write to the object now is acknowledged with the copies that have the object
+    // (a degraded write): the full replica takes only its log entry, not the write
+    // onto its stale copy, and still lacks the object.
+    let write = vec![OpCode::Write {
+        offset: 0,
+        data: bytes(b"new"),
+    }];
+    assert_eq!(cluster.call(&name, write).result, Ok(()));
+    assert_eq!(cluster.local_data(full, &name).map(|d| d.len()), Some(10));
+    let state = cluster.pg_stat(pgid).state;
+    assert!(!state.contains(PgState::CLEAN), "{}", state.name());
+
+    // Room again: the push lands after the back-off, with the write in it.
+    assert_eq!(cluster.call(&filler, vec![OpCode::Remove]).result, Ok(()));
+    for _ in 0..150 {
+        cluster.advance(Duration::from_millis(100));
+        cluster.run();
+        if cluster.pg_stat(pgid).state.name() == "active+clean" {
+            break;
+        }
+    }
+    assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean");
+    cluster.assert_replicas_identical(pgid);
+    let data = cluster.local_data(full, &name).expect("pushed");
+    assert_eq!(data.len(), 12 * 1024);
+    assert_eq!(&data[..3], b"new");
 }

@@ -165,6 +165,12 @@ pub struct PgPushReply {
     /// Objects whose copy the sender found unreadable (a scrub, replica → primary): the
     /// primary pushes them again. Added in version 2; empty from older senders.
     pub corrupt: Vec<String>,
+    /// Pushed objects the sender could not apply: its store refused the transaction
+    /// (nothing of it was applied), `refused_for_space` when for want of room. The
+    /// primary keeps them to push and backs off. Added in version 3; empty from older
+    /// senders.
+    pub refused: Vec<String>,
+    pub refused_for_space: bool,
 }
 
 // --- encoding -------------------------------------------------------------------
@@ -625,17 +631,19 @@ impl Decode for PgPush {
 
 impl Encode for PgPushReply {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(2, 1, |e| {
+        e.versioned(3, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             put_names(e, &self.oids);
             put_names(e, &self.corrupt);
+            put_names(e, &self.refused);
+            self.refused_for_space.encode(e);
         });
     }
 }
 
 impl Decode for PgPushReply {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgPushReply", 2, |d, version| {
+        d.versioned("PgPushReply", 3, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
             let oids = get_names(d)?;
             let corrupt = if version >= 2 {
@@ -643,12 +651,19 @@ impl Decode for PgPushReply {
             } else {
                 Vec::new()
             };
+            let (refused, refused_for_space) = if version >= 3 {
+                (get_names(d)?, bool::decode(d)?)
+            } else {
+                (Vec::new(), false)
+            };
             Ok(PgPushReply {
                 pgid,
                 interval,
                 map_epoch,
                 oids,
                 corrupt,
+                refused,
+                refused_for_space,
             })
         })
     }
@@ -677,8 +692,20 @@ mod tests {
             map_epoch: Epoch(4),
             oids: vec!["good".into()],
             corrupt: vec!["bad".into()],
+            refused: vec!["no room".into()],
+            refused_for_space: true,
         };
         assert_eq!(PgPushReply::from_shared(reply.to_bytes()).unwrap(), reply);
+        // Version 2 (no refusals) reads with none.
+        let mut e = Encoder::new();
+        e.versioned(2, 1, |e| {
+            header(e, reply.pgid, reply.interval, reply.map_epoch);
+            put_names(e, &reply.oids);
+            put_names(e, &reply.corrupt);
+        });
+        let v2 = PgPushReply::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(v2.corrupt, reply.corrupt);
+        assert!(v2.refused.is_empty() && !v2.refused_for_space);
 
         let mut e = Encoder::new();
         e.versioned(1, 1, |e| {

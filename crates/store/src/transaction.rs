@@ -80,6 +80,25 @@ pub enum TxOp {
     },
 }
 
+impl TxOp {
+    /// The object the op changes (a clone's destination), if any.
+    pub fn object(&self) -> Option<&ObjectId> {
+        match self {
+            TxOp::CreateCollection(_) | TxOp::RemoveCollection(_) => None,
+            TxOp::Touch(_, oid) | TxOp::Remove(_, oid) | TxOp::OmapClear(_, oid) => Some(oid),
+            TxOp::Write { oid, .. }
+            | TxOp::Zero { oid, .. }
+            | TxOp::Truncate { oid, .. }
+            | TxOp::SetMtime { oid, .. }
+            | TxOp::SetXattr { oid, .. }
+            | TxOp::RmXattr { oid, .. }
+            | TxOp::OmapSet { oid, .. }
+            | TxOp::OmapRm { oid, .. } => Some(oid),
+            TxOp::Clone { dst, .. } => Some(dst),
+        }
+    }
+}
+
 /// An ordered, atomic list of [`TxOp`]s.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Transaction {

@@ -169,9 +169,15 @@ impl Pg {
     }
 
     /// Replaces our copies of `objects` and forgets them as missing, in one transaction.
-    pub(super) fn apply_copies(&mut self, store: &mut dyn ObjectStore, objects: Vec<ObjectCopy>) {
+    /// When the store refuses it (no room, say), nothing changes, here or in memory:
+    /// the objects stay missing.
+    pub(super) fn apply_copies(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        objects: Vec<ObjectCopy>,
+    ) -> Result<(), carmine_store::StoreError> {
         let mut tx = Transaction::new();
-        let mut recovered = Vec::new();
+        let mut names = Vec::new();
         let follow = self.stats_follow_content && self.is_primary();
         let mut counts = (self.info.object_count, self.info.data_bytes);
         for copy in objects {
@@ -200,25 +206,37 @@ impl Pg {
                     state,
                 );
             }
-            if self.missing.remove(&copy.oid) {
-                recovered.push(missing_key(&copy.oid));
-            }
-            // A replaced copy is a new copy: if it rots too, the next scrub reports it
-            // at once rather than as a corruption already reported.
-            self.corrupt_reported.1.remove(&copy.oid);
+            names.push(copy.oid);
         }
+        let recovered: Vec<_> = (names.iter())
+            .filter(|name| self.missing.contains(*name))
+            .map(|name| missing_key(name))
+            .collect();
         if !recovered.is_empty() {
             tx.omap_rm(self.coll, crate::pglog::pgmeta_oid(), recovered);
         }
+        let mut info = None;
         if follow && counts != (self.info.object_count, self.info.data_bytes) {
-            (self.info.object_count, self.info.data_bytes) = counts;
-            let info = (
+            let mut updated = self.info.clone();
+            (updated.object_count, updated.data_bytes) = counts;
+            let entry = (
                 bytes::Bytes::from_static(crate::pglog::INFO_KEY),
-                self.info.to_bytes(),
+                updated.to_bytes(),
             );
-            tx.omap_set(self.coll, crate::pglog::pgmeta_oid(), vec![info]);
+            tx.omap_set(self.coll, crate::pglog::pgmeta_oid(), vec![entry]);
+            info = Some(updated);
         }
-        self.submit_meta(store, tx);
+        self.last_submitted = store.submit(tx)?;
+        if let Some(info) = info {
+            self.info = info;
+        }
+        for name in &names {
+            self.missing.remove(name);
+            // A replaced copy is a new copy: if it rots too, the next scrub reports it
+            // at once rather than as a corruption already reported.
+            self.corrupt_reported.1.remove(name);
+        }
+        Ok(())
     }
 
     /// Primary: pull `names` (or everything, with `all`) from `source`.
@@ -322,17 +340,45 @@ impl Pg {
             return;
         }
         let oids: Vec<String> = push.objects.iter().map(|o| o.oid.clone()).collect();
-        self.apply_copies(store, push.objects);
+        let mut reply = PgPushReply {
+            pgid: self.pgid,
+            interval: push.interval,
+            map_epoch: self.map_epoch,
+            oids: Vec::new(),
+            corrupt: Vec::new(),
+            refused: Vec::new(),
+            refused_for_space: false,
+        };
+        match self.apply_copies(store, push.objects) {
+            Ok(()) => {
+                for name in &oids {
+                    self.push_refused.remove(name);
+                }
+                reply.oids = oids;
+            }
+            Err(error) => {
+                // Answered, not dropped, and not as applied: a reply naming them as
+                // pushed made the primary count this copy complete (the PG went clean
+                // with a stale copy here). They stay missing here, and a RepOp for one
+                // of them applies only its log entry until a push lands
+                // (`handle_rep_op`).
+                let for_space = matches!(error, carmine_store::StoreError::NoSpace { .. });
+                tracing::warn!(
+                    "{}: cannot apply {} objects pushed by {from}: {error}",
+                    self.pgid,
+                    oids.len()
+                );
+                for name in &oids {
+                    self.push_refused.insert(name.clone(), self.interval_start);
+                }
+                reply.refused = oids;
+                reply.refused_for_space = for_space;
+            }
+        }
         self.held_until_commit.push_back(super::HeldMessage {
             seq: self.last_submitted,
             to: from,
-            reply: Msg::PgPushReply(PgPushReply {
-                pgid: self.pgid,
-                interval: push.interval,
-                map_epoch: self.map_epoch,
-                oids,
-                corrupt: Vec::new(),
-            }),
+            reply: Msg::PgPushReply(reply),
         });
     }
 
@@ -349,7 +395,10 @@ impl Pg {
         for copy in &push.objects {
             self.pulling.remove(&copy.oid);
         }
-        self.apply_copies(store, push.objects);
+        if let Err(error) = self.apply_copies(store, push.objects) {
+            // They stay missing, to be recovered once active (or found unfound).
+            tracing::error!("{}: cannot apply pulled objects: {error}", self.pgid);
+        }
         for name in push.corrupt {
             // The source cannot read its copy either: ours stays missing, to be
             // repaired from another member once active.
@@ -421,9 +470,15 @@ impl Pg {
         }
         self.receive_push_reply_repairs(from, &reply);
         if let Some(pushing) = self.pushing.get_mut(&from) {
-            for oid in &reply.oids {
+            for oid in reply.oids.iter().chain(&reply.refused) {
                 pushing.remove(oid);
             }
+        }
+        if !reply.refused.is_empty() && self.phase == Phase::Active {
+            // Still to push there, once it has room (or after a pause).
+            let missing = self.peer_missing.entry(from).or_default();
+            missing.extend(reply.refused.iter().cloned());
+            self.push_refused_by(from, reply.refused_for_space, out);
         }
         for write in self.in_flight.iter_mut() {
             if reply.oids.contains(&write.oid) && write.is_write {

@@ -350,7 +350,11 @@ impl Pg {
         }
         self.repair_counters.copies_repaired += finished.len() as u64;
         if !copies.is_empty() {
-            self.apply_copies(store, copies);
+            if let Err(error) = self.apply_copies(store, copies) {
+                // Our copies stay as they were: an op reading one finds it corrupt or
+                // lost again and starts another repair.
+                tracing::error!("{}: cannot apply repaired copies: {error}", self.pgid);
+            }
         }
         for name in push.corrupt {
             if self.repair_source(&name) == Some(from) {
@@ -559,6 +563,8 @@ impl Pg {
                 map_epoch: self.map_epoch,
                 oids: Vec::new(),
                 corrupt,
+                refused: Vec::new(),
+                refused_for_space: false,
             });
             out.push(peer_output(primary, report));
         }

@@ -543,9 +543,30 @@ impl Pg {
             );
             return;
         }
+        // Our store refused the push of this object (the primary sends a push ahead of
+        // a write to an object a replica lacks). Applied to the copy we have, stale or
+        // none, the write would leave it different while our log says it is the same;
+        // refused, it would leave a hole in our log. So only its log entry and PG info
+        // are applied (Ceph's log-only op for an object a backfill target has not
+        // reached): the object stays missing here, and the primary, told the push was
+        // refused, pushes its whole state, this write included, once we have room.
+        let log_only = (self.push_refused.get(&rep.entry.oid))
+            .is_some_and(|&at| at == self.interval_start)
+            && self.missing.contains(&rep.entry.oid);
         // A decoded RepOp holds the only reference; one passed in memory (the
+        // simulator) may share it with the primary's other replicas.        // A decoded RepOp holds the only reference; one passed in memory (the
         // simulator) may share it with the primary's other replicas.
-        let tx = Arc::try_unwrap(rep.tx).unwrap_or_else(|shared| (*shared).clone());
+        let mut tx = Arc::try_unwrap(rep.tx).unwrap_or_else(|shared| (*shared).clone());
+        if log_only {
+            tracing::debug!(
+                "{}: {} applies only its log entry: {} is missing here",
+                self.pgid,
+                rep.entry.version,
+                rep.entry.oid
+            );
+            tx.ops
+                .retain(|op| op.object().is_none_or(|oid| oid.name.is_empty()));
+        }
         match store.submit(tx) {
             Ok(seq) => {
                 self.last_submitted = seq;

@@ -390,6 +390,31 @@ impl Pg {
         self.reservation.step = Step::Backoff { toofull };
     }
 
+    /// Primary: `from`'s store refused objects we pushed (they are back among those
+    /// to push there). Background pushes stop as when it refuses a reservation: for
+    /// want of space the PG shows `*_toofull` and tries again after
+    /// [`TOOFULL_RETRY_INTERVAL`] (or once a map marks `from` less full), otherwise
+    /// after the resend interval.
+    pub(super) fn push_refused_by(&mut self, from: OsdId, for_space: bool, out: &mut Vec<Output>) {
+        let purpose = if self.backfilling.contains(&from) {
+            Purpose::Backfill
+        } else {
+            Purpose::Recovery
+        };
+        let toofull = for_space.then(|| TooFull {
+            osd: from,
+            purpose,
+            marked: self.reservation_marked(from),
+        });
+        tracing::info!(
+            "{}: {from} could not apply our pushes{}; trying again later",
+            self.pgid,
+            if for_space { " (no room)" } else { "" }
+        );
+        self.release_reservation(out);
+        self.reservation.step = Step::Backoff { toofull };
+    }
+
     /// Primary, on each map: notes the acting members' fullness, and retries at once
     /// a reservation refused as too full by a target the map now marks less full.
     pub(super) fn reservation_map(
