@@ -96,15 +96,21 @@ fn a_primary_past_its_failsafe_ratio_refuses_writes_that_add_data() {
     assert_eq!(cluster.call(&name, write_full(10)).result, Ok(()));
 }
 
-/// The race: the replica's store fills before any map marks it full. (This was the
-/// known gap: the primary answered `NoSpace` while its copy and log held the write, the
-/// replica's log had a hole, and later writes on the PG stalled.)
-#[test]
-fn a_replica_out_of_space_holds_the_write_until_it_has_room_and_copies_stay_identical() {
+/// A cluster whose `full` OSD has a 24 KiB store, `name` in a PG where `full` is a
+/// replica, and `filler` in another PG on `full` (to take its space).
+struct Tight {
+    cluster: Cluster,
+    full: OsdId,
+    name: String,
+    pgid: carmine_types::PgId,
+    filler: String,
+}
+
+fn tight_replica() -> Tight {
     let full = OsdId(2);
     let mut capacity_bytes_of = BTreeMap::new();
     capacity_bytes_of.insert(full, 24 * 1024);
-    let mut cluster = Cluster::new(Config {
+    let cluster = Cluster::new(Config {
         capacity_bytes_of,
         ..Config::default()
     });
@@ -113,10 +119,30 @@ fn a_replica_out_of_space_holds_the_write_until_it_has_room_and_copies_stay_iden
         acting[0] != full && acting.contains(&full)
     });
     let pgid = cluster.pg_of(&name);
-    // A filler in another PG on the same OSD takes most of its space.
     let filler = name_where(&cluster, "filler", |other| {
         other != pgid && cluster.acting(other).contains(&full)
     });
+    Tight {
+        cluster,
+        full,
+        name,
+        pgid,
+        filler,
+    }
+}
+
+/// The race: the replica's store fills before any map marks it full. (This was the
+/// known gap: the primary answered `NoSpace` while its copy and log held the write, the
+/// replica's log had a hole, and later writes on the PG stalled.)
+#[test]
+fn a_replica_out_of_space_holds_the_write_until_it_has_room_and_copies_stay_identical() {
+    let Tight {
+        mut cluster,
+        full,
+        name,
+        pgid,
+        filler,
+    } = tight_replica();
     assert_eq!(cluster.call(&filler, write_full(14 * 1024)).result, Ok(()));
 
     let op = cluster.op(&name, write_full(12 * 1024));
@@ -161,21 +187,13 @@ fn a_replica_out_of_space_holds_the_write_until_it_has_room_and_copies_stay_iden
 /// the later push carries it).
 #[test]
 fn a_push_a_replica_has_no_room_for_keeps_the_pg_unclean_until_it_lands() {
-    let full = OsdId(2);
-    let mut capacity_bytes_of = BTreeMap::new();
-    capacity_bytes_of.insert(full, 24 * 1024);
-    let mut cluster = Cluster::new(Config {
-        capacity_bytes_of,
-        ..Config::default()
-    });
-    let name = name_where(&cluster, "big", |pgid| {
-        let acting = cluster.acting(pgid);
-        acting[0] != full && acting.contains(&full)
-    });
-    let pgid = cluster.pg_of(&name);
-    let filler = name_where(&cluster, "filler", |other| {
-        other != pgid && cluster.acting(other).contains(&full)
-    });
+    let Tight {
+        mut cluster,
+        full,
+        name,
+        pgid,
+        filler,
+    } = tight_replica();
     assert_eq!(cluster.call(&name, write_full(10)).result, Ok(()));
     assert_eq!(cluster.call(&filler, write_full(14 * 1024)).result, Ok(()));
     // The replica misses a 12 KiB version while it is away, and has no room for it
