@@ -41,7 +41,7 @@ impl TamperState {
 
 impl Sim {
     /// At the read-back's start, once per run: one or two replica copies lose an
-    /// object, or get other bytes or an omap key in it.
+    /// object, or get other bytes, an omap key or an xattr in it.
     pub(crate) fn tamper_replica_copies(&mut self) {
         if !self.flips_enabled() || self.config.canary == crate::Canary::NoScrub || self.tamper.done
         {
@@ -58,7 +58,7 @@ impl Sim {
                 continue;
             }
             let osd = acting[1 + self.tamper.rng.below(acting.len() as u64 - 1) as usize];
-            let how = self.tamper.rng.below(3);
+            let how = self.tamper.rng.below(4);
             let pick = self.tamper.rng.next_u64();
             let shard = usize::from(pg_shard(pgid, self.config.shards_per_osd).0);
             let Process::Up(shards) = &mut self.osds.get_mut(&osd).expect("exists").process else {
@@ -86,9 +86,13 @@ impl Sim {
                     tx.write(coll, oid.clone(), 0, tampered);
                     "overwrote"
                 }
-                _ => {
+                2 => {
                     tx.omap_set(coll, oid.clone(), vec![(tampered.clone(), tampered)]);
                     "added an omap key to"
+                }
+                _ => {
+                    tx.set_xattr(coll, oid.clone(), "tampered".into(), tampered);
+                    "added an xattr to"
                 }
             };
             if store.submit(tx).is_err() {
