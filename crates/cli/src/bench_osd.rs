@@ -282,6 +282,7 @@ fn run_net(args: &OsdBenchArgs) -> Result<Vec<OsdBenchRow>> {
         shards: args.shards,
         shards_per_osd: Vec::new(),
         store: "mem".into(),
+        memstore_mib: 0,
         dir: dir.clone(),
         only: None,
         mon_port: 0,

@@ -142,6 +142,11 @@ pub struct OsdDaemonArgs {
     /// Size of each shard's LogStore device file, in MiB (created on first start).
     #[arg(long, default_value_t = 1024)]
     pub store_size_mib: u64,
+    /// Capacity of each shard's MemStore, in MiB, as Ceph's memstore_device_bytes:
+    /// past it writes get NoSpace (and the monitor marks the OSD full first) instead
+    /// of the process growing until the machine runs out of memory. 0: unbounded.
+    #[arg(long, default_value_t = 0)]
+    pub memstore_mib: u64,
     /// CRUSH host bucket; default host{id}.
     #[arg(long)]
     pub host: Option<String>,
@@ -229,7 +234,10 @@ pub fn osd(args: OsdArgs, cli_conf: Option<&Path>, json: bool) -> Result<()> {
         bail!("to run an OSD give --id and --data (or use a verb such as: carmine osd tree)");
     };
     let store = match daemon.store.as_str() {
-        "mem" => StoreKind::Mem,
+        "mem" => StoreKind::Mem {
+            capacity_bytes: (daemon.memstore_mib > 0)
+                .then_some(daemon.memstore_mib.saturating_mul(1 << 20)),
+        },
         "log" => StoreKind::Log {
             size_bytes: daemon.store_size_mib * 1024 * 1024,
         },

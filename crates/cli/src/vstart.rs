@@ -37,6 +37,10 @@ pub struct VstartArgs {
     /// Object store: mem (in memory) or log (persistent).
     #[arg(long, default_value = "mem")]
     pub store: String,
+    /// Capacity of each OSD shard's MemStore, in MiB (as Ceph's memstore_device_bytes);
+    /// 0: unbounded.
+    #[arg(long, default_value_t = 0)]
+    pub memstore_mib: u64,
     /// Directory of the dev cluster.
     #[arg(long, default_value = DEFAULT_DEV_DIR)]
     pub dir: PathBuf,
@@ -237,6 +241,8 @@ fn daemon_specs(args: &VstartArgs, dir: &Path, fsid: &str, mons: &[SocketAddr]) 
             args.store.clone(),
             "--store-size-mib".into(),
             "512".into(),
+            "--memstore-mib".into(),
+            args.memstore_mib.to_string(),
             "--host".into(),
             format!("host{id}"),
             "--osd-heartbeat-interval-seconds".into(),

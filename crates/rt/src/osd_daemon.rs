@@ -29,8 +29,12 @@ use tokio::sync::mpsc;
 /// Which object store backs the OSD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
-    /// In memory: fast, and lost when the process stops.
-    Mem,
+    /// In memory: fast, and lost when the process stops. `capacity_bytes` per shard
+    /// (Ceph's `memstore_device_bytes`): past it the store refuses writes with
+    /// `NoSpace`, and the OSD's usage reports let the monitor mark it nearfull and
+    /// full first; `None`, unbounded (the process grows until the machine's memory
+    /// runs out).
+    Mem { capacity_bytes: Option<u64> },
     /// `LogStore`: one log-structured device file per shard under the data directory
     /// (`logstore.shardN`, created with `size_bytes`); survives restarts and crashes.
     Log { size_bytes: u64 },
@@ -175,11 +179,13 @@ fn run_shard(
             tokio::task::spawn_local(global.run());
         }
         match config.store {
-            StoreKind::Mem => {
+            StoreKind::Mem { capacity_bytes } => {
                 // New objects' data goes into buffers faulted in while idle-polling.
                 carmine_store::page_pool::enable(carmine_store::page_pool::DEFAULT_BUFFERS);
                 carmine_msgr::idle_poll::set_idle_work(Some(carmine_store::page_pool::top_up_one));
-                let shard = OsdShard::new(config.id, index, config.shard_count, MemStore::new());
+                let store =
+                    capacity_bytes.map_or_else(MemStore::new, MemStore::with_capacity_bytes);
+                let shard = OsdShard::new(config.id, index, config.shard_count, store);
                 // MemStore commits at once: flush and reply at the end of each turn.
                 ShardLoop::new(shard, map_rx, report_tx, false)
                     .run(listener)
