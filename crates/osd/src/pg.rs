@@ -198,6 +198,9 @@ pub struct Pg {
     recovery_sent: (u64, u64),
     /// Primary: objects the peering source could not read (they stay missing here).
     pull_unreadable: BTreeSet<String>,
+    /// Primary: objects of the pull under way whose pulled copy our store refused (no
+    /// room): they stay missing here.
+    pull_not_applied: BTreeSet<String>,
     /// Primary: objects whose own copy is unreadable, and the pull repairing each.
     repairs: BTreeMap<String, repair::RepairPull>,
     /// Primary: objects whose own copy was found corrupt and not yet repaired (so one
@@ -309,6 +312,7 @@ impl Pg {
             waiting_for_budget: false,
             recovery_sent: (0, 0),
             pull_unreadable: BTreeSet::new(),
+            pull_not_applied: BTreeSet::new(),
             repairs: BTreeMap::new(),
             local_corrupt: BTreeSet::new(),
             replica_corrupt: BTreeSet::new(),

@@ -114,7 +114,8 @@ impl MemStore {
     }
 
     /// A store that refuses, with [`StoreError::NoSpace`], any transaction that would
-    /// bring its used bytes (see the module docs) above `capacity_bytes`.
+    /// bring its used bytes (see the module docs) above `capacity_bytes`, except one
+    /// that changes only PGs' metadata objects ([`Transaction::metadata_only`]).
     pub fn with_capacity_bytes(capacity_bytes: u64) -> Self {
         Self {
             collections: BTreeMap::new(),
@@ -124,6 +125,12 @@ impl MemStore {
             undo: apply::UndoLog::default(),
             spares: object::SpareBuffers::default(),
         }
+    }
+
+    /// Changes the capacity (a device grown or shrunk: the simulator's space faults).
+    /// Data already stored stays; only later transactions are checked against it.
+    pub fn set_capacity_bytes(&mut self, capacity_bytes: u64) {
+        self.capacity_bytes = capacity_bytes;
     }
 
     /// Fault injection for tests of detection and repair: from now on, data reads of

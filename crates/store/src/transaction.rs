@@ -83,19 +83,34 @@ pub enum TxOp {
 impl TxOp {
     /// The object the op changes (a clone's destination), if any.
     pub fn object(&self) -> Option<&ObjectId> {
+        self.target().map(|(_, oid)| oid)
+    }
+
+    /// The collection and object the op changes (a clone's destination), if any.
+    fn target(&self) -> Option<(CollectionId, &ObjectId)> {
         match self {
             TxOp::CreateCollection(_) | TxOp::RemoveCollection(_) => None,
-            TxOp::Touch(_, oid) | TxOp::Remove(_, oid) | TxOp::OmapClear(_, oid) => Some(oid),
-            TxOp::Write { oid, .. }
-            | TxOp::Zero { oid, .. }
-            | TxOp::Truncate { oid, .. }
-            | TxOp::SetMtime { oid, .. }
-            | TxOp::SetXattr { oid, .. }
-            | TxOp::RmXattr { oid, .. }
-            | TxOp::OmapSet { oid, .. }
-            | TxOp::OmapRm { oid, .. } => Some(oid),
-            TxOp::Clone { dst, .. } => Some(dst),
+            TxOp::Touch(coll, oid) | TxOp::Remove(coll, oid) | TxOp::OmapClear(coll, oid) => {
+                Some((*coll, oid))
+            }
+            TxOp::Write { coll, oid, .. }
+            | TxOp::Zero { coll, oid, .. }
+            | TxOp::Truncate { coll, oid, .. }
+            | TxOp::SetMtime { coll, oid, .. }
+            | TxOp::SetXattr { coll, oid, .. }
+            | TxOp::RmXattr { coll, oid, .. }
+            | TxOp::OmapSet { coll, oid, .. }
+            | TxOp::OmapRm { coll, oid, .. } => Some((*coll, oid)),
+            TxOp::Clone { coll, dst, .. } => Some((*coll, dst)),
         }
+    }
+}
+
+impl Transaction {
+    /// Whether the transaction changes only PGs' metadata objects (the objects with an
+    /// empty name: a PG's log, info and missing keys), and no collection's existence.
+    pub fn metadata_only(&self) -> bool {
+        (self.ops.iter()).all(|op| op.object().is_some_and(|oid| oid.name.is_empty()))
     }
 }
 

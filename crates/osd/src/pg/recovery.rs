@@ -254,6 +254,7 @@ impl Pg {
         }
         self.pulling = names.clone();
         self.pull_unreadable.clear();
+        self.pull_not_applied.clear();
         let pull = Msg::PgPull(PgPull {
             pgid: self.pgid,
             interval: self.interval_start,
@@ -395,9 +396,13 @@ impl Pg {
         for copy in &push.objects {
             self.pulling.remove(&copy.oid);
         }
+        let pulled: Vec<String> = push.objects.iter().map(|c| c.oid.clone()).collect();
         if let Err(error) = self.apply_copies(store, push.objects) {
-            // They stay missing, to be recovered once active (or found unfound).
+            // They stay missing, to be recovered once active. (Forgotten, as before,
+            // the primary served and wrote on its stale copies: the simulator's space
+            // faults, seed 141.)
             tracing::error!("{}: cannot apply pulled objects: {error}", self.pgid);
+            self.pull_not_applied.extend(pulled);
         }
         for name in push.corrupt {
             // The source cannot read its copy either: ours stays missing, to be
@@ -431,7 +436,9 @@ impl Pg {
             self.pulling.clear();
         }
         let unreadable = std::mem::take(&mut self.pull_unreadable);
-        self.keep_missing_only(store, &unreadable);
+        let mut still_missing = std::mem::take(&mut self.pull_not_applied);
+        still_missing.extend(unreadable.iter().cloned());
+        self.keep_missing_only(store, &still_missing);
         self.activate_when_alive(store, out);
         let Phase::Pull { source, .. } = pulled_from else {
             unreachable!("receive_pulled runs in the pull phase");
