@@ -469,10 +469,14 @@ fn linearizable_reads(history: &History, timelines: &Timelines, out: &mut Vec<St
             .collect();
         // An EIO ("no readable copy on any acting OSD": the good copy is on an OSD that
         // is down) says nothing about the object's state: it is unavailability, which
-        // the read-back after healing checks, not a value to explain.
+        // the read-back after healing checks, not a value to explain. So does a
+        // NoSpace (a member of the PG is full: the space faults), which a primary
+        // answers before it runs the op.
         let unavailable = |op: &OpRecord| {
-            op.reply()
-                .is_some_and(|r| matches!(r.result, Err(carmine_proto::OpError::Io(_))))
+            op.reply().is_some_and(|r| {
+                use carmine_proto::OpError;
+                matches!(r.result, Err(OpError::Io(_) | OpError::NoSpace))
+            })
         };
         let mut checked: Vec<&OpRecord> = ops
             .into_iter()

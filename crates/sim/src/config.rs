@@ -39,6 +39,10 @@ pub struct FaultClasses {
     /// store puts itself out of service, the OSD stops and restarts later. Not in
     /// [`FaultClasses::ALL`] yet (see `crate::disk_errors`).
     pub disk_errors: bool,
+    /// One OSD shard's MemStore is squeezed to little more than it holds for a while
+    /// (MemStore seeds only): writes find no room. Not in [`FaultClasses::ALL`] (see
+    /// `crate::space`).
+    pub space: bool,
 }
 
 impl Default for FaultClasses {
@@ -60,6 +64,7 @@ impl FaultClasses {
         mon_crashes: false,
         mon_partitions: false,
         disk_errors: false,
+        space: false,
     };
 
     pub const ALL: FaultClasses = FaultClasses {
@@ -75,6 +80,8 @@ impl FaultClasses {
         mon_partitions: true,
         // Not in `all`: see `crate::disk_errors` (`--faults all,disk-errors` adds it).
         disk_errors: false,
+        // Not in `all`: see `crate::space` (`--faults all,space`).
+        space: false,
     };
 
     /// The classes the code handles today (see the crate docs for the others). Bit
@@ -86,6 +93,7 @@ impl FaultClasses {
             crashes: false,
             bit_flips: false,
             disk_errors: false,
+            space: false,
             ..Self::ALL
         }
     }
@@ -98,7 +106,7 @@ impl FaultClasses {
 
     /// Parses `all`, `none`, `handled`, or a comma list of `delays`, `resets`,
     /// `osd-mon-resets`, `slow`, `client-partitions`, `osd-partitions`, `crashes`,
-    /// `bit-flips`, `mon-crashes`, `mon-partitions`, `disk-errors`.
+    /// `bit-flips`, `mon-crashes`, `mon-partitions`, `disk-errors`, `space`.
     pub fn parse(text: &str) -> Result<FaultClasses, String> {
         let mut classes = FaultClasses::NONE;
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -117,11 +125,12 @@ impl FaultClasses {
                 "mon-crashes" => classes.mon_crashes = true,
                 "mon-partitions" => classes.mon_partitions = true,
                 "disk-errors" => classes.disk_errors = true,
+                "space" => classes.space = true,
                 other => {
                     return Err(format!(
                         "unknown fault class '{other}'; use all, none, handled, delays, \
                          resets, osd-mon-resets, slow, client-partitions, osd-partitions, \
-                         crashes, bit-flips, mon-crashes, mon-partitions or disk-errors"
+                         crashes, bit-flips, mon-crashes, mon-partitions, disk-errors or space"
                     ))
                 }
             }
@@ -149,6 +158,7 @@ impl FaultClasses {
             (self.mon_crashes, "mon-crashes"),
             (self.mon_partitions, "mon-partitions"),
             (self.disk_errors, "disk-errors"),
+            (self.space, "space"),
         ];
         let on: Vec<&str> = names
             .iter()

@@ -120,6 +120,15 @@ impl SimStore {
 
     /// Disarms a disk error armed by [`SimStore::fail_writes_after`] that has not
     /// struck yet (the faults end).
+    /// Sets a MemStore's capacity (the space faults); `false` for a LogStore.
+    pub fn set_capacity_bytes(&mut self, capacity_bytes: u64) -> bool {
+        let SimStore::Mem(store) = self else {
+            return false;
+        };
+        store.set_capacity_bytes(capacity_bytes);
+        true
+    }
+
     pub fn disarm_disk_error(&mut self) {
         if let SimStore::Log(disk) = self {
             disk.store.device_mut().cancel_power_failure();

@@ -69,6 +69,13 @@ pub enum Event {
     Scrub,
     /// Arm the next disk error (the disk-error fault class).
     DiskError,
+    /// Squeeze the next MemStore (the space fault class).
+    SpaceSqueeze,
+    /// A squeezed store gets its room back.
+    SpaceRelease {
+        osd: OsdId,
+        shard: carmine_types::ShardIndex,
+    },
     /// A store of `osd` has failed: the process (start `start`) stops.
     StoreFailed {
         osd: OsdId,

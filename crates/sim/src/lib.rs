@@ -65,6 +65,7 @@ mod osd_node;
 pub mod rng;
 mod sim;
 mod snap_removal;
+mod space;
 mod tamper;
 pub mod time;
 mod trace;
@@ -100,6 +101,8 @@ pub struct SimReport {
     /// processes that stopped because a store failed.
     pub disk_errors: u64,
     pub store_failure_stops: u64,
+    /// MemStores squeezed (the space fault class).
+    pub space_squeezes: u64,
     /// Object copies the OSDs found corrupt and replaced with a good copy.
     pub repairs: u64,
     /// Scrub comparisons of the members' copies, counted by the OSDs up at the end:

@@ -21,6 +21,7 @@ use crate::network::{Endpoint, Network, Sent, Wire};
 use crate::osd_node::OsdNode;
 use crate::rng::Rng;
 use crate::snap_removal::SnapRemovals;
+use crate::space::SpaceState;
 use crate::time::{Clock, Nanos, MILLISECOND, SECOND};
 use crate::trace::Trace;
 use crate::SimReport;
@@ -82,6 +83,7 @@ pub struct Sim {
     pub(crate) flips: FlipState,
     pub(crate) tamper: crate::tamper::TamperState,
     pub(crate) disk_errors: DiskErrorState,
+    pub(crate) space: SpaceState,
     /// Backfill activations and pull-everything requests delivered.
     pub(crate) backfills: u64,
 }
@@ -139,6 +141,7 @@ impl Sim {
             flips: FlipState::new(config.seed),
             tamper: crate::tamper::TamperState::new(config.seed),
             disk_errors: DiskErrorState::new(config.seed),
+            space: SpaceState::new(config.seed),
             config,
             clock,
             queue: EventQueue::default(),
@@ -235,6 +238,8 @@ impl Sim {
             Event::BitFlip => self.inject_bit_flip(),
             Event::Scrub => self.scrub_tick(),
             Event::DiskError => self.inject_disk_error(),
+            Event::SpaceSqueeze => self.squeeze_space(),
+            Event::SpaceRelease { osd, shard } => self.release_space(osd, shard),
             Event::StoreFailed { osd, start } => self.stop_on_store_failure(osd, start),
             Event::Quiet => self.enter_quiet(),
             Event::StopWorkload => {
@@ -258,6 +263,7 @@ impl Sim {
         }
         self.start_bit_flips();
         self.start_disk_errors();
+        self.start_space_faults();
     }
 
     fn enter_quiet(&mut self) {
@@ -266,6 +272,7 @@ impl Sim {
         self.phase = Phase::Quiet;
         self.quiet_at = self.now();
         self.disarm_disk_errors();
+        self.release_all_space();
         self.heal_everything();
         self.schedule(self.config.quiet_workload, Event::StopWorkload);
         self.schedule(self.config.quiet_max, Event::Deadline);
@@ -566,6 +573,7 @@ impl Sim {
             bit_flips: self.flips.flips.len() as u64,
             disk_errors: self.disk_errors.injected,
             store_failure_stops: self.disk_errors.stops,
+            space_squeezes: self.space.squeezes,
             repairs: self.repairs_total(),
             scrub_compared: self.live_counters(|c| c.scrub_objects_compared_total),
             scrub_differing: self.live_counters(|c| {

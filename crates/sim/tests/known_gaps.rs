@@ -2,7 +2,8 @@
 //! `cargo test -p carmine-sim --features known-gaps --test known_gaps`; move each to the
 //! default run when the fix lands (regression seeds go to `tests/seeds.rs`).
 //!
-//! None is known today. The stale reads of seeds 287 and 852 (read leases), seed 1878
+//! Known today: five seeds of the space fault class (`--faults all,space --disk mem`,
+//! below). The stale reads of seeds 287 and 852 (read leases), seed 1878
 //! (an op held across a primary change), the unreadable object of seed 3176 (an
 //! interval below min_size recorded as started), the incomplete PG of seed 23448 (a
 //! rollback that kept versions only the rolled-back copy had), the PG counts of seeds
@@ -13,3 +14,33 @@
 //! are regression seeds now.
 
 #![cfg(feature = "known-gaps")]
+
+use carmine_sim::{format_report, run_config, FaultClasses, SimConfig};
+
+/// The space fault class's first swarm (0..3000 after its fixes) fails these:
+/// - 1514, 1822, 2346: a read-back op never answered (a PG's copies left with
+///   different PG info; a write held for a replica out of space that never
+///   resolved?);
+/// - 2046, 2450: a write answered `NoSpace` whose log entry survived: a resend
+///   refused as full by a primary whose log lacked the first attempt, which another
+///   copy had applied.
+#[test]
+fn space_faults() {
+    let classes = FaultClasses {
+        space: true,
+        ..FaultClasses::ALL
+    };
+    let failed: Vec<String> = [1514, 1822, 2046, 2346, 2450]
+        .into_iter()
+        .map(|seed| {
+            run_config(
+                SimConfig::from_seed(seed)
+                    .with_faults(classes)
+                    .with_disk(carmine_sim::disk::DiskKind::Mem),
+            )
+        })
+        .filter(|report| !report.ok)
+        .map(|report| format_report(&report))
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
