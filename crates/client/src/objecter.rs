@@ -74,6 +74,9 @@ struct InFlight {
     /// A fixed OSD for debug reads; otherwise the PG's primary.
     pinned_osd: Option<OsdId>,
     target: Option<Target>,
+    /// The OSD the op was last sent to: only its answer completes the op (Ceph's
+    /// objecter too ignores replies to an earlier attempt).
+    sent_to: Option<OsdId>,
     deadline: Instant,
     attempts: u32,
 }
@@ -175,6 +178,7 @@ impl Objecter {
             pool,
             pinned_osd,
             target: None,
+            sent_to: None,
             deadline: now + self.op_timeout,
             attempts: 0,
         };
@@ -184,8 +188,7 @@ impl Objecter {
             return tid;
         }
         if let Some(target) = inflight.target {
-            inflight.attempts += 1;
-            out.push(ObjecterOutput::Send(target, inflight.op.clone()));
+            inflight.send(target, out);
         }
         self.ops.insert(tid, inflight);
         tid
@@ -250,8 +253,7 @@ impl Objecter {
         }
         if inflight.target != before || before.is_none() {
             if let Some(target) = inflight.target {
-                inflight.attempts += 1;
-                out.push(ObjecterOutput::Send(target, inflight.op.clone()));
+                inflight.send(target, out);
             }
         }
         self.ops.insert(tid, inflight);
@@ -262,8 +264,7 @@ impl Objecter {
     pub fn handle_reset(&mut self, target: Target, out: &mut Vec<ObjecterOutput>) {
         for inflight in self.ops.values_mut() {
             if inflight.target == Some(target) {
-                inflight.attempts += 1;
-                out.push(ObjecterOutput::Send(target, inflight.op.clone()));
+                inflight.send(target, out);
             }
         }
     }
@@ -278,8 +279,8 @@ impl Objecter {
         }
     }
 
-    /// An OSD's reply.
-    pub fn handle_reply(&mut self, reply: OsdOpReply, out: &mut Vec<ObjecterOutput>) {
+    /// `from`'s reply.
+    pub fn handle_reply(&mut self, from: OsdId, reply: OsdOpReply, out: &mut Vec<ObjecterOutput>) {
         if reply.reqid.client != self.client_id {
             return;
         }
@@ -287,6 +288,13 @@ impl Objecter {
         let Some(inflight) = self.ops.get_mut(&tid) else {
             return; // A late duplicate of an op already completed.
         };
+        if inflight.sent_to != Some(from) {
+            // An answer to an attempt the op has since been resent past (a new map
+            // moved it). Taken, an old primary's refusal (`NoSpace`, say) completed
+            // a write that the new primary then applied: the simulator's space faults,
+            // seeds 2046 and 2450. The op's current attempt answers.
+            return;
+        }
         let current = self.map.as_ref().map(|m| m.epoch).unwrap_or(Epoch(0));
         match &reply.result {
             Err(OpError::WrongPrimary)
@@ -344,6 +352,14 @@ impl Objecter {
     /// Whether some op waits for a target (the driver should retry soon).
     pub fn has_untargeted(&self) -> bool {
         self.ops.values().any(|inflight| inflight.target.is_none())
+    }
+}
+
+impl InFlight {
+    fn send(&mut self, target: Target, out: &mut Vec<ObjecterOutput>) {
+        self.attempts += 1;
+        self.sent_to = Some(target.osd);
+        out.push(ObjecterOutput::Send(target, self.op.clone()));
     }
 }
 

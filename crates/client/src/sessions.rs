@@ -295,11 +295,12 @@ impl Dispatch for OsdDispatch {
             return;
         }
         let replies = &mut self.replies;
+        let from = self.target.osd;
         self.shared
             .lock()
             .with_objecter(&self.shared, |objecter, out| {
                 for reply in replies.drain(..) {
-                    objecter.handle_reply(reply, out);
+                    objecter.handle_reply(from, reply, out);
                 }
             });
     }

@@ -131,7 +131,7 @@ fn a_stale_map_op_is_redirected_to_the_owning_shard() {
         .all(|s| s.pg_stats().iter().all(|p| p.object_count == 0)));
 
     // The objecter asks for a newer map instead of failing the op.
-    objecter.handle_reply(reply, &mut out);
+    objecter.handle_reply(target.osd, reply, &mut out);
     assert_eq!(out, vec![ObjecterOutput::NeedMap(Epoch(3))]);
     out.clear();
     objecter.handle_map(new, &mut out);
@@ -143,7 +143,7 @@ fn a_stale_map_op_is_redirected_to_the_owning_shard() {
 
     let reply = deliver(&mut shards, target, op);
     assert_eq!(reply.result, Ok(()));
-    objecter.handle_reply(reply, &mut out);
+    objecter.handle_reply(target.osd, reply, &mut out);
     assert!(
         matches!(&out[..], [ObjecterOutput::Complete(t, Ok(_))] if *t == tid),
         "{out:?}"
@@ -179,7 +179,7 @@ fn a_current_map_routes_every_op_to_its_shard() {
         for (target, op) in sends(&mut out) {
             let reply = deliver(&mut shards, target, op);
             assert_eq!(reply.result, Ok(()));
-            objecter.handle_reply(reply, &mut out);
+            objecter.handle_reply(target.osd, reply, &mut out);
         }
         out.clear();
     }

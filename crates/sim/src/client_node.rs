@@ -153,7 +153,12 @@ impl Sim {
                     self.client_request_maps(index, have);
                 }
             }
-            Msg::OsdOpReply(reply) => client.objecter.handle_reply(reply, &mut out),
+            Msg::OsdOpReply(reply) => {
+                let Endpoint::Osd(from, _) = wire.from else {
+                    panic!("{} sent client{index} an op reply", wire.from);
+                };
+                client.objecter.handle_reply(from, reply, &mut out)
+            }
             Msg::MonCommandReply(reply) if self.config.snap_trim => {
                 self.snap_removal_answered(index, reply)
             }

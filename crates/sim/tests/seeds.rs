@@ -540,13 +540,16 @@ fn regression_unsure_counts_are_not_settled_by_a_copy_that_got_them_from_us() {
 /// - 141: a primary whose store refused the copy it pulled while peering forgot the
 ///   object was missing, served its stale copy and wrote on it: acknowledged xattrs
 ///   were lost. The object now stays missing until recovered.
+/// - 2046 and 2450: a client took an old primary's `NoSpace` refusal of a write it had
+///   already resent to the new primary, which applied it. The objecter now takes only
+///   the answer of the OSD it last sent the op to.
 #[test]
 fn fixed_seeds_pass_with_space_faults() {
     let classes = FaultClasses {
         space: true,
         ..FaultClasses::ALL
     };
-    let seeds = (0..40).chain([58, 69, 97, 141, 191, 239, 285, 348, 364, 397]);
+    let seeds = (0..40).chain([58, 69, 97, 141, 191, 239, 285, 348, 364, 397, 2046, 2450]);
     let reports: Vec<SimReport> = seeds
         .map(|seed| {
             run_config(

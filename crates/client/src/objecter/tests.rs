@@ -86,12 +86,40 @@ fn a_map_that_moves_the_primary_resends_and_a_reply_completes() {
     assert_eq!(second.len(), 1);
     assert_ne!(second[0], first);
     out.clear();
-    objecter.handle_reply(ok_reply(tid, Epoch(6)), &mut out);
+    objecter.handle_reply(second[0], ok_reply(tid, Epoch(6)), &mut out);
     assert!(matches!(&out[0], ObjecterOutput::Complete(t, Ok(_)) if *t == tid));
     assert_eq!(objecter.in_flight(), 0);
     out.clear();
-    objecter.handle_reply(ok_reply(tid, Epoch(6)), &mut out);
+    objecter.handle_reply(second[0], ok_reply(tid, Epoch(6)), &mut out);
     assert!(out.is_empty(), "late duplicates are ignored");
+}
+
+/// Only the OSD the op was last sent to completes it: an old primary's answer to an
+/// earlier attempt (here a refusal) is ignored, as Ceph's objecter ignores replies to
+/// an earlier attempt. Taken, it completed a write with `NoSpace` that the new primary
+/// then applied (the simulator's space faults, seeds 2046 and 2450).
+#[test]
+fn an_answer_from_the_op_s_previous_target_is_ignored() {
+    let now = Instant::now();
+    let mut objecter = Objecter::new(7, Duration::from_secs(30));
+    let mut map = map_with(3);
+    objecter.handle_map(Arc::new(map.clone()), &mut Vec::new());
+    let mut out = Vec::new();
+    let tid = submit(&mut objecter, now, &mut out);
+    let first = sent_to(&out)[0];
+    map.mark_down(first).unwrap();
+    map.epoch = Epoch(6);
+    out.clear();
+    objecter.handle_map(Arc::new(map), &mut out);
+    let second = sent_to(&out)[0];
+    out.clear();
+    let mut refusal = ok_reply(tid, Epoch(5));
+    refusal.result = Err(OpError::NoSpace);
+    objecter.handle_reply(first, refusal, &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(objecter.in_flight(), 1);
+    objecter.handle_reply(second, ok_reply(tid, Epoch(6)), &mut out);
+    assert!(matches!(&out[0], ObjecterOutput::Complete(t, Ok(_)) if *t == tid));
 }
 
 #[test]
@@ -140,10 +168,11 @@ fn wrong_primary_asks_for_a_newer_map_instead_of_failing() {
     objecter.handle_map(Arc::new(map_with(3)), &mut Vec::new());
     let mut out = Vec::new();
     let tid = submit(&mut objecter, now, &mut out);
+    let target = sent_to(&out)[0];
     out.clear();
     let mut reply = ok_reply(tid, Epoch(5));
     reply.result = Err(OpError::WrongPrimary);
-    objecter.handle_reply(reply, &mut out);
+    objecter.handle_reply(target, reply, &mut out);
     assert_eq!(out, vec![ObjecterOutput::NeedMap(Epoch(6))]);
     assert_eq!(objecter.in_flight(), 1);
     assert!(objecter.has_untargeted());
