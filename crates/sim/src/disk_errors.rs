@@ -72,16 +72,12 @@ impl Sim {
         }
         let next = self.disk_errors.rng.exponential(DISK_ERROR_INTERVAL_MEAN);
         self.schedule(next, Event::DiskError);
-        let up: Vec<OsdId> = (self.osds.iter())
-            .filter(|(_, node)| node.is_up())
-            .map(|(&osd, _)| osd)
-            .collect();
-        if up.is_empty() {
+        let Some((osd, shard)) =
+            crate::osd_node::pick_up_shard(&self.osds, &mut self.disk_errors.rng)
+        else {
             return;
-        }
-        let osd = up[self.disk_errors.rng.index(up.len())];
+        };
         let node = self.osds.get_mut(&osd).expect("exists");
-        let shard = ShardIndex(self.disk_errors.rng.below(u64::from(node.shard_count)) as u16);
         let writes = self.disk_errors.rng.below(4);
         if self.disk_errors.armed.contains(&(osd, shard)) {
             return;

@@ -569,3 +569,21 @@ fn peer_message_pgid(msg: &Msg) -> Option<PgId> {
         _ => return None,
     })
 }
+
+/// An up OSD and one of its shards, drawn from `rng` (the OSD first, then the shard):
+/// where a fault class strikes a store.
+pub(crate) fn pick_up_shard(
+    osds: &std::collections::BTreeMap<OsdId, OsdNode>,
+    rng: &mut crate::rng::Rng,
+) -> Option<(OsdId, ShardIndex)> {
+    let up: Vec<OsdId> = (osds.iter())
+        .filter(|(_, node)| node.is_up())
+        .map(|(&osd, _)| osd)
+        .collect();
+    if up.is_empty() {
+        return None;
+    }
+    let osd = up[rng.index(up.len())];
+    let shard = ShardIndex(rng.below(u64::from(osds[&osd].shard_count)) as u16);
+    Some((osd, shard))
+}

@@ -64,16 +64,11 @@ impl Sim {
         }
         let next = self.space.rng.exponential(SQUEEZE_INTERVAL_MEAN);
         self.schedule(next, Event::SpaceSqueeze);
-        let up: Vec<OsdId> = (self.osds.iter())
-            .filter(|(_, node)| node.is_up())
-            .map(|(&osd, _)| osd)
-            .collect();
-        if up.is_empty() {
+        let Some((osd, shard)) = crate::osd_node::pick_up_shard(&self.osds, &mut self.space.rng)
+        else {
             return;
-        }
-        let osd = up[self.space.rng.index(up.len())];
+        };
         let node = self.osds.get_mut(&osd).expect("exists");
-        let shard = ShardIndex(self.space.rng.below(u64::from(node.shard_count)) as u16);
         let slack_64ths = self.space.rng.below(SLACK_64THS_MAX + 1);
         let lasts = self.space.rng.between(SECOND / 2, 4 * SECOND);
         if self.space.squeezed.contains(&(osd, shard)) {

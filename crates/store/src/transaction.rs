@@ -87,7 +87,7 @@ impl TxOp {
     }
 
     /// The collection and object the op changes (a clone's destination), if any.
-    fn target(&self) -> Option<(CollectionId, &ObjectId)> {
+    pub(crate) fn target(&self) -> Option<(CollectionId, &ObjectId)> {
         match self {
             TxOp::CreateCollection(_) | TxOp::RemoveCollection(_) => None,
             TxOp::Touch(coll, oid) | TxOp::Remove(coll, oid) | TxOp::OmapClear(coll, oid) => {

@@ -69,8 +69,9 @@ fn ops_wait_for_a_map_then_go_to_the_primary() {
     }
 }
 
-#[test]
-fn a_map_that_moves_the_primary_resends_and_a_reply_completes() {
+/// An op sent to its primary, then resent to another when a map (epoch 6) marks the
+/// first down: the objecter, the op's tid, and the first and second OSDs it went to.
+fn op_moved_by_a_map() -> (Objecter, u64, OsdId, OsdId) {
     let now = Instant::now();
     let mut objecter = Objecter::new(7, Duration::from_secs(30));
     let mut map = map_with(3);
@@ -85,12 +86,18 @@ fn a_map_that_moves_the_primary_resends_and_a_reply_completes() {
     let second = sent_to(&out);
     assert_eq!(second.len(), 1);
     assert_ne!(second[0], first);
-    out.clear();
-    objecter.handle_reply(second[0], ok_reply(tid, Epoch(6)), &mut out);
+    (objecter, tid, first, second[0])
+}
+
+#[test]
+fn a_map_that_moves_the_primary_resends_and_a_reply_completes() {
+    let (mut objecter, tid, _, second) = op_moved_by_a_map();
+    let mut out = Vec::new();
+    objecter.handle_reply(second, ok_reply(tid, Epoch(6)), &mut out);
     assert!(matches!(&out[0], ObjecterOutput::Complete(t, Ok(_)) if *t == tid));
     assert_eq!(objecter.in_flight(), 0);
     out.clear();
-    objecter.handle_reply(second[0], ok_reply(tid, Epoch(6)), &mut out);
+    objecter.handle_reply(second, ok_reply(tid, Epoch(6)), &mut out);
     assert!(out.is_empty(), "late duplicates are ignored");
 }
 
@@ -100,19 +107,8 @@ fn a_map_that_moves_the_primary_resends_and_a_reply_completes() {
 /// then applied (the simulator's space faults, seeds 2046 and 2450).
 #[test]
 fn an_answer_from_the_op_s_previous_target_is_ignored() {
-    let now = Instant::now();
-    let mut objecter = Objecter::new(7, Duration::from_secs(30));
-    let mut map = map_with(3);
-    objecter.handle_map(Arc::new(map.clone()), &mut Vec::new());
+    let (mut objecter, tid, first, second) = op_moved_by_a_map();
     let mut out = Vec::new();
-    let tid = submit(&mut objecter, now, &mut out);
-    let first = sent_to(&out)[0];
-    map.mark_down(first).unwrap();
-    map.epoch = Epoch(6);
-    out.clear();
-    objecter.handle_map(Arc::new(map), &mut out);
-    let second = sent_to(&out)[0];
-    out.clear();
     let mut refusal = ok_reply(tid, Epoch(5));
     refusal.result = Err(OpError::NoSpace);
     objecter.handle_reply(first, refusal, &mut out);

@@ -135,19 +135,8 @@ fn split(op: TxOp) -> Result<(CollectionId, ObjectId, ObjectOp), TxOp> {
 /// The object whose contents the op changes, for ops that [`split`] accepts.
 fn content_target(op: &TxOp) -> Option<(CollectionId, &ObjectId)> {
     match op {
-        TxOp::Touch(coll, oid) | TxOp::OmapClear(coll, oid) => Some((*coll, oid)),
-        TxOp::Write { coll, oid, .. }
-        | TxOp::Zero { coll, oid, .. }
-        | TxOp::Truncate { coll, oid, .. }
-        | TxOp::SetMtime { coll, oid, .. }
-        | TxOp::SetXattr { coll, oid, .. }
-        | TxOp::RmXattr { coll, oid, .. }
-        | TxOp::OmapSet { coll, oid, .. }
-        | TxOp::OmapRm { coll, oid, .. } => Some((*coll, oid)),
-        TxOp::CreateCollection(_)
-        | TxOp::RemoveCollection(_)
-        | TxOp::Remove(..)
-        | TxOp::Clone { .. } => None,
+        TxOp::Remove(..) | TxOp::Clone { .. } => None,
+        other => other.target(),
     }
 }
 
