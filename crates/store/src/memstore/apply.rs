@@ -199,8 +199,9 @@ impl MemStore {
         // its log, info or missing keys on a full store left copies that differ from
         // what their logs say, and lost acknowledged writes (the simulator's space
         // faults). It is small and bounded (logs are trimmed), as the room Ceph's full
-        // ratios keep for it is.
-        let metadata_only = tx.metadata_only();
+        // ratios keep for it is. (An unbounded store, every daemon's default, skips
+        // the scan of the ops: it is on every write's path.)
+        let metadata_only = self.capacity_bytes != u64::MAX && tx.metadata_only();
         let counters_before = self.counters;
         let mut undo = std::mem::take(&mut self.undo.0);
         assert!(
