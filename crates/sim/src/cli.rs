@@ -199,6 +199,9 @@ pub fn main_cli(args: &[String]) -> i32 {
                 config = config.with_canary(canary);
             }
             config.full_trace = args.full_trace;
+            if args.full_trace {
+                config.daemon_log = std::env::var("CARMINE_LOG").ok();
+            }
             config = config
                 .with_snapshots(args.snapshots)
                 .with_snap_trim(args.snap_trim);

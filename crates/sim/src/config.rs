@@ -249,6 +249,10 @@ pub struct SimConfig {
     /// Keep every event in words in the report, messages written out whole (slow; for
     /// debugging one seed).
     pub full_trace: bool,
+    /// With `full_trace`, the daemons' `tracing` lines matching this filter (from
+    /// `CARMINE_LOG`) are kept in the trace after the event that logged them.
+    #[serde(skip)]
+    pub daemon_log: Option<String>,
     /// The OSDs' store: MemStore, or LogStore on a crash-faulty device.
     pub disk: DiskKind,
     /// How long a LogStore shard's sync takes.
@@ -326,6 +330,7 @@ impl SimConfig {
             },
             canary: Canary::Off,
             full_trace: false,
+            daemon_log: None,
             disk: DiskKind::Mem,
             disk_latency_min: 0,
             disk_latency_max: 0,

@@ -51,6 +51,7 @@ pub mod checkers;
 mod cli;
 mod client_node;
 mod config;
+mod daemon_log;
 pub mod disk;
 mod disk_errors;
 pub mod dump;

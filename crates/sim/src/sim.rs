@@ -175,6 +175,7 @@ impl Sim {
 
     /// Runs to the end and checks.
     pub fn run(mut self) -> SimReport {
+        let _daemon_log = (self.config.daemon_log.as_deref()).map(crate::daemon_log::capture);
         self.start();
         while self.phase != Phase::Done {
             let Some((at, seq, event)) = self.queue.pop() else {
@@ -184,6 +185,11 @@ impl Sim {
             self.clock.advance_to(at);
             self.trace.begin(at, seq);
             self.handle(event);
+            if self.config.daemon_log.is_some() {
+                for line in crate::daemon_log::take_lines() {
+                    self.trace.note(at, || format!("  log: {line}"));
+                }
+            }
             assert!(
                 self.trace.events() < EVENTS_PER_RUN_MAX,
                 "livelock: {EVENTS_PER_RUN_MAX} events (seed {})",

@@ -36,3 +36,27 @@ fn different_seeds_different_trace_hashes() {
     let hashes: std::collections::BTreeSet<u64> = (0..8).map(|seed| run(seed).trace_hash).collect();
     assert_eq!(hashes.len(), 8);
 }
+
+/// The daemons' log lines woven into a full trace (`CARMINE_LOG=debug carmine sim
+/// --seed N --trace`) land among the events and leave the run itself unchanged.
+#[test]
+fn daemon_log_lines_join_the_trace_without_changing_the_run() {
+    let mut config = carmine_sim::SimConfig::from_seed(3).with_faults(FaultClasses::ALL);
+    config.full_trace = true;
+    let plain = carmine_sim::run_config(config.clone());
+    config.daemon_log = Some("debug".into());
+    let logged = carmine_sim::run_config(config);
+    assert_eq!(plain.trace_hash, logged.trace_hash);
+    assert_eq!(plain.events, logged.events);
+    let log_lines = |report: &carmine_sim::SimReport| {
+        (report.trace_tail.iter())
+            .filter(|line| line.contains(" log: "))
+            .count()
+    };
+    assert_eq!(log_lines(&plain), 0);
+    assert!(log_lines(&logged) > 10, "{} log lines", log_lines(&logged));
+    assert!(logged
+        .trace_tail
+        .iter()
+        .any(|line| line.contains("active in interval")));
+}
