@@ -23,6 +23,10 @@ impl OsdSet {
         self.inline_len == 0 && self.spilled.is_empty()
     }
 
+    pub fn len(&self) -> usize {
+        self.inline_len + self.spilled.len()
+    }
+
     pub fn contains(&self, osd: &OsdId) -> bool {
         self.inline[..self.inline_len].contains(osd) || self.spilled.contains(osd)
     }

@@ -30,6 +30,10 @@ pub const WAITING_OPS_MAX: usize = 4096;
 pub const IN_FLIGHT_WRITES_MAX: usize = 4096;
 pub use lease::{LEASE_DURATION, LEASE_DURATION_MIN};
 
+/// A primary's pushes in flight to one replica: each object with our `last_update`
+/// when its push first went out.
+type Pushing = BTreeMap<String, EVersion>;
+
 #[derive(Debug)]
 struct InFlightWrite {
     version: EVersion,
@@ -51,6 +55,13 @@ struct InFlightWrite {
     /// Replicas whose store refused this write with `NoSpace` (they stay in
     /// `waiting_on`: the write is not answered until they apply it).
     refused_by: OsdSet,
+    /// Replicas that logged this write without holding it: they lack its object (their
+    /// store refused its push) and applied only the log entry. The write is answered
+    /// only while at least `min_size` members hold it (Ceph keeps as many copies out of
+    /// its async recovery targets; it blocks a write to a degraded object instead): an
+    /// acknowledged write must survive what `min_size` says it survives. A push that
+    /// lands there later, covering it, takes the replica out.
+    log_only: OsdSet,
 }
 
 /// A message sent once the store has committed through `seq`: a replica's answers
@@ -170,9 +181,11 @@ pub struct Pg {
     stats_follow_content: bool,
     /// Objects this copy knows it lacks (persisted as `missing.NAME` pgmeta keys).
     missing: BTreeSet<String>,
-    /// Primary: objects each replica lacks, and those pushed and not yet acknowledged.
+    /// Primary: objects each replica lacks.
     peer_missing: BTreeMap<OsdId, BTreeSet<String>>,
-    pushing: BTreeMap<OsdId, BTreeSet<String>>,
+    /// Primary: objects pushed to each replica and not yet acknowledged, each with our
+    /// `last_update` when its push first went out: the writes that push covers.
+    pushing: BTreeMap<OsdId, Pushing>,
     backfilling: BTreeSet<OsdId>,
     /// Primary: objects still to pull from the peering source.
     pulling: BTreeSet<String>,
@@ -439,7 +452,7 @@ impl Pg {
     /// Whether every copy has every object (nothing to recover, backfill or repair).
     fn fully_recovered(&self) -> bool {
         self.peer_missing.values().all(BTreeSet::is_empty)
-            && self.pushing.values().all(BTreeSet::is_empty)
+            && self.pushing.values().all(Pushing::is_empty)
             && self.repairs.is_empty()
     }
 
@@ -516,7 +529,7 @@ impl Pg {
 
     /// Primary: pushes sent and not yet acknowledged, over all replicas.
     pub fn pushes_in_flight(&self) -> usize {
-        self.pushing.values().map(BTreeSet::len).sum()
+        self.pushing.values().map(Pushing::len).sum()
     }
 
     /// The shard's grant: this PG may keep at most `allowance` pushes in flight, and

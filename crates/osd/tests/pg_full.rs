@@ -18,6 +18,10 @@ use harness::{bytes, name_where, Cluster, Config};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// Filler that leaves the tight replica full (past the full ratio, refusing recovery
+/// reservations) with room for a small object only.
+const FULL_FILLER: usize = 22 * 1024;
+
 fn write_full(len: usize) -> Vec<OpCode> {
     vec![OpCode::WriteFull {
         data: bytes(&vec![7; len]),
@@ -242,4 +246,140 @@ fn a_push_a_replica_has_no_room_for_keeps_the_pg_unclean_until_it_lands() {
     let data = cluster.local_data(full, &name).expect("pushed");
     assert_eq!(data.len(), 12 * 1024);
     assert_eq!(&data[..3], b"new");
+}
+
+/// A write to an object a replica lacks goes out as a push of our copy before the
+/// write, then the write's `RepOp`. The replica's store may take the push and refuse
+/// the write: the push's answer covers only what the pushed copy held, so the write
+/// waits for the replica's own answer. (Before, the push's answer completed the write
+/// too: it was acknowledged while the replica held neither it nor a log without a hole,
+/// and every later write to the PG stalled, the replica ignoring them as not
+/// following; the space fault class's seeds 1514, 1822 and 2346.)
+#[test]
+fn a_write_a_replica_refuses_after_taking_its_push_waits_for_the_replica() {
+    let Tight {
+        mut cluster,
+        full,
+        name,
+        pgid,
+        filler,
+    } = tight_replica();
+    assert_eq!(cluster.call(&name, write_full(10)).result, Ok(()));
+    assert_eq!(
+        cluster.call(&filler, write_full(FULL_FILLER)).result,
+        Ok(())
+    );
+    // The replica misses a small version while it is away, and is back full: too
+    // full for a recovery reservation, with room for a small push only.
+    cluster.mark_down(full);
+    cluster.run();
+    assert_eq!(cluster.call(&name, write_full(20)).result, Ok(()));
+    cluster.revive(full);
+    cluster.run();
+    for _ in 0..5 {
+        cluster.advance(Duration::from_millis(100));
+        cluster.run();
+    }
+    let state = cluster.pg_stat(pgid).state;
+    assert!(!state.contains(PgState::CLEAN), "{}", state.name());
+    assert_eq!(cluster.local_data(full, &name).map(|d| d.len()), Some(10));
+
+    let op = cluster.op(&name, write_full(12 * 1024));
+    let reqid = cluster.send(op);
+    cluster.run();
+    assert_eq!(
+        cluster.local_data(full, &name).map(|d| d.len()),
+        Some(20),
+        "the push ahead of the write landed"
+    );
+    assert!(
+        !cluster.has_reply(reqid),
+        "the write is not acknowledged while {full} lacks it"
+    );
+
+    // Room again: the resent write lands, and only then is it acknowledged.
+    assert_eq!(cluster.call(&filler, vec![OpCode::Remove]).result, Ok(()));
+    cluster.advance(Duration::from_millis(100));
+    cluster.run();
+    let replies = cluster.take_replies_for(reqid);
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0].result, Ok(()));
+    assert_eq!(
+        cluster.local_data(full, &name).map(|d| d.len()),
+        Some(12 * 1024)
+    );
+    // Later writes are not ignored as not following.
+    assert_eq!(cluster.call(&name, write_full(100)).result, Ok(()));
+    cluster.assert_replicas_identical(pgid);
+}
+
+/// A write to an object that the only other member lacks, with no room for its push:
+/// that member logs the write without holding it, and the write waits until
+/// `min_size` members hold it (the push lands once the member has room). (Before, it
+/// was acknowledged with the primary's copy alone: a size-3, min_size-2 pool lost an
+/// acknowledged write to one failure.)
+#[test]
+fn a_write_only_the_primary_holds_waits_until_min_size_copies_hold_it() {
+    let Tight {
+        mut cluster,
+        full,
+        name,
+        pgid,
+        filler,
+    } = tight_replica();
+    let acting = cluster.acting(pgid);
+    let other = *acting
+        .iter()
+        .find(|&&osd| osd != acting[0] && osd != full)
+        .expect("a size-3 acting set");
+    assert_eq!(cluster.call(&name, write_full(10)).result, Ok(()));
+    assert_eq!(cluster.call(&filler, write_full(14 * 1024)).result, Ok(()));
+    // The full replica misses a 12 KiB version it has no room for, and the other
+    // replica leaves: the primary alone holds the object.
+    cluster.mark_down(full);
+    cluster.run();
+    assert_eq!(cluster.call(&name, write_full(12 * 1024)).result, Ok(()));
+    cluster.revive(full);
+    cluster.run();
+    cluster.mark_down(other);
+    cluster.run();
+    for _ in 0..5 {
+        cluster.advance(Duration::from_millis(100));
+        cluster.run();
+    }
+    assert_eq!(cluster.acting(pgid).len(), 2);
+    assert_eq!(cluster.local_data(full, &name).map(|d| d.len()), Some(10));
+
+    let write = vec![OpCode::Write {
+        offset: 0,
+        data: bytes(b"new"),
+    }];
+    let op = cluster.op(&name, write);
+    let reqid = cluster.send(op);
+    for _ in 0..5 {
+        cluster.advance(Duration::from_millis(100));
+        cluster.run();
+    }
+    assert!(
+        !cluster.has_reply(reqid),
+        "acknowledged while only the primary holds it"
+    );
+    assert_eq!(cluster.local_data(full, &name).map(|d| d.len()), Some(10));
+
+    // Room again: the push lands, with the write in it, and the write is answered.
+    assert_eq!(cluster.call(&filler, vec![OpCode::Remove]).result, Ok(()));
+    for _ in 0..150 {
+        cluster.advance(Duration::from_millis(100));
+        cluster.run();
+        if cluster.has_reply(reqid) {
+            break;
+        }
+    }
+    let replies = cluster.take_replies_for(reqid);
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0].result, Ok(()));
+    let data = cluster.local_data(full, &name).expect("pushed");
+    assert_eq!(data.len(), 12 * 1024);
+    assert_eq!(&data[..3], b"new");
+    cluster.assert_replicas_identical(pgid);
 }

@@ -136,6 +136,7 @@ mod tests {
             rep_tid: 1,
             version: EVersion::new(3, 1),
             result: Ok(()),
+            log_only: false,
         });
         assert_eq!(encoder.encode_parts(&reply), reply.encode_parts());
         encoder.clear();

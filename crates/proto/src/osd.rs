@@ -178,6 +178,10 @@ pub struct RepOpReply {
     pub rep_tid: u64,
     pub version: EVersion,
     pub result: Result<(), OpError>,
+    /// The replica applied only the entry to its log: it lacks the object (its store
+    /// refused the object's push) and holds no copy of the write (v2; a v1 reply
+    /// decodes as `false`).
+    pub log_only: bool,
 }
 
 fn encode_result(e: &mut Encoder, result: &Result<(), OpError>) {
@@ -365,25 +369,27 @@ impl Decode for RepOp {
 
 impl Encode for RepOpReply {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             self.pgid.encode(e);
             self.map_epoch.encode(e);
             e.put_u64(self.rep_tid);
             self.version.encode(e);
             encode_result(e, &self.result);
+            self.log_only.encode(e);
         });
     }
 }
 
 impl Decode for RepOpReply {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("RepOpReply", 1, |d, _| {
+        d.versioned("RepOpReply", 2, |d, version| {
             Ok(RepOpReply {
                 pgid: PgId::decode(d)?,
                 map_epoch: Epoch::decode(d)?,
                 rep_tid: d.get_u64()?,
                 version: EVersion::decode(d)?,
                 result: decode_result(d)?,
+                log_only: version >= 2 && bool::decode(d)?,
             })
         })
     }
@@ -483,5 +489,40 @@ mod tests {
             OpError::Exists.encode(e);
         });
         assert!(LogEntry::from_shared(e.into_bytes()).is_err());
+    }
+
+    /// A replica's answer carries whether it only logged the write (v2); one from a
+    /// build before says nothing of it and reads as holding the write.
+    #[test]
+    fn rep_op_reply_log_only_round_trips_and_a_v1_reply_reads_as_holding_it() {
+        let reply = RepOpReply {
+            pgid: PgId::new(1, 2),
+            map_epoch: Epoch(7),
+            rep_tid: 11,
+            version: EVersion::new(7, 3),
+            result: Ok(()),
+            log_only: true,
+        };
+        let mut e = Encoder::new();
+        reply.encode(&mut e);
+        let decoded = RepOpReply::decode(&mut Decoder::new(e.into_bytes())).unwrap();
+        assert_eq!(decoded, reply);
+
+        let mut e = Encoder::new();
+        e.versioned(1, 1, |e| {
+            reply.pgid.encode(e);
+            reply.map_epoch.encode(e);
+            e.put_u64(reply.rep_tid);
+            reply.version.encode(e);
+            encode_result(e, &reply.result);
+        });
+        let decoded = RepOpReply::decode(&mut Decoder::new(e.into_bytes())).unwrap();
+        assert_eq!(
+            decoded,
+            RepOpReply {
+                log_only: false,
+                ..reply
+            }
+        );
     }
 }

@@ -365,6 +365,7 @@ impl Sim {
             rep_tid: rep.rep_tid,
             version: rep.entry.version,
             result: Ok(()),
+            log_only: false,
         });
         let (pgid, version) = (rep.pgid, rep.entry.version);
         self.trace.note(self.now(), || {

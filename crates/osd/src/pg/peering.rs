@@ -1176,6 +1176,7 @@ impl Pg {
         let replicas = self.replicas();
         for write in self.in_flight.iter_mut().filter(|w| w.is_write) {
             write.waiting_on = replicas.iter().copied().collect();
+            write.log_only = Default::default();
             for replica in &replicas {
                 self.peer_missing
                     .entry(*replica)

@@ -36,7 +36,7 @@ pub const OBJECTS_PER_PUSH_MAX: usize = 16;
 pub(crate) struct RecoveryWatch {
     interval: carmine_types::Epoch,
     repairs: BTreeMap<String, super::repair::RepairPull>,
-    pushing: BTreeMap<OsdId, BTreeSet<String>>,
+    pushing: BTreeMap<OsdId, super::Pushing>,
     since: Instant,
 }
 
@@ -93,7 +93,7 @@ impl Pg {
             ));
         }
         for (replica, names) in self.pushing.clone() {
-            for name in names {
+            for name in names.into_keys() {
                 // Our copy as it is now: it holds every write whose RepOp went out
                 // before, so the replica ends where those writes leave it.
                 match self.object_copy(store, &name) {
@@ -476,8 +476,18 @@ impl Pg {
             return;
         }
         self.receive_push_reply_repairs(from, &reply);
+        // The writes each applied copy covers: those logged before its push went out.
+        // A write logged after it (a push ahead of a client write goes out just before
+        // the write's RepOp) is the replica's to answer, and its store may yet refuse
+        // it for space.
+        let mut covered = BTreeMap::new();
         if let Some(pushing) = self.pushing.get_mut(&from) {
-            for oid in reply.oids.iter().chain(&reply.refused) {
+            for oid in &reply.oids {
+                if let Some(version) = pushing.remove(oid) {
+                    covered.insert(oid.as_str(), version);
+                }
+            }
+            for oid in &reply.refused {
                 pushing.remove(oid);
             }
         }
@@ -488,12 +498,14 @@ impl Pg {
             self.push_refused_by(from, reply.refused_for_space, out);
         }
         for write in self.in_flight.iter_mut() {
-            if reply.oids.contains(&write.oid) && write.is_write {
+            let covers = covered.get(write.oid.as_str());
+            if write.is_write && covers.is_some_and(|&version| write.version <= version) {
                 write.waiting_on.remove(&from);
+                write.log_only.remove(&from);
             }
         }
         if self.peer_missing.get(&from).is_some_and(BTreeSet::is_empty)
-            && self.pushing.get(&from).is_none_or(BTreeSet::is_empty)
+            && self.pushing.get(&from).is_none_or(super::Pushing::is_empty)
         {
             self.backfilling.remove(&from);
         }
@@ -515,7 +527,7 @@ impl Pg {
         for replica in self.replicas() {
             let mut deferred = Vec::new();
             loop {
-                let in_flight = self.pushing.get(&replica).map_or(0, BTreeSet::len);
+                let in_flight = self.pushing.get(&replica).map_or(0, super::Pushing::len);
                 if in_flight >= self.tuning.pushes_in_flight_max {
                     break;
                 }
@@ -576,10 +588,12 @@ impl Pg {
             }
         };
         self.waiting_for_budget = false;
-        self.pushing
-            .entry(replica)
-            .or_default()
-            .insert(name.to_string());
+        // A push already on its way keeps the version of its first send: a reply
+        // may answer either send, and both cover at least that.
+        let covers = self.info.last_update;
+        (self.pushing.entry(replica).or_default())
+            .entry(name.to_string())
+            .or_insert(covers);
         let push = self.one_object_push(copy);
         out.push(peer_output(replica, push));
         true

@@ -475,7 +475,7 @@ impl Pg {
             let pushing = self
                 .pushing
                 .get(&from)
-                .is_some_and(|names| names.contains(name));
+                .is_some_and(|names| names.contains_key(name));
             // A push already on its way replaces that copy.
             if !pushing {
                 self.note_replica_corrupt(from, name.clone());

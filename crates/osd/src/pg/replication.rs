@@ -336,6 +336,7 @@ impl Pg {
             waiting_on: replicas.into_iter().collect(),
             rep,
             refused_by: Default::default(),
+            log_only: Default::default(),
         });
         Ok(())
     }
@@ -370,17 +371,20 @@ impl Pg {
         self.complete_writes(store, out);
     }
 
-    /// Answers, in version order, every write that all members have committed. Nothing
-    /// completes while the PG is inactive: fewer than `min_size` copies is not enough.
+    /// Answers, in version order, every write that all members have committed and at
+    /// least `min_size` of them hold. Nothing completes while the PG is inactive: fewer
+    /// than `min_size` copies is not enough.
     pub(super) fn complete_writes(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
         if !self.is_active() {
             return;
         }
-        while self
-            .in_flight
-            .front()
-            .is_some_and(|w| w.local_committed && w.waiting_on.is_empty())
-        {
+        let min_size = usize::from(self.pool.min_size);
+        let members = self.acting.len();
+        while self.in_flight.front().is_some_and(|w| {
+            w.local_committed
+                && w.waiting_on.is_empty()
+                && members.saturating_sub(w.log_only.len()) >= min_size
+        }) {
             let mut write = self.in_flight.pop_front().expect("checked non-empty");
             // A resent write has more than one client waiting; the last takes the reply
             // itself, so the usual single client costs no copy of it.
@@ -480,8 +484,14 @@ impl Pg {
             }
             return;
         }
-        self.in_flight[index].refused_by.remove(&from);
-        self.in_flight[index].waiting_on.remove(&from);
+        let write = &mut self.in_flight[index];
+        write.refused_by.remove(&from);
+        write.waiting_on.remove(&from);
+        if reply.log_only && write.is_write {
+            // It holds the entry, not the write: a push that lands there later
+            // makes it a holder (`handle_push_reply`).
+            write.log_only.insert(from);
+        }
         self.complete_writes(store, out);
     }
 
@@ -520,6 +530,7 @@ impl Pg {
             rep_tid: rep.rep_tid,
             version: rep.entry.version,
             result: Ok(()),
+            log_only: false,
         };
         if rep.entry.version <= self.info.last_update {
             // Already applied (a resend): acknowledge once what we applied is durable.
@@ -554,10 +565,10 @@ impl Pg {
             .is_some_and(|&at| at == self.interval_start)
             && self.missing.contains(&rep.entry.oid);
         // A decoded RepOp holds the only reference; one passed in memory (the
-        // simulator) may share it with the primary's other replicas.        // A decoded RepOp holds the only reference; one passed in memory (the
         // simulator) may share it with the primary's other replicas.
         let mut tx = Arc::try_unwrap(rep.tx).unwrap_or_else(|shared| (*shared).clone());
         if log_only {
+            reply.log_only = rep.entry.changes_object();
             tracing::debug!(
                 "{}: {} applies only its log entry: {} is missing here",
                 self.pgid,
