@@ -221,6 +221,12 @@ pub struct Pg {
     local_corrupt: BTreeSet<String>,
     /// Primary: replica copies found unreadable and not yet replaced by a push.
     replica_corrupt: BTreeSet<(OsdId, String)>,
+    /// Primary: strays of this interval's peering asked for an object none of the
+    /// acting members can supply, and found without it at the version needed.
+    stray_lacks: BTreeSet<(OsdId, String)>,
+    /// Primary, active: copies that strays announced after this interval's peering
+    /// (an OSD back from a restart), as sources for objects no member holds.
+    late_stray_notifies: BTreeMap<OsdId, carmine_proto::PgNotify>,
     /// Replica: the interval, and the corrupt copies a scrub reported to its primary
     /// in it with the scrub passes since (see `Pg::corrupt_to_report`).
     corrupt_reported: (
@@ -329,6 +335,8 @@ impl Pg {
             repairs: BTreeMap::new(),
             local_corrupt: BTreeSet::new(),
             replica_corrupt: BTreeSet::new(),
+            stray_lacks: BTreeSet::new(),
+            late_stray_notifies: BTreeMap::new(),
             corrupt_reported: (carmine_types::Epoch(0), BTreeMap::new()),
             push_refused: BTreeMap::new(),
             repair_counters: RepairCounters::default(),
@@ -666,6 +674,7 @@ impl Pg {
 
     fn drop_primary_work(&mut self) {
         self.notifies.clear();
+        self.late_stray_notifies.clear();
         self.peer_missing.clear();
         self.pushing.clear();
         self.backfilling.clear();
@@ -673,6 +682,7 @@ impl Pg {
         self.repairs.clear();
         self.local_corrupt.clear();
         self.replica_corrupt.clear();
+        self.stray_lacks.clear();
         self.in_flight.clear();
         self.writes_per_object.clear();
         self.blocked_reads.clear();

@@ -6,10 +6,14 @@
 
 mod harness;
 
+use carmine_clustermap::WEIGHT_IN;
 use carmine_osd::ShardCounters;
+use carmine_proto::PgState;
 use carmine_proto::{Msg, OpCode, OpError, OpOutput};
+use carmine_store::ObjectStore;
 use carmine_types::OsdId;
 use harness::{bytes, Cluster, Config};
+use std::time::Duration;
 
 fn write(cluster: &mut Cluster, name: &str, content: &[u8]) {
     let ops = vec![OpCode::WriteFull {
@@ -424,4 +428,152 @@ fn an_object_lost_from_every_copy_is_unfound_not_absent() {
         Err(OpError::Io(message)) => assert!(message.contains("no readable copy"), "{message}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// A size-2 PG (min_size 1) whose two copies of `obj` move to the two other OSDs,
+/// whose stores have no room for it: the new primary's pull and its push to the other
+/// are refused, and the PG goes active without it. Returns the cluster, the object's
+/// name and the new acting set; the new members' stores are still full.
+fn moved_onto_full_osds() -> (Cluster, String, Vec<OsdId>) {
+    moved_onto_full_osds_of(Config {
+        osd_count: 4,
+        ..Config::default()
+    })
+}
+
+fn moved_onto_full_osds_of(config: Config) -> (Cluster, String, Vec<OsdId>) {
+    let mut cluster = Cluster::new(Config {
+        size: 2,
+        min_size: Some(1),
+        ..config
+    });
+    let name = "obj".to_string();
+    write(&mut cluster, &name, &[5; 64]);
+    let old = acting(&cluster, &name);
+    let new: Vec<OsdId> = (cluster.osds().into_iter())
+        .filter(|osd| !old.contains(osd))
+        .take(2)
+        .collect();
+    let spare: Vec<OsdId> = (cluster.osds().into_iter())
+        .filter(|osd| !old.contains(osd) && !new.contains(osd))
+        .collect();
+    set_capacity(&mut cluster, &new, &name, 1);
+    cluster.change_map(|map| {
+        for &osd in old.iter().chain(&spare) {
+            map.set_weight(osd, 0).unwrap();
+        }
+    });
+    cluster.run();
+    for _ in 0..5 {
+        cluster.advance(Duration::from_millis(100));
+        cluster.run();
+    }
+    let moved = acting(&cluster, &name);
+    assert!(moved.iter().all(|osd| new.contains(osd)), "{moved:?}");
+    assert!(
+        cluster.local_data(moved[0], &name).is_none(),
+        "the pull found no room"
+    );
+    (cluster, name, moved)
+}
+
+fn set_capacity(cluster: &mut Cluster, osds: &[OsdId], name: &str, capacity_bytes: u64) {
+    let pgid = cluster.pg_of(name);
+    for &osd in osds {
+        let addr = cluster.addr(osd, pgid);
+        (cluster.shard_mut(addr).store_mut()).set_capacity_bytes(capacity_bytes);
+    }
+}
+
+/// An object that no member of the acting set holds is pulled from a stray that
+/// answered this interval's peering with a log reaching the version needed: once there
+/// is room, a read repairs it from an old member. (Before, only acting members were
+/// asked: the object stayed unfound while a stray held it, the simulator's remap and
+/// space classes together.)
+#[test]
+fn an_object_no_member_holds_is_repaired_from_a_stray() {
+    let (mut cluster, name, moved) = moved_onto_full_osds();
+    set_capacity(&mut cluster, &moved, &name, u64::MAX);
+    assert_eq!(read(&mut cluster, &name), Ok(vec![5; 64]));
+    assert_eq!(cluster.local_data(moved[0], &name), Some(vec![5; 64]));
+}
+
+/// A repaired copy the primary's store has no room for leaves the repair in flight and
+/// the ops waiting on it held; the recovery tick pulls again later. (Before, the ops
+/// ran again at once, each started the same repair, and the pulls went round for as
+/// long as the store stayed full.)
+#[test]
+fn a_repair_the_primary_has_no_room_for_waits_and_pulls_again_later() {
+    let (mut cluster, name, moved) = moved_onto_full_osds();
+    let op = cluster.op(
+        &name,
+        vec![OpCode::Read {
+            offset: 0,
+            length: 0,
+        }],
+    );
+    let reqid = cluster.send(op);
+    let delivered = cluster.run();
+    assert!(delivered < 50, "{delivered} messages for one read");
+    assert!(!cluster.has_reply(reqid));
+
+    set_capacity(&mut cluster, &moved, &name, u64::MAX);
+    for _ in 0..40 {
+        cluster.advance(Duration::from_millis(100));
+        cluster.run();
+        if cluster.has_reply(reqid) {
+            break;
+        }
+    }
+    let replies = cluster.take_replies_for(reqid);
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0].outputs, vec![OpOutput::Data(bytes(&[5; 64]))]);
+}
+
+/// A new primary that pulls everything from the authoritative copy (a backfill: its
+/// log does not reach the copy's tail) keeps the objects that copy lacks as missing.
+/// Here the newest log is on two OSDs that lack `obj` (no room for it when it moved
+/// there), and the PG moves on to an empty OSD. (Before, the pull of everything the
+/// source held did not name `obj`, and the new primary took it as absent: the PG went
+/// clean without an acknowledged object and a read answered that it does not exist;
+/// the simulator's remap and space classes together.) It is unfound now: the PG is
+/// not clean, and a read fails rather than deny the object.
+#[test]
+fn a_pull_of_everything_keeps_what_the_source_lacks_missing() {
+    let (mut cluster, name, moved) = moved_onto_full_osds_of(Config {
+        osd_count: 5,
+        pg_num: 1,
+        tuning: carmine_osd::OsdTuning {
+            log_entries_max: LOG_ENTRIES,
+            ..harness::tuning()
+        },
+        ..Config::default()
+    });
+    let pgid = cluster.pg_of(&name);
+    set_capacity(&mut cluster, &moved, &name, u64::MAX);
+    // A newer log on the two that lack `obj`, past what an empty copy can catch up on.
+    for round in 0..3 * LOG_ENTRIES {
+        write(&mut cluster, "other", format!("newer {round}").as_bytes());
+    }
+    let last = *(cluster.osds().iter())
+        .find(|osd| cluster.store(**osd, pgid).usage().data_bytes == 0)
+        .expect("an OSD that never held the PG");
+    cluster.change_map(|map| {
+        for osd in map.osds.keys().copied().collect::<Vec<_>>() {
+            let weight = if osd == last { WEIGHT_IN } else { 0 };
+            map.set_weight(osd, weight).unwrap();
+        }
+    });
+    cluster.run();
+    for _ in 0..10 {
+        cluster.advance(Duration::from_millis(100));
+        cluster.run();
+    }
+    assert_eq!(acting(&cluster, &name), vec![last]);
+    let state = cluster.pg_stat(pgid).state;
+    assert!(!state.contains(PgState::CLEAN), "{}", state.name());
+    let read_back = read(&mut cluster, &name);
+    assert!(matches!(read_back, Err(OpError::Io(_))), "{read_back:?}");
+    let newest = format!("newer {}", 3 * LOG_ENTRIES - 1);
+    assert_eq!(read(&mut cluster, "other"), Ok(newest.into_bytes()));
 }

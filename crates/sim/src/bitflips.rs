@@ -144,7 +144,9 @@ impl Sim {
     /// A random up OSD's shard and one of its PGs that may take a flip now.
     fn flip_target(&mut self) -> Option<(OsdId, ShardIndex, PgId)> {
         let map = self.newest_map.clone();
-        let pool_size = usize::from(self.config.pool_size);
+        // The size now: the remap class takes a size-3 pool down to two copies.
+        let size_now = map.pools.get(&self.pool).map_or(0, |pool| pool.size);
+        let pool_size = usize::from(self.config.pool_size.min(size_now));
         if pool_size < 3 && self.config.faults.moves_osds() {
             return None;
         }

@@ -134,6 +134,9 @@ pub fn format_report(report: &SimReport) -> String {
             report.disk_errors, report.store_failure_stops
         ));
     }
+    if report.remaps > 0 {
+        text.push_str(&format!("  operator changes {}\n", report.remaps));
+    }
     if report.space_squeezes > 0 {
         text.push_str(&format!("  space squeezes {}\n", report.space_squeezes));
     }

@@ -159,6 +159,9 @@ impl Sim {
                 };
                 client.objecter.handle_reply(from, reply, &mut out)
             }
+            Msg::MonCommandReply(reply) if reply.tid >= crate::remaps::TID_BASE => {
+                self.remap_answered(index, reply)
+            }
             Msg::MonCommandReply(reply) if self.config.snap_trim => {
                 self.snap_removal_answered(index, reply)
             }
@@ -175,6 +178,7 @@ impl Sim {
         if self.config.snap_trim {
             self.send_snap_removals(index);
         }
+        self.send_remaps(index);
         let now = self.clock.instant();
         let client = self.client(index);
         let due = client.objecter.poll_timeout().is_some_and(|at| at <= now);

@@ -43,6 +43,9 @@ pub struct FaultClasses {
     /// (MemStore seeds only): writes find no room. Not in [`FaultClasses::ALL`] (see
     /// `crate::space`).
     pub space: bool,
+    /// An operator marks OSDs out, reweights them and changes their primary affinity
+    /// for a while: data moves. Not in [`FaultClasses::ALL`] (see `crate::remaps`).
+    pub remaps: bool,
 }
 
 impl Default for FaultClasses {
@@ -65,6 +68,7 @@ impl FaultClasses {
         mon_partitions: false,
         disk_errors: false,
         space: false,
+        remaps: false,
     };
 
     pub const ALL: FaultClasses = FaultClasses {
@@ -82,6 +86,8 @@ impl FaultClasses {
         disk_errors: false,
         // Not in `all`: see `crate::space` (`--faults all,space`).
         space: false,
+        // Not in `all`: see `crate::remaps` (`--faults all,remaps`).
+        remaps: false,
     };
 
     /// The classes the code handles today (see the crate docs for the others). Bit
@@ -94,6 +100,7 @@ impl FaultClasses {
             bit_flips: false,
             disk_errors: false,
             space: false,
+            remaps: false,
             ..Self::ALL
         }
     }
@@ -101,12 +108,16 @@ impl FaultClasses {
     /// Whether OSDs may leave acting sets (crashes, partitions, monitor resets, an OSD
     /// stopping on a disk error).
     pub fn moves_osds(&self) -> bool {
-        self.osd_mon_resets || self.osd_partitions || self.crashes || self.disk_errors
+        self.osd_mon_resets
+            || self.osd_partitions
+            || self.crashes
+            || self.disk_errors
+            || self.remaps
     }
 
     /// Parses `all`, `none`, `handled`, or a comma list of `delays`, `resets`,
     /// `osd-mon-resets`, `slow`, `client-partitions`, `osd-partitions`, `crashes`,
-    /// `bit-flips`, `mon-crashes`, `mon-partitions`, `disk-errors`, `space`.
+    /// `bit-flips`, `mon-crashes`, `mon-partitions`, `disk-errors`, `space`, `remaps`.
     pub fn parse(text: &str) -> Result<FaultClasses, String> {
         let mut classes = FaultClasses::NONE;
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -126,11 +137,13 @@ impl FaultClasses {
                 "mon-partitions" => classes.mon_partitions = true,
                 "disk-errors" => classes.disk_errors = true,
                 "space" => classes.space = true,
+                "remaps" => classes.remaps = true,
                 other => {
                     return Err(format!(
                         "unknown fault class '{other}'; use all, none, handled, delays, \
                          resets, osd-mon-resets, slow, client-partitions, osd-partitions, \
-                         crashes, bit-flips, mon-crashes, mon-partitions, disk-errors or space"
+                         crashes, bit-flips, mon-crashes, mon-partitions, disk-errors, space \
+                         or remaps"
                     ))
                 }
             }
@@ -159,6 +172,7 @@ impl FaultClasses {
             (self.mon_partitions, "mon-partitions"),
             (self.disk_errors, "disk-errors"),
             (self.space, "space"),
+            (self.remaps, "remaps"),
         ];
         let on: Vec<&str> = names
             .iter()

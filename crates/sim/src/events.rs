@@ -71,6 +71,10 @@ pub enum Event {
     DiskError,
     /// Squeeze the next MemStore (the space fault class).
     SpaceSqueeze,
+    /// The operator changes an OSD's setting (the remap fault class).
+    Remap,
+    /// The operator sets one back.
+    RemapRestore(crate::remaps::Setting),
     /// A squeezed store gets its room back.
     SpaceRelease {
         osd: OsdId,

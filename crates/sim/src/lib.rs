@@ -63,6 +63,7 @@ pub mod model;
 pub mod mon_node;
 pub mod network;
 mod osd_node;
+mod remaps;
 pub mod rng;
 mod sim;
 mod snap_removal;
@@ -104,6 +105,8 @@ pub struct SimReport {
     pub store_failure_stops: u64,
     /// MemStores squeezed (the space fault class).
     pub space_squeezes: u64,
+    /// Operator changes of OSD settings (the remap fault class).
+    pub remaps: u64,
     /// Object copies the OSDs found corrupt and replaced with a good copy.
     pub repairs: u64,
     /// Scrub comparisons of the members' copies, counted by the OSDs up at the end:

@@ -19,6 +19,7 @@ use crate::log_record::LogRecord;
 use crate::mon_node::{MonNode, MonRecord};
 use crate::network::{Endpoint, Network, Sent, Wire};
 use crate::osd_node::OsdNode;
+use crate::remaps::RemapState;
 use crate::rng::Rng;
 use crate::snap_removal::SnapRemovals;
 use crate::space::SpaceState;
@@ -84,6 +85,7 @@ pub struct Sim {
     pub(crate) tamper: crate::tamper::TamperState,
     pub(crate) disk_errors: DiskErrorState,
     pub(crate) space: SpaceState,
+    pub(crate) remaps: RemapState,
     /// Backfill activations and pull-everything requests delivered.
     pub(crate) backfills: u64,
 }
@@ -142,6 +144,7 @@ impl Sim {
             tamper: crate::tamper::TamperState::new(config.seed),
             disk_errors: DiskErrorState::new(config.seed),
             space: SpaceState::new(config.seed),
+            remaps: RemapState::new(config.seed),
             config,
             clock,
             queue: EventQueue::default(),
@@ -246,6 +249,8 @@ impl Sim {
             Event::DiskError => self.inject_disk_error(),
             Event::SpaceSqueeze => self.squeeze_space(),
             Event::SpaceRelease { osd, shard } => self.release_space(osd, shard),
+            Event::Remap => self.remap(),
+            Event::RemapRestore(setting) => self.remap_restore(setting),
             Event::StoreFailed { osd, start } => self.stop_on_store_failure(osd, start),
             Event::Quiet => self.enter_quiet(),
             Event::StopWorkload => {
@@ -270,6 +275,7 @@ impl Sim {
         self.start_bit_flips();
         self.start_disk_errors();
         self.start_space_faults();
+        self.start_remaps();
     }
 
     fn enter_quiet(&mut self) {
@@ -279,6 +285,7 @@ impl Sim {
         self.quiet_at = self.now();
         self.disarm_disk_errors();
         self.release_all_space();
+        self.restore_all_remaps();
         self.heal_everything();
         self.schedule(self.config.quiet_workload, Event::StopWorkload);
         self.schedule(self.config.quiet_max, Event::Deadline);
@@ -466,6 +473,9 @@ impl Sim {
         if let Some(problem) = self.snap_trim_problem() {
             return Some(problem);
         }
+        if let Some(problem) = self.remap_problem() {
+            return Some(problem);
+        }
         if let Some(problem) = self.tampered_problem() {
             return Some(problem);
         }
@@ -581,6 +591,7 @@ impl Sim {
             disk_errors: self.disk_errors.injected,
             store_failure_stops: self.disk_errors.stops,
             space_squeezes: self.space.squeezes,
+            remaps: self.remaps.changes,
             repairs: self.repairs_total(),
             scrub_compared: self.live_counters(|c| c.scrub_objects_compared_total),
             scrub_differing: self.live_counters(|c| {

@@ -20,6 +20,9 @@
 //!
 //! - 80 seeds with every fault class and disk errors (`--faults all,disk-errors`): a
 //!   LogStore device fails its writes and the OSD must stop and restart.
+//! - 40 seeds with every fault class and an operator moving data (`--faults
+//!   all,remaps`): OSDs marked out, reweighted, their primary affinity changed, a
+//!   size-3 pool down to two copies; 27 more with full stores as well.
 //!
 //! Seeds that fail today live in `tests/known_gaps.rs`.
 
@@ -536,7 +539,7 @@ fn regression_unsure_counts_are_not_settled_by_a_copy_that_got_them_from_us() {
 ///   PG its own metadata (log, info and missing keys), and copies ended up different
 ///   from what their logs said (replicas' logs differed, a read-back waited for
 ///   good). A PG's metadata objects may now go past the capacity
-///   (`Transaction::metadata_only`).
+///   (`Transaction::keeps_books_only`).
 /// - 141: a primary whose store refused the copy it pulled while peering forgot the
 ///   object was missing, served its stale copy and wrote on it: acknowledged xattrs
 ///   were lost. The object now stays missing until recovered.
@@ -569,4 +572,60 @@ fn fixed_seeds_pass_with_space_faults() {
     check(&reports, 100, 5_000);
     let squeezes: u64 = reports.iter().map(|r| r.space_squeezes).sum();
     assert!(squeezes > 60, "only {squeezes} stores squeezed");
+}
+
+/// The remap class (`--faults all,remaps`): an operator marks OSDs out, reweights them
+/// and changes their primary affinity for a while, on top of every other fault, so
+/// PGs move to new members (backfilled under a pg_temp) and back. Seeds 0..40 run in
+/// the default tests.
+#[test]
+fn fixed_seeds_pass_with_remaps() {
+    let classes = FaultClasses {
+        remaps: true,
+        ..FaultClasses::ALL
+    };
+    let reports: Vec<SimReport> = (0..40)
+        .map(|seed| run_config(SimConfig::from_seed(seed).with_faults(classes)))
+        .collect();
+    check(&reports, 100, 5_000);
+    let changes: u64 = reports.iter().map(|r| r.remaps).sum();
+    assert!(changes > 80, "only {changes} operator changes");
+    let backfills: u64 = reports.iter().map(|r| r.backfills).sum();
+    assert!(backfills > 40, "only {backfills} backfills");
+}
+
+/// The remap and space classes together (`--faults all,remaps,space --disk mem`):
+/// copies move to OSDs with no room for them. Seeds 0..20 and these of their first
+/// swarm, which failed before:
+/// - 157 and 95: a new primary whose store refused its pull went active without the
+///   object, whose only copies were on strays; only acting members were asked for it,
+///   so it stayed unfound (and reads at the repaired copy raced pulls that went round
+///   while the store was full). Strays of the interval's peering are asked now, and a
+///   repair the store has no room for waits for the recovery tick.
+/// - 517: the only copy was on an OSD that came back after peering; its announcement
+///   now makes it a source.
+/// - 302 and 668: a full store refused the creation of a PG the map made it a member
+///   of, which then never existed there; 1103: it refused a copy adopting the
+///   primary's log (with removals), which kept an object its log said was gone; 499:
+///   a store past its capacity refused even what grew nothing. A full MemStore takes
+///   what only keeps PGs' books (`Transaction::keeps_books_only`) and what grows
+///   nothing now.
+#[test]
+fn fixed_seeds_pass_with_remaps_and_space() {
+    let classes = FaultClasses {
+        remaps: true,
+        space: true,
+        ..FaultClasses::ALL
+    };
+    let seeds = (0..20).chain([95, 157, 302, 499, 517, 668, 1103]);
+    let reports: Vec<SimReport> = seeds
+        .map(|seed| {
+            run_config(
+                SimConfig::from_seed(seed)
+                    .with_faults(classes)
+                    .with_disk(carmine_sim::disk::DiskKind::Mem),
+            )
+        })
+        .collect();
+    check(&reports, 50, 2_000);
 }

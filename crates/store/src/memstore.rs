@@ -114,8 +114,9 @@ impl MemStore {
     }
 
     /// A store that refuses, with [`StoreError::NoSpace`], any transaction that would
-    /// bring its used bytes (see the module docs) above `capacity_bytes`, except one
-    /// that changes only PGs' metadata objects ([`Transaction::metadata_only`]).
+    /// bring its used bytes (see the module docs) above `capacity_bytes` and above what
+    /// they were, except one that only keeps PGs' books: their metadata objects, which
+    /// collections exist, removals ([`Transaction::keeps_books_only`]).
     pub fn with_capacity_bytes(capacity_bytes: u64) -> Self {
         Self {
             collections: BTreeMap::new(),
@@ -387,6 +388,47 @@ mod tests {
         assert_eq!(store.usage(), usage);
         assert!(!store.exists(pg(), &ObjectId::head("b")));
         assert_eq!(&store.read(pg(), &oid, 0, 3).unwrap()[..], &[1, 1, 1]);
+    }
+
+    /// A full store still takes a PG's metadata and a new PG (its collection, metadata
+    /// object and info): refused, a PG never came to exist on an OSD the map made a
+    /// member, and peering waited on it for good (the simulator's remap and space
+    /// classes together). Its objects' data is still refused, and what grows nothing
+    /// is taken though the store is past its capacity.
+    #[test]
+    fn a_full_store_takes_pg_metadata_and_new_pgs_but_not_data() {
+        let mut store = MemStore::with_capacity_bytes(100);
+        let meta = ObjectId::head("");
+        let mut tx = Transaction::new();
+        tx.create_collection(pg());
+        tx.touch(pg(), meta.clone());
+        tx.omap_set(
+            pg(),
+            meta.clone(),
+            vec![(Bytes::from_static(b"info"), Bytes::from(vec![0u8; 200]))],
+        );
+        assert!(tx.keeps_books_only());
+        store.submit(tx).unwrap();
+        assert!(store.usage().metadata_bytes > 100);
+
+        let mut tx = Transaction::new();
+        tx.write(pg(), ObjectId::head("a"), 0, Bytes::from_static(b"x"));
+        assert!(!tx.keeps_books_only());
+        assert!(matches!(store.submit(tx), Err(StoreError::NoSpace { .. })));
+
+        // Past its capacity, the store still takes what grows nothing.
+        let mut tx = Transaction::new();
+        tx.omap_rm(pg(), meta.clone(), vec![Bytes::from_static(b"nothing")]);
+        tx.touch(pg(), ObjectId::head("a"));
+        tx.remove(pg(), ObjectId::head("a"));
+        assert!(!tx.keeps_books_only());
+        store.submit(tx).unwrap();
+
+        let mut tx = Transaction::new();
+        tx.remove_collection(pg());
+        assert!(tx.keeps_books_only());
+        store.submit(tx).unwrap();
+        assert_eq!(store.usage().metadata_bytes, 0);
     }
 
     #[test]

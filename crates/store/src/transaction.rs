@@ -107,10 +107,17 @@ impl TxOp {
 }
 
 impl Transaction {
-    /// Whether the transaction changes only PGs' metadata objects (the objects with an
-    /// empty name: a PG's log, info and missing keys), and no collection's existence.
-    pub fn metadata_only(&self) -> bool {
-        (self.ops.iter()).all(|op| op.object().is_some_and(|oid| oid.name.is_empty()))
+    /// Whether the transaction only keeps PGs' books: it changes only PGs' metadata
+    /// objects (the objects with an empty name: a PG's log, info and missing keys),
+    /// creates or removes collections (a PG created on this OSD, or deleted), and
+    /// removes objects (a copy adopting another's log drops what that log does not
+    /// hold). A full store must still take these: refusing one leaves a PG whose copy
+    /// differs from what its log says, or one that never comes to exist.
+    pub fn keeps_books_only(&self) -> bool {
+        (self.ops.iter()).all(|op| match op {
+            TxOp::CreateCollection(_) | TxOp::RemoveCollection(_) | TxOp::Remove(..) => true,
+            _ => op.object().is_some_and(|oid| oid.name.is_empty()),
+        })
     }
 }
 

@@ -252,8 +252,9 @@ impl Model {
         }
         let before = used_bytes(&self.usage());
         let after = used_bytes(&usage_of(&next, self.capacity_bytes));
-        // A PG's own metadata may go past the capacity (see `Transaction::metadata_only`).
-        if after > self.capacity_bytes && !tx.metadata_only() {
+        // A PG's books may go past the capacity (see `Transaction::keeps_books_only`), and
+        // what grows nothing goes through on a store past it.
+        if after > self.capacity_bytes && after > before && !tx.keeps_books_only() {
             return Err(StoreError::NoSpace {
                 needed_bytes: after.saturating_sub(before),
                 free_bytes: self.capacity_bytes.saturating_sub(before),

@@ -129,6 +129,7 @@ impl Pg {
         out: &mut Vec<Output>,
     ) {
         self.notifies.clear();
+        self.late_stray_notifies.clear();
         self.strays_purged = false;
         self.scrub_compares.clear();
         self.want_acting.clear();
@@ -148,6 +149,7 @@ impl Pg {
         self.repairs.clear();
         self.local_corrupt.clear();
         self.replica_corrupt.clear();
+        self.stray_lacks.clear();
         let mut probe: BTreeSet<OsdId> = self.acting.iter().copied().collect();
         if let Some(mapping) = map.pg_mapping(self.pgid) {
             probe.extend(mapping.up);
@@ -205,7 +207,11 @@ impl Pg {
         notify: PgNotify,
         out: &mut Vec<Output>,
     ) {
-        self.note_stray(from, &notify);
+        if self.note_stray(from, &notify) && self.phase == Phase::Active {
+            // An OSD back from a restart may hold what no member does.
+            self.late_stray_notifies.insert(from, notify.clone());
+            self.retry_unfound(store, out);
+        }
         if notify.interval == self.interval_start && self.is_primary() {
             // Whatever round it answers, the promise it reports must be waited out.
             let remaining = std::time::Duration::from_nanos(notify.prior_lease_remaining_ns);
@@ -508,6 +514,13 @@ impl Pg {
             &reply,
         );
         let mut lacking: BTreeSet<String> = self.missing.clone();
+        // What the authoritative copy lacks, we lack too: a pull of everything it holds
+        // does not name those, and taking them as absent dropped acknowledged objects
+        // (the PG went clean without them; the simulator's remap and space classes).
+        if let Some(notify) = self.notifies.get(&from) {
+            let theirs = notify.missing.iter().filter(|name| *name != MISSING_ALL);
+            lacking.extend(theirs.cloned());
+        }
         match &plan {
             CatchUp::Prefix { after } => {
                 lacking.extend(objects_after(&reply.entries, *after));

@@ -96,14 +96,15 @@ impl Pg {
     /// Primary: `from`, outside the up and acting sets, holds a copy (it answered a
     /// query, or announced the copy after booting): it is told to delete it once the
     /// PG is clean, whether or not this interval's peering asked it.
-    pub(super) fn note_stray(&mut self, from: OsdId, notify: &PgNotify) {
-        if self.is_primary()
+    pub(super) fn note_stray(&mut self, from: OsdId, notify: &PgNotify) -> bool {
+        let stray = self.is_primary()
             && notify.exists
             && !self.acting.contains(&from)
-            && !self.up.contains(&from)
-        {
+            && !self.up.contains(&from);
+        if stray {
             self.late_strays.insert(from);
         }
+        stray
     }
 
     /// Stray: a primary says this copy is no longer needed. Starts deleting it (the

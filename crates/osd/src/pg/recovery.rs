@@ -427,16 +427,19 @@ impl Pg {
             }
             self.submit_meta(store, tx);
         }
-        if !self.pulling.is_empty() {
+        // Objects the source did not send: it lacks them too. They stay missing here
+        // (unfound until a copy turns up), never taken as absent.
+        let unsent = std::mem::take(&mut self.pulling);
+        if !unsent.is_empty() {
             tracing::error!(
                 "{}: the source lacks {} objects; they are unfound",
                 self.pgid,
-                self.pulling.len()
+                unsent.len()
             );
-            self.pulling.clear();
         }
         let unreadable = std::mem::take(&mut self.pull_unreadable);
         let mut still_missing = std::mem::take(&mut self.pull_not_applied);
+        still_missing.extend(unsent);
         still_missing.extend(unreadable.iter().cloned());
         self.keep_missing_only(store, &still_missing);
         self.activate_when_alive(store, out);

@@ -37,6 +37,8 @@ use carmine_types::encoding::Decode;
 use carmine_types::{EVersion, ObjectId, OsdId, SnapId};
 use std::collections::BTreeSet;
 
+/// Objects [`Pg::retry_unfound`] tries again per stray announcement.
+const UNFOUND_RETRY_MAX: usize = 64;
 /// The most scrub passes a replica lets go by before it reports a copy that is still
 /// corrupt to its primary again.
 pub const CORRUPT_REPORT_PASSES: u32 = 32;
@@ -211,8 +213,12 @@ impl Pg {
     /// unable to supply it, asking for that version: a copy that lists the object as
     /// missing (one waiting to be backfilled, say) may still hold exactly it, and be
     /// the last intact one (Ceph's `search_for_missing` looks for the missing version
-    /// on every peer too). Returns `false` when no replica can (the object is unfound
-    /// for now).
+    /// on every peer too). Failing those, from a stray that answered this interval's
+    /// peering with a log that reaches that version and does not list the object as
+    /// missing: a copy that left the acting set may be the last one holding it (a
+    /// primary whose store had no room for its pull, say, while the copy it pulled from
+    /// was remapped away). Ceph's recovery pulls from any peer its missing_loc names,
+    /// strays included. Returns `false` when none can (the object is unfound for now).
     pub(super) fn start_repair(
         &mut self,
         store: &dyn ObjectStore,
@@ -243,10 +249,9 @@ impl Pg {
                 exact: None,
             }),
             None => self.version_needed(store, name).and_then(|version| {
-                replicas
-                    .iter()
-                    .find(|r| usable(r))
-                    .map(|&source| RepairPull {
+                (replicas.iter().copied().find(|r| usable(r)))
+                    .or_else(|| self.stray_source(name, version))
+                    .map(|source| RepairPull {
                         source,
                         exact: Some(version),
                     })
@@ -254,7 +259,7 @@ impl Pg {
         };
         let Some(pull) = pull else {
             tracing::error!(
-                "{}: no acting replica has a readable copy of {name}; it is unfound",
+                "{}: no acting replica or stray has a readable copy of {name}; it is unfound",
                 self.pgid
             );
             return false;
@@ -262,6 +267,46 @@ impl Pg {
         out.push(peer_output(pull.source, self.repair_pull(name, pull.exact)));
         self.repairs.insert(name.to_string(), pull);
         true
+    }
+
+    /// A stray of this interval's peering whose log reaches `version` and does not
+    /// list `name` as missing, not yet found without it.
+    fn stray_source(&self, name: &str, version: EVersion) -> Option<OsdId> {
+        (self.notifies.iter().chain(&self.late_stray_notifies))
+            .filter(|(osd, _)| **osd != self.whoami && !self.acting.contains(osd))
+            .filter(|(osd, _)| !self.stray_lacks.contains(&(**osd, name.to_string())))
+            .find(|(_, notify)| {
+                notify.exists
+                    && notify.info.last_update >= version
+                    && !notify.missing.iter().any(|missing| missing == name)
+            })
+            .map(|(osd, _)| *osd)
+    }
+
+    /// Primary, active: a stray announced its copy after peering. The objects this copy
+    /// lacks with no repair under way (unfound, perhaps) may be there: each is tried
+    /// again, at most [`UNFOUND_RETRY_MAX`] per announcement (ops and recovery reach
+    /// the others).
+    pub(super) fn retry_unfound(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+        let names: Vec<String> = (self.missing.iter())
+            .filter(|name| name.as_str() != crate::pglog::MISSING_ALL)
+            .filter(|name| !self.repairs.contains_key(*name))
+            .take(UNFOUND_RETRY_MAX)
+            .cloned()
+            .collect();
+        for name in names {
+            self.start_repair(&*store, &name, None, out);
+        }
+    }
+
+    /// Primary: `source`'s copy of `name` cannot repair ours. A replica gets ours once
+    /// ours is good; a stray is not asked again this interval.
+    fn note_source_lacks(&mut self, source: OsdId, name: String) {
+        if self.replicas().contains(&source) {
+            self.note_replica_corrupt(source, name);
+        } else {
+            self.stray_lacks.insert((source, name));
+        }
     }
 
     /// The pull that repairs our copy of `name` (of exactly `exact`, if named).
@@ -334,26 +379,38 @@ impl Pg {
                 copy.oid
             );
             self.repairs.remove(&copy.oid);
-            self.peer_missing
-                .entry(from)
-                .or_default()
-                .insert(copy.oid.clone());
+            if self.replicas().contains(&from) {
+                (self.peer_missing.entry(from).or_default()).insert(copy.oid.clone());
+            } else {
+                self.stray_lacks.insert((from, copy.oid.clone()));
+            }
             if !self.start_repair(&*store, &copy.oid, None, out) {
                 // No other source: the ops waiting on it run again and fail (EIO).
                 finished.push(copy.oid);
             }
         }
-        finished.extend(copies.iter().map(|c| c.oid.clone()));
         for name in &finished {
-            self.repairs.remove(name);
             self.local_corrupt.remove(name);
         }
-        self.repair_counters.copies_repaired += finished.len() as u64;
+        let names: Vec<String> = copies.iter().map(|c| c.oid.clone()).collect();
         if !copies.is_empty() {
-            if let Err(error) = self.apply_copies(store, copies) {
-                // Our copies stay as they were: an op reading one finds it corrupt or
-                // lost again and starts another repair.
-                tracing::error!("{}: cannot apply repaired copies: {error}", self.pgid);
+            match self.apply_copies(store, copies) {
+                Ok(()) => {
+                    for name in &names {
+                        self.repairs.remove(name);
+                        self.local_corrupt.remove(name);
+                    }
+                    self.repair_counters.copies_repaired += names.len() as u64;
+                    finished.extend(names);
+                }
+                Err(error) => {
+                    // Our copies stay as they were, and so do the repairs and the ops
+                    // held on them: the recovery tick pulls again after a while
+                    // (`recovery_tick`), when the store may have room. Releasing the
+                    // ops made each start the same repair again at once: a pull per op
+                    // for as long as the store stayed full.
+                    tracing::error!("{}: cannot apply repaired copies: {error}", self.pgid);
+                }
             }
         }
         for name in push.corrupt {
@@ -361,7 +418,7 @@ impl Pg {
                 // That copy is bad too: it gets ours once ours is good, and the ops
                 // waiting on the object run again and try another source.
                 self.repairs.remove(&name);
-                self.note_replica_corrupt(from, name.clone());
+                self.note_source_lacks(from, name.clone());
                 finished.push(name);
             }
         }

@@ -672,6 +672,19 @@ impl Cluster {
     }
 
     fn deliver(&mut self, envelope: Envelope) {
+        // `HARNESS_TRACE=1 cargo test … -- --nocapture` prints each message delivered
+        // (leases aside), cut at 300 characters: a failing test's story.
+        if std::env::var_os("HARNESS_TRACE").is_some() {
+            let text = format!("{:?}", envelope.msg);
+            if !text.starts_with("PgLease") {
+                eprintln!(
+                    "{:?} -> {:?}: {}",
+                    envelope.from,
+                    envelope.to,
+                    &text[..text.len().min(300)]
+                );
+            }
+        }
         if self.partitioned.contains(&envelope.from.0) || self.partitioned.contains(&envelope.to.0)
         {
             self.dropped_total += 1;

@@ -195,13 +195,14 @@ impl MemStore {
     /// Applies every op of `tx` or, on error, none of them.
     pub(super) fn apply(&mut self, tx: Transaction) -> Result<(), StoreError> {
         tx.ops.iter().try_for_each(check_limits)?;
-        // The PGs' own metadata may go past the capacity: refusing a PG
-        // its log, info or missing keys on a full store left copies that differ from
-        // what their logs say, and lost acknowledged writes (the simulator's space
-        // faults). It is small and bounded (logs are trimmed), as the room Ceph's full
+        // The PGs' own books may go past the capacity: refusing a PG its log, info or
+        // missing keys (or its creation, or the removals that go with adopting another
+        // copy's log) on a full store left copies that differ from what their logs say,
+        // PGs that never came to exist, and lost acknowledged writes (the simulator's
+        // space faults). It is small and bounded (logs are trimmed), as the room Ceph's full
         // ratios keep for it is. (An unbounded store, every daemon's default, skips
         // the scan of the ops: it is on every write's path.)
-        let metadata_only = self.capacity_bytes != u64::MAX && tx.metadata_only();
+        let books_only = self.capacity_bytes != u64::MAX && tx.keeps_books_only();
         let counters_before = self.counters;
         let mut undo = std::mem::take(&mut self.undo.0);
         assert!(
@@ -210,7 +211,7 @@ impl MemStore {
         );
         let result = self
             .apply_ops(tx.ops, &mut undo)
-            .and_then(|()| match metadata_only {
+            .and_then(|()| match books_only {
                 true => Ok(()),
                 false => self.check_capacity(counters_before),
             });
@@ -252,9 +253,14 @@ impl MemStore {
         Ok(())
     }
 
+    /// Refuses a transaction that leaves the store above its capacity and uses more
+    /// than it did before. One that grows nothing (a removal, an overwrite in place)
+    /// goes through even on a store already past its capacity (PG metadata may take it
+    /// there, or a capacity lowered under what the store holds): refusing it made a
+    /// full store refuse the very deletes that free it.
     fn check_capacity(&self, before: Counters) -> Result<(), StoreError> {
         let used_bytes = self.counters.used_bytes();
-        if used_bytes <= self.capacity_bytes {
+        if used_bytes <= self.capacity_bytes || used_bytes <= before.used_bytes() {
             return Ok(());
         }
         Err(StoreError::NoSpace {
