@@ -368,14 +368,7 @@ fn a_write_only_the_primary_holds_waits_until_min_size_copies_hold_it() {
 
     // Room again: the push lands, with the write in it, and the write is answered.
     assert_eq!(cluster.call(&filler, vec![OpCode::Remove]).result, Ok(()));
-    for _ in 0..150 {
-        cluster.advance(Duration::from_millis(100));
-        cluster.run();
-        if cluster.has_reply(reqid) {
-            break;
-        }
-    }
-    let replies = cluster.take_replies_for(reqid);
+    let replies = cluster.await_replies(reqid, 150);
     assert_eq!(replies.len(), 1, "{replies:?}");
     assert_eq!(replies[0].result, Ok(()));
     let data = cluster.local_data(full, &name).expect("pushed");

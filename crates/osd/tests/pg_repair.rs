@@ -518,14 +518,7 @@ fn a_repair_the_primary_has_no_room_for_waits_and_pulls_again_later() {
     assert!(!cluster.has_reply(reqid));
 
     set_capacity(&mut cluster, &moved, &name, u64::MAX);
-    for _ in 0..40 {
-        cluster.advance(Duration::from_millis(100));
-        cluster.run();
-        if cluster.has_reply(reqid) {
-            break;
-        }
-    }
-    let replies = cluster.take_replies_for(reqid);
+    let replies = cluster.await_replies(reqid, 40);
     assert_eq!(replies.len(), 1, "{replies:?}");
     assert_eq!(replies[0].outputs, vec![OpOutput::Data(bytes(&[5; 64]))]);
 }

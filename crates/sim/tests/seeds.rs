@@ -560,15 +560,7 @@ fn fixed_seeds_pass_with_space_faults() {
     let seeds = (0..40).chain([
         58, 69, 97, 141, 191, 239, 285, 348, 364, 397, 1514, 1822, 2046, 2346, 2450,
     ]);
-    let reports: Vec<SimReport> = seeds
-        .map(|seed| {
-            run_config(
-                SimConfig::from_seed(seed)
-                    .with_faults(classes)
-                    .with_disk(carmine_sim::disk::DiskKind::Mem),
-            )
-        })
-        .collect();
+    let reports: Vec<SimReport> = seeds.map(|seed| run_on_memstores(seed, classes)).collect();
     check(&reports, 100, 5_000);
     let squeezes: u64 = reports.iter().map(|r| r.space_squeezes).sum();
     assert!(squeezes > 60, "only {squeezes} stores squeezed");
@@ -618,14 +610,15 @@ fn fixed_seeds_pass_with_remaps_and_space() {
         ..FaultClasses::ALL
     };
     let seeds = (0..20).chain([95, 157, 302, 499, 517, 668, 1103]);
-    let reports: Vec<SimReport> = seeds
-        .map(|seed| {
-            run_config(
-                SimConfig::from_seed(seed)
-                    .with_faults(classes)
-                    .with_disk(carmine_sim::disk::DiskKind::Mem),
-            )
-        })
-        .collect();
+    let reports: Vec<SimReport> = seeds.map(|seed| run_on_memstores(seed, classes)).collect();
     check(&reports, 50, 2_000);
+}
+
+/// Seed `seed` with `classes` on MemStore OSDs (the space class squeezes only those).
+fn run_on_memstores(seed: u64, classes: FaultClasses) -> SimReport {
+    run_config(
+        SimConfig::from_seed(seed)
+            .with_faults(classes)
+            .with_disk(carmine_sim::disk::DiskKind::Mem),
+    )
 }

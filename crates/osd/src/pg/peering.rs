@@ -45,8 +45,8 @@ use crate::Output;
 use bytes::Bytes;
 use carmine_clustermap::OsdMap;
 use carmine_proto::{
-    LogDup, LogEntry, Msg, PgActivate, PgActivated, PgInfo, PgLogReply, PgLogRequest, PgNotify,
-    PgQuery,
+    LogDup, LogEntry, LogOp, Msg, PgActivate, PgActivated, PgInfo, PgLogReply, PgLogRequest,
+    PgNotify, PgQuery,
 };
 use carmine_store::{ObjectStore, Transaction};
 use carmine_types::encoding::Encode;
@@ -517,8 +517,16 @@ impl Pg {
         // What the authoritative copy lacks, we lack too: a pull of everything it holds
         // does not name those, and taking them as absent dropped acknowledged objects
         // (the PG went clean without them; the simulator's remap and space classes).
+        // Not one its log ends by deleting: absent is what that copy should be, and
+        // nobody holds a version to pull.
         if let Some(notify) = self.notifies.get(&from) {
-            let theirs = notify.missing.iter().filter(|name| *name != MISSING_ALL);
+            let deleted = |name: &str| {
+                (reply.entries.iter().rev())
+                    .find(|entry| entry.oid == name && entry.changes_object())
+                    .is_some_and(|entry| matches!(entry.op, LogOp::Delete))
+            };
+            let theirs =
+                (notify.missing.iter()).filter(|name| *name != MISSING_ALL && !deleted(name));
             lacking.extend(theirs.cloned());
         }
         match &plan {

@@ -13,7 +13,7 @@ use super::{peer_output, Pg, Phase};
 use crate::exec::{Counts, OBJECT_INFO_XATTR};
 use crate::pglog::missing_key;
 use crate::Output;
-use carmine_proto::{Msg, ObjectCopy, ObjectInfo, ObjectState, PgPull, PgPush, PgPushReply};
+use carmine_proto::{LogOp, Msg, ObjectCopy, ObjectInfo, ObjectState, PgPull, PgPush, PgPushReply};
 use carmine_store::{CollectionId, ObjectStore, Transaction};
 use carmine_types::encoding::{Decode, Encode};
 use carmine_types::{EVersion, ObjectId, OsdId};
@@ -428,8 +428,12 @@ impl Pg {
             self.submit_meta(store, tx);
         }
         // Objects the source did not send: it lacks them too. They stay missing here
-        // (unfound until a copy turns up), never taken as absent.
-        let unsent = std::mem::take(&mut self.pulling);
+        // (unfound until a copy turns up), never taken as absent; unless our log ends
+        // by deleting one, when absent is right.
+        let mut unsent = std::mem::take(&mut self.pulling);
+        unsent.retain(|name| {
+            !(self.newest_change(name)).is_some_and(|entry| matches!(entry.op, LogOp::Delete))
+        });
         if !unsent.is_empty() {
             tracing::error!(
                 "{}: the source lacks {} objects; they are unfound",

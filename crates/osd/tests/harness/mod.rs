@@ -637,6 +637,19 @@ impl Cluster {
         self.replies.iter().any(|(_, reply)| reply.reqid == reqid)
     }
 
+    /// Moves time on in 100 ms ticks, at most `ticks_max` of them, until `reqid` has
+    /// an answer; returns its answers (none if it never came).
+    pub fn await_replies(&mut self, reqid: ReqId, ticks_max: u32) -> Vec<OsdOpReply> {
+        for _ in 0..ticks_max {
+            if self.has_reply(reqid) {
+                break;
+            }
+            self.advance(Duration::from_millis(100));
+            self.run();
+        }
+        self.take_replies_for(reqid)
+    }
+
     // --- the network --------------------------------------------------------------
 
     fn route(&mut self, from: Addr, out: Vec<Output>) {
