@@ -227,6 +227,10 @@ pub struct Pg {
     /// Primary, active: copies that strays announced after this interval's peering
     /// (an OSD back from a restart), as sources for objects no member holds.
     late_stray_notifies: BTreeMap<OsdId, carmine_proto::PgNotify>,
+    /// Primary: requests it answered `NoSpace` without logging them, so that another
+    /// copy of one gets the same answer (see `handle_write`), oldest first.
+    refused_for_space: BTreeSet<carmine_types::ReqId>,
+    refused_for_space_order: VecDeque<carmine_types::ReqId>,
     /// Replica: the interval, and the corrupt copies a scrub reported to its primary
     /// in it with the scrub passes since (see `Pg::corrupt_to_report`).
     corrupt_reported: (
@@ -337,6 +341,8 @@ impl Pg {
             replica_corrupt: BTreeSet::new(),
             stray_lacks: BTreeSet::new(),
             late_stray_notifies: BTreeMap::new(),
+            refused_for_space: BTreeSet::new(),
+            refused_for_space_order: VecDeque::new(),
             corrupt_reported: (carmine_types::Epoch(0), BTreeMap::new()),
             push_refused: BTreeMap::new(),
             repair_counters: RepairCounters::default(),

@@ -376,3 +376,26 @@ fn a_write_only_the_primary_holds_waits_until_min_size_copies_hold_it() {
     assert_eq!(&data[..3], b"new");
     cluster.assert_replicas_identical(pgid);
 }
+
+/// A request refused for want of space is refused again, though there is room by then,
+/// when another copy of it reaches the primary: the client took the first answer as
+/// final. (Before, a copy held while the PG peered ran once the room came back and
+/// applied the write the client had been told failed; the simulator's remap and space
+/// classes, seed 2630.) A new request runs.
+#[test]
+fn another_copy_of_a_request_refused_for_space_gets_the_same_answer() {
+    let mut cluster = Cluster::new(Config::default());
+    let full = OsdId(2);
+    let name = name_where(&cluster, "obj", |pgid| {
+        let acting = cluster.acting(pgid);
+        acting[0] != full && acting.contains(&full)
+    });
+    cluster.change_map(|map| map.set_fullness(full, Fullness::Full).unwrap());
+    let op = cluster.op(&name, write_full(100));
+    assert_eq!(cluster.call_op(op.clone()).result, Err(OpError::NoSpace));
+
+    cluster.change_map(|map| map.set_fullness(full, Fullness::None).unwrap());
+    assert_eq!(cluster.call_op(op).result, Err(OpError::NoSpace));
+    assert_eq!(cluster.call(&name, write_full(100)).result, Ok(()));
+    cluster.assert_replicas_identical(cluster.pg_of(&name));
+}

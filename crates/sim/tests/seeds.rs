@@ -602,6 +602,12 @@ fn fixed_seeds_pass_with_remaps() {
 ///   a store past its capacity refused even what grew nothing. A full MemStore takes
 ///   what only keeps PGs' books (`Transaction::keeps_books_only`) and what grows
 ///   nothing now.
+/// - 2630: a primary refused a write for space, then ran another copy of it that it
+///   held while peering once there was room; the client had taken the refusal. Every
+///   copy of a refused request gets the same answer now.
+/// - 1437: what the authoritative copy lacked was taken as lacking on a copy that held
+///   it current (the fix for taking it as absent went too far); only a backfill takes
+///   on the source's missing objects.
 #[test]
 fn fixed_seeds_pass_with_remaps_and_space() {
     let classes = FaultClasses {
@@ -609,7 +615,7 @@ fn fixed_seeds_pass_with_remaps_and_space() {
         space: true,
         ..FaultClasses::ALL
     };
-    let seeds = (0..20).chain([95, 157, 302, 499, 517, 668, 1103]);
+    let seeds = (0..20).chain([95, 157, 302, 499, 517, 668, 1103, 1437, 2630]);
     let reports: Vec<SimReport> = seeds.map(|seed| run_on_memstores(seed, classes)).collect();
     check(&reports, 50, 2_000);
 }

@@ -514,21 +514,6 @@ impl Pg {
             &reply,
         );
         let mut lacking: BTreeSet<String> = self.missing.clone();
-        // What the authoritative copy lacks, we lack too: a pull of everything it holds
-        // does not name those, and taking them as absent dropped acknowledged objects
-        // (the PG went clean without them; the simulator's remap and space classes).
-        // Not one its log ends by deleting: absent is what that copy should be, and
-        // nobody holds a version to pull.
-        if let Some(notify) = self.notifies.get(&from) {
-            let deleted = |name: &str| {
-                (reply.entries.iter().rev())
-                    .find(|entry| entry.oid == name && entry.changes_object())
-                    .is_some_and(|entry| matches!(entry.op, LogOp::Delete))
-            };
-            let theirs =
-                (notify.missing.iter()).filter(|name| *name != MISSING_ALL && !deleted(name));
-            lacking.extend(theirs.cloned());
-        }
         match &plan {
             CatchUp::Prefix { after } => {
                 lacking.extend(objects_after(&reply.entries, *after));
@@ -538,6 +523,24 @@ impl Pg {
             // new peering round that cuts the pull short does not trust it.
             CatchUp::Backfill => {
                 lacking.insert(MISSING_ALL.to_string());
+                // What the authoritative copy lacks, we lack too: the pull of everything
+                // it holds does not name those, and taking them as absent dropped
+                // acknowledged objects (the PG went clean without them; the
+                // simulator's remap and space classes). Not one its log ends by
+                // deleting: absent is what that copy should be. (Catching up on a
+                // prefix, the objects changed since our last update are pulled by
+                // name, and one the source cannot send stays missing; those we hold
+                // from before are current.)
+                if let Some(notify) = self.notifies.get(&from) {
+                    let deleted = |name: &str| {
+                        (reply.entries.iter().rev())
+                            .find(|entry| entry.oid == name && entry.changes_object())
+                            .is_some_and(|entry| matches!(entry.op, LogOp::Delete))
+                    };
+                    let theirs = (notify.missing.iter())
+                        .filter(|name| *name != MISSING_ALL && !deleted(name));
+                    lacking.extend(theirs.cloned());
+                }
             }
         }
         let much = plan == CatchUp::Backfill || lacking.len() > self.tuning.pull_before_active_max;

@@ -24,6 +24,10 @@ struct Logged {
     reply: OsdOpReply,
 }
 
+/// Requests a primary remembers refusing for want of space (per PG): enough for every
+/// client's ops in flight, and a copy of one arrives within the resend interval.
+const REFUSED_FOR_SPACE_KEPT: usize = 1024;
+
 impl Pg {
     pub(super) fn handle_write(
         &mut self,
@@ -40,10 +44,16 @@ impl Pg {
             out.push(self.reply(client, &op, Err(OpError::Busy)));
             return;
         }
-        if op.ops.iter().any(OpCode::adds_data) && self.is_full(store) {
+        let adds_data = op.ops.iter().any(OpCode::adds_data);
+        if adds_data && (self.refused_for_space.contains(&op.reqid) || self.is_full(store)) {
             // Refused before anything runs or is logged: no copy changes, so the
-            // answer needs no log entry, and a resend after space was freed may run.
-            // Deletes, truncates and removals still go through, to free space.
+            // answer needs no log entry. Deletes, truncates and removals still go
+            // through, to free space. The client takes the answer as final, so every
+            // other copy of the request this primary meets gets it too: one held
+            // here while the PG peered and run after the room came back applied the
+            // write the client was told had failed (the simulator's remap and space
+            // classes, seed 2630). A new request may run once there is room.
+            self.remember_refused_for_space(op.reqid);
             out.push(self.reply(client, &op, Err(OpError::NoSpace)));
             return;
         }
@@ -59,6 +69,17 @@ impl Pg {
         }
         if let Err(error) = self.start_write(store, client, &op, out) {
             self.answer_failed_write(store, client, &op, error, out);
+        }
+    }
+
+    fn remember_refused_for_space(&mut self, reqid: carmine_types::ReqId) {
+        if !self.refused_for_space.insert(reqid) {
+            return;
+        }
+        self.refused_for_space_order.push_back(reqid);
+        if self.refused_for_space_order.len() > REFUSED_FOR_SPACE_KEPT {
+            let oldest = (self.refused_for_space_order.pop_front()).expect("over the limit");
+            self.refused_for_space.remove(&oldest);
         }
     }
 
