@@ -33,6 +33,12 @@
 //! `--faults all,disk-errors`): a LogStore shard's device fails its writes, the store
 //! puts itself out of service and the OSD stops, restarting later (see `disk_errors.rs`).
 //!
+//! Space (class `space`, `--faults all,space`, MemStore seeds): one shard's store is
+//! squeezed to little more than it holds for a while (see `space.rs`). Remaps (class
+//! `remaps`, `--faults all,remaps`): an operator marks OSDs out, reweights them,
+//! changes their primary affinity and takes a size-3 pool to two copies for a while,
+//! so PGs move (see `remaps.rs`). Neither is in [`FaultClasses::ALL`].
+//!
 //! BUGGIFY: half the seeds (their own stream of the seed) shrink the OSD's internal
 //! limits through [`carmine_osd::OsdTuning`]: tiny push windows and batches, tiny
 //! in-flight-write, waiting-op and map-wait queues, and a PG log of 8–64 entries (the
