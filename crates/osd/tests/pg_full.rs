@@ -159,10 +159,7 @@ fn a_replica_out_of_space_holds_the_write_until_it_has_room_and_copies_stay_iden
     // Writes that add data are refused at once; the PG is not stalled for them.
     let other = cluster.call(&name, write_full(10));
     assert_eq!(other.result, Err(OpError::NoSpace));
-    for _ in 0..3 {
-        cluster.advance(Duration::from_millis(100));
-        cluster.run();
-    }
+    cluster.run_ticks(3);
     assert!(!cluster.has_reply(reqid), "still no room on {full}");
 
     // The operator frees space; the next tick's resend fits.
@@ -207,10 +204,7 @@ fn a_push_a_replica_has_no_room_for_keeps_the_pg_unclean_until_it_lands() {
     assert_eq!(cluster.call(&name, write_full(12 * 1024)).result, Ok(()));
     cluster.revive(full);
     cluster.run();
-    for _ in 0..5 {
-        cluster.advance(Duration::from_millis(100));
-        cluster.run();
-    }
+    cluster.run_ticks(5);
     let state = cluster.pg_stat(pgid).state;
     assert!(!state.contains(PgState::CLEAN), "{}", state.name());
     assert!(
@@ -276,10 +270,7 @@ fn a_write_a_replica_refuses_after_taking_its_push_waits_for_the_replica() {
     assert_eq!(cluster.call(&name, write_full(20)).result, Ok(()));
     cluster.revive(full);
     cluster.run();
-    for _ in 0..5 {
-        cluster.advance(Duration::from_millis(100));
-        cluster.run();
-    }
+    cluster.run_ticks(5);
     let state = cluster.pg_stat(pgid).state;
     assert!(!state.contains(PgState::CLEAN), "{}", state.name());
     assert_eq!(cluster.local_data(full, &name).map(|d| d.len()), Some(10));
@@ -343,10 +334,7 @@ fn a_write_only_the_primary_holds_waits_until_min_size_copies_hold_it() {
     cluster.run();
     cluster.mark_down(other);
     cluster.run();
-    for _ in 0..5 {
-        cluster.advance(Duration::from_millis(100));
-        cluster.run();
-    }
+    cluster.run_ticks(5);
     assert_eq!(cluster.acting(pgid).len(), 2);
     assert_eq!(cluster.local_data(full, &name).map(|d| d.len()), Some(10));
 
@@ -356,10 +344,7 @@ fn a_write_only_the_primary_holds_waits_until_min_size_copies_hold_it() {
     }];
     let op = cluster.op(&name, write);
     let reqid = cluster.send(op);
-    for _ in 0..5 {
-        cluster.advance(Duration::from_millis(100));
-        cluster.run();
-    }
+    cluster.run_ticks(5);
     assert!(
         !cluster.has_reply(reqid),
         "acknowledged while only the primary holds it"

@@ -13,7 +13,6 @@ use carmine_proto::{Msg, OpCode, OpError, OpOutput};
 use carmine_store::ObjectStore;
 use carmine_types::OsdId;
 use harness::{bytes, Cluster, Config};
-use std::time::Duration;
 
 fn write(cluster: &mut Cluster, name: &str, content: &[u8]) {
     let ops = vec![OpCode::WriteFull {
@@ -464,10 +463,7 @@ fn moved_onto_full_osds_of(config: Config) -> (Cluster, String, Vec<OsdId>) {
         }
     });
     cluster.run();
-    for _ in 0..5 {
-        cluster.advance(Duration::from_millis(100));
-        cluster.run();
-    }
+    cluster.run_ticks(5);
     let moved = acting(&cluster, &name);
     assert!(moved.iter().all(|osd| new.contains(osd)), "{moved:?}");
     assert!(
@@ -558,10 +554,7 @@ fn a_pull_of_everything_keeps_what_the_source_lacks_missing() {
         }
     });
     cluster.run();
-    for _ in 0..10 {
-        cluster.advance(Duration::from_millis(100));
-        cluster.run();
-    }
+    cluster.run_ticks(10);
     assert_eq!(acting(&cluster, &name), vec![last]);
     let state = cluster.pg_stat(pgid).state;
     assert!(!state.contains(PgState::CLEAN), "{}", state.name());

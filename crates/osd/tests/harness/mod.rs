@@ -637,6 +637,14 @@ impl Cluster {
         self.replies.iter().any(|(_, reply)| reply.reqid == reqid)
     }
 
+    /// Moves time on by `ticks` ticks of 100 ms, running the network after each.
+    pub fn run_ticks(&mut self, ticks: u32) {
+        for _ in 0..ticks {
+            self.advance(Duration::from_millis(100));
+            self.run();
+        }
+    }
+
     /// Moves time on in 100 ms ticks, at most `ticks_max` of them, until `reqid` has
     /// an answer; returns its answers (none if it never came).
     pub fn await_replies(&mut self, reqid: ReqId, ticks_max: u32) -> Vec<OsdOpReply> {
