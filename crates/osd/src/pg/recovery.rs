@@ -396,13 +396,24 @@ impl Pg {
         for copy in &push.objects {
             self.pulling.remove(&copy.oid);
         }
-        let pulled: Vec<String> = push.objects.iter().map(|c| c.oid.clone()).collect();
-        if let Err(error) = self.apply_copies(store, push.objects) {
-            // They stay missing, to be recovered once active. (Forgotten, as before,
-            // the primary served and wrote on its stale copies: the simulator's space
-            // faults, seed 141.)
-            tracing::error!("{}: cannot apply pulled objects: {error}", self.pgid);
-            self.pull_not_applied.extend(pulled);
+        // Removals apart: they grow nothing, so a full store still takes them, where
+        // one transaction with copies that add data was refused whole and left the
+        // removed objects missing here with no version anyone could supply (the
+        // remap and space classes, seed 3984).
+        let (removals, copies): (Vec<_>, Vec<_>) = (push.objects.into_iter())
+            .partition(|copy| copy.state.is_none() && copy.clones.is_empty());
+        for batch in [removals, copies] {
+            if batch.is_empty() {
+                continue;
+            }
+            let pulled: Vec<String> = batch.iter().map(|c| c.oid.clone()).collect();
+            if let Err(error) = self.apply_copies(store, batch) {
+                // They stay missing, to be recovered once active. (Forgotten, as
+                // before, the primary served and wrote on its stale copies: the
+                // simulator's space faults, seed 141.)
+                tracing::error!("{}: cannot apply pulled objects: {error}", self.pgid);
+                self.pull_not_applied.extend(pulled);
+            }
         }
         for name in push.corrupt {
             // The source cannot read its copy either: ours stays missing, to be
