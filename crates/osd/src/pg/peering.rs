@@ -45,8 +45,8 @@ use crate::Output;
 use bytes::Bytes;
 use carmine_clustermap::OsdMap;
 use carmine_proto::{
-    LogDup, LogEntry, LogOp, Msg, PgActivate, PgActivated, PgInfo, PgLogReply, PgLogRequest,
-    PgNotify, PgQuery,
+    LogDup, LogEntry, Msg, PgActivate, PgActivated, PgInfo, PgLogReply, PgLogRequest, PgNotify,
+    PgQuery,
 };
 use carmine_store::{ObjectStore, Transaction};
 use carmine_types::encoding::Encode;
@@ -533,9 +533,8 @@ impl Pg {
                 // from before are current.)
                 if let Some(notify) = self.notifies.get(&from) {
                     let deleted = |name: &str| {
-                        (reply.entries.iter().rev())
-                            .find(|entry| entry.oid == name && entry.changes_object())
-                            .is_some_and(|entry| matches!(entry.op, LogOp::Delete))
+                        super::repair::newest_change_among(reply.entries.iter(), name)
+                            .is_some_and(super::repair::is_removal)
                     };
                     let theirs = (notify.missing.iter())
                         .filter(|name| *name != MISSING_ALL && !deleted(name));

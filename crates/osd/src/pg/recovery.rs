@@ -13,7 +13,7 @@ use super::{peer_output, Pg, Phase};
 use crate::exec::{Counts, OBJECT_INFO_XATTR};
 use crate::pglog::missing_key;
 use crate::Output;
-use carmine_proto::{LogOp, Msg, ObjectCopy, ObjectInfo, ObjectState, PgPull, PgPush, PgPushReply};
+use carmine_proto::{Msg, ObjectCopy, ObjectInfo, ObjectState, PgPull, PgPush, PgPushReply};
 use carmine_store::{CollectionId, ObjectStore, Transaction};
 use carmine_types::encoding::{Decode, Encode};
 use carmine_types::{EVersion, ObjectId, OsdId};
@@ -442,9 +442,7 @@ impl Pg {
         // (unfound until a copy turns up), never taken as absent; unless our log ends
         // by deleting one, when absent is right.
         let mut unsent = std::mem::take(&mut self.pulling);
-        unsent.retain(|name| {
-            !(self.newest_change(name)).is_some_and(|entry| matches!(entry.op, LogOp::Delete))
-        });
+        unsent.retain(|name| !self.log_removed(name));
         if !unsent.is_empty() {
             tracing::error!(
                 "{}: the source lacks {} objects; they are unfound",

@@ -101,6 +101,18 @@ pub(super) enum Gate {
 
 /// A client's write (not a removal, nor a snapshot trim, which may remove a whiteout
 /// head while logging a change).
+/// The newest of `entries` that changed object `name`.
+pub(super) fn newest_change_among<'a>(
+    entries: impl DoubleEndedIterator<Item = &'a LogEntry>,
+    name: &str,
+) -> Option<&'a LogEntry> {
+    (entries.rev()).find(|entry| entry.oid == name && entry.changes_object())
+}
+
+pub(super) fn is_removal(entry: &LogEntry) -> bool {
+    matches!(entry.op, LogOp::Delete)
+}
+
 fn is_plain_write(entry: &LogEntry) -> bool {
     matches!(entry.op, LogOp::Modify) && entry.reqid.client != SNAP_TRIM_CLIENT
 }
@@ -192,10 +204,12 @@ impl Pg {
 
     /// The newest entry of our log that changed object `name`.
     pub(super) fn newest_change(&self, name: &str) -> Option<&LogEntry> {
-        self.log
-            .entries()
-            .rev()
-            .find(|entry| entry.oid == name && entry.changes_object())
+        newest_change_among(self.log.entries(), name)
+    }
+
+    /// Whether the newest change our log records for `name` removed it.
+    pub(super) fn log_removed(&self, name: &str) -> bool {
+        self.newest_change(name).is_some_and(is_removal)
     }
 
     /// Primary: our copy of `name` fails its checksum (counted once until repaired).
@@ -287,7 +301,7 @@ impl Pg {
     /// lacks with no repair under way (unfound, perhaps) may be there: each is tried
     /// again, at most [`UNFOUND_RETRY_MAX`] per announcement (ops and recovery reach
     /// the others).
-    pub(super) fn retry_unfound(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+    pub(super) fn retry_unfound(&mut self, store: &dyn ObjectStore, out: &mut Vec<Output>) {
         let names: Vec<String> = (self.missing.iter())
             .filter(|name| name.as_str() != crate::pglog::MISSING_ALL)
             .filter(|name| !self.repairs.contains_key(*name))
@@ -295,7 +309,7 @@ impl Pg {
             .cloned()
             .collect();
         for name in names {
-            self.start_repair(&*store, &name, None, out);
+            self.start_repair(store, &name, None, out);
         }
     }
 

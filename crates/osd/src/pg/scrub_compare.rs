@@ -24,7 +24,7 @@ use crate::exec::OBJECT_INFO_XATTR;
 use crate::Output;
 use bytes::Bytes;
 use carmine_proto::{
-    LogOp, Msg, ObjectInfo, PgScrubMap, PgScrubRequest, ScrubEntry, SCRUB_MAP_ENTRIES_MAX,
+    Msg, ObjectInfo, PgScrubMap, PgScrubRequest, ScrubEntry, SCRUB_MAP_ENTRIES_MAX,
 };
 use carmine_store::{CollectionId, ObjectStore};
 use carmine_types::encoding::Decode;
@@ -356,11 +356,6 @@ impl Pg {
         if pushed {
             self.schedule_recovery(store, out);
         }
-    }
-
-    /// Whether the newest change our log records for `name` removed it.
-    fn log_removed(&self, name: &str) -> bool {
-        (self.newest_change(name)).is_some_and(|entry| matches!(entry.op, LogOp::Delete))
     }
 }
 
