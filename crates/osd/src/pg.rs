@@ -168,17 +168,6 @@ pub struct Pg {
     past_intervals: Vec<carmine_clustermap::PastInterval>,
     /// Infos gathered while peering.
     notifies: BTreeMap<OsdId, carmine_proto::PgNotify>,
-    /// A rollback left the object and byte counts of the history that ends at this
-    /// version unknown (no answering copy ended there yet): the next peering that
-    /// hears from one takes them from it (`Pg::settle_stats`).
-    stats_unsure_at: Option<EVersion>,
-    /// Primary, after such a rollback: the counts are those of this copy's own content
-    /// (the rolled-back writes still in them, as their objects still are), so every
-    /// object a pull or repair replaces adjusts them by its change, and once the
-    /// rolled-back objects have their kept versions the counts are the kept history's
-    /// (seed 102790: they stayed 15 bytes high for good). Cleared when this copy
-    /// adopts another's history, whose counts describe that copy's content.
-    stats_follow_content: bool,
     /// Objects this copy knows it lacks (persisted as `missing.NAME` pgmeta keys).
     missing: BTreeSet<String>,
     /// Primary: objects each replica lacks.
@@ -318,8 +307,6 @@ impl Pg {
             phase: Phase::Replica,
             past_intervals: Vec::new(),
             notifies: BTreeMap::new(),
-            stats_unsure_at: None,
-            stats_follow_content: false,
             missing: BTreeSet::new(),
             peer_missing: BTreeMap::new(),
             pushing: BTreeMap::new(),

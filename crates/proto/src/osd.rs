@@ -130,11 +130,16 @@ pub struct PgInfo {
     /// When this copy was created (or wiped for a backfill): it cannot vouch for
     /// intervals before then.
     pub created: Epoch,
+    /// `object_count` and `data_bytes` are not known to be this history's (Ceph's
+    /// `stats_invalid`): a rollback left them counting what it took back. Whoever
+    /// adopts this info adopts the doubt with it; a primary holding every object of
+    /// its history counts them afresh (version 3; false from older senders).
+    pub stats_invalid: bool,
 }
 
 impl Encode for PgInfo {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(2, 1, |e| {
+        e.versioned(3, 1, |e| {
             self.pgid.encode(e);
             self.last_update.encode(e);
             self.log_tail.encode(e);
@@ -142,13 +147,14 @@ impl Encode for PgInfo {
             e.put_u64(self.data_bytes);
             self.last_epoch_started.encode(e);
             self.created.encode(e);
+            self.stats_invalid.encode(e);
         });
     }
 }
 
 impl Decode for PgInfo {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgInfo", 2, |d, version| {
+        d.versioned("PgInfo", 3, |d, version| {
             Ok(PgInfo {
                 pgid: PgId::decode(d)?,
                 last_update: EVersion::decode(d)?,
@@ -165,6 +171,7 @@ impl Decode for PgInfo {
                 } else {
                     Epoch(0)
                 },
+                stats_invalid: version >= 3 && bool::decode(d)?,
             })
         })
     }
@@ -522,6 +529,43 @@ mod tests {
             RepOpReply {
                 log_only: false,
                 ..reply
+            }
+        );
+    }
+
+    /// An info says whether its counts are in doubt (v3); one from a build before
+    /// says nothing of it and reads as counts that are sure.
+    #[test]
+    fn pg_info_stats_invalid_round_trips_and_a_v2_info_reads_as_sure() {
+        let info = PgInfo {
+            pgid: PgId::new(1, 2),
+            last_update: EVersion::new(7, 3),
+            log_tail: EVersion::new(2, 1),
+            object_count: 5,
+            data_bytes: 4096,
+            last_epoch_started: Epoch(6),
+            created: Epoch(2),
+            stats_invalid: true,
+        };
+        let decoded = PgInfo::from_shared(info.to_bytes()).unwrap();
+        assert_eq!(decoded, info);
+
+        let mut e = Encoder::new();
+        e.versioned(2, 1, |e| {
+            info.pgid.encode(e);
+            info.last_update.encode(e);
+            info.log_tail.encode(e);
+            e.put_u64(info.object_count);
+            e.put_u64(info.data_bytes);
+            info.last_epoch_started.encode(e);
+            info.created.encode(e);
+        });
+        let decoded = PgInfo::decode(&mut Decoder::new(e.into_bytes())).unwrap();
+        assert_eq!(
+            decoded,
+            PgInfo {
+                stats_invalid: false,
+                ..info
             }
         );
     }

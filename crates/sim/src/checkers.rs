@@ -549,7 +549,8 @@ fn replicas_identical(end: &FinalState, out: &mut Vec<String>) {
 // --- 6. PG stats ----------------------------------------------------------------
 
 /// The primary's info counts the PG's objects (the metadata object aside) and their
-/// bytes; the replicas agree with it by checker 3. As the OSD counts them today, that
+/// bytes, and is sure of them; the replicas agree with it by checker 3 (unless they
+/// hold theirs in doubt). As the OSD counts them today, that
 /// is the heads that exist: clones and whiteout heads are not counted (Ceph counts
 /// clones in `num_objects` and `num_object_clones`).
 fn stats_match_content(end: &FinalState, out: &mut Vec<String>) {
@@ -572,7 +573,15 @@ fn stats_match_content(end: &FinalState, out: &mut Vec<String>) {
         });
         let count = held.clone().count() as u64;
         let bytes: u64 = held.map(|(_, object)| object.size_bytes).sum();
-        if (info.object_count, info.data_bytes) != (count, bytes) {
+        // A clean PG's primary holds every object, so it has counted any counts a
+        // rollback left in doubt.
+        if info.stats_invalid {
+            out.push(format!(
+                "{pgid} on {osd}: PG info holds its counts in doubt ({} objects of {} bytes \
+                 said, {count} of {bytes} held)",
+                info.object_count, info.data_bytes
+            ));
+        } else if (info.object_count, info.data_bytes) != (count, bytes) {
             out.push(format!(
                 "{pgid} on {osd}: PG info says {} objects of {} bytes, the PG holds {count} \
                  objects of {bytes} bytes",
@@ -617,9 +626,17 @@ fn compare_dumps(a_dump: &PgDump, b_dump: &PgDump) -> Option<String> {
 fn compare_infos(a: &PgDump, b: &PgDump) -> Option<String> {
     match (dump::pg_info(a), dump::pg_info(b)) {
         (Ok(Some(a)), Ok(Some(b))) => {
+            let counts = (dump::sure_counts(&a), dump::sure_counts(&b));
             let (a, b) = (dump::shared_info(&a), dump::shared_info(&b));
-            (a != b)
-                .then(|| format!("PG info (last_update, log_tail, objects, bytes) {a:?} vs {b:?}"))
+            if a != b {
+                return Some(format!("PG info (last_update, log_tail) {a:?} vs {b:?}"));
+            }
+            match counts {
+                (Some(a), Some(b)) if a != b => {
+                    Some(format!("PG info (objects, bytes) {a:?} vs {b:?}"))
+                }
+                _ => None,
+            }
         }
         (Ok(None), Ok(None)) => None,
         (Err(error), _) | (_, Err(error)) => Some(error),

@@ -145,12 +145,15 @@ pub fn pg_info(dump: &PgDump) -> Result<Option<PgInfo>, String> {
 }
 
 /// What every member of a PG must agree on in its info: the members' own fields
-/// (`created`, `last_epoch_started`) legitimately differ.
-pub fn shared_info(info: &PgInfo) -> (carmine_types::EVersion, carmine_types::EVersion, u64, u64) {
-    (
-        info.last_update,
-        info.log_tail,
-        info.object_count,
-        info.data_bytes,
-    )
+/// (`created`, `last_epoch_started`) legitimately differ, and so may counts one of them
+/// holds in doubt (`stats_invalid`: a replica activated before its primary counted
+/// them afresh keeps the doubtful ones until the next write brings the primary's), so
+/// those are compared only when both are sure.
+pub fn shared_info(info: &PgInfo) -> (carmine_types::EVersion, carmine_types::EVersion) {
+    (info.last_update, info.log_tail)
+}
+
+/// A member's counts (objects, bytes), or `None` while it holds them in doubt.
+pub fn sure_counts(info: &PgInfo) -> Option<(u64, u64)> {
+    (!info.stats_invalid).then_some((info.object_count, info.data_bytes))
 }

@@ -497,9 +497,9 @@ fn regression_a_restarted_osd_does_not_act_as_its_previous_instance() {
 /// no other copy ended at the kept v4'82, so the counts stayed those of osd.2's content,
 /// v4'83 included. The repair then replaced `shared-0` with osd.1's 15-byte copy
 /// without touching them, and every member's PG info over-counted 15 bytes for good
-/// (checker 6). Until another copy's counts settle them, a primary's counts after such
-/// a rollback now follow its content: each object a pull or repair replaces adjusts
-/// them by its change (`Pg::stats_follow_content`).
+/// (checker 6). Counts such a rollback cannot settle from another copy are now held in
+/// doubt (`PgInfo::stats_invalid`) and counted from the store once the copy holds
+/// every object of its history (`Pg::recount_stats_if_complete`).
 #[test]
 fn regression_counts_left_unsure_by_a_rollback_follow_the_repairs() {
     check(&[run_with_faults(102790, FaultClasses::ALL)], 5, 100);
@@ -525,11 +525,29 @@ fn regression_a_backfill_target_supplies_the_last_intact_copy() {
 /// bytes too many) and followed its content. It activated osd.2 with them; at the next
 /// interval osd.2, now ending at 4'15, "settled" them with those same numbers, the
 /// counts stopped following content, and the pull that replaced the rotted object no
-/// longer corrected them: the PG info said 231 bytes for 201 for good. An activation
-/// now ends the wait for another copy's counts.
+/// longer corrected them: the PG info said 231 bytes for 201 for good. The doubt now
+/// travels with the counts (`PgInfo::stats_invalid`), so a copy that got them from us
+/// cannot settle them, and every copy counts its own once it lacks nothing.
 #[test]
 fn regression_unsure_counts_are_not_settled_by_a_copy_that_got_them_from_us() {
     check(&[run_with_snapshots(382, FaultClasses::ALL)], 10, 100);
+}
+
+/// Seed 382 of the remap class with snapshots (`--faults all,remaps --snapshots`;
+/// LogStore, size 3, 5 monitors): PG 1.3's primary osd.1 rolled back 9'16, a write
+/// never acknowledged whose clone had a flipped bit, and no copy ended at the kept
+/// 9'15, so its counts stayed those of its content (247 bytes). After the operator's
+/// reweights osd.2 led the PG, adopted osd.1's log with those counts as if they were
+/// sure, and the PG reported 30 bytes more than it held for good. An info now says
+/// when its counts are in doubt; whoever adopts it adopts the doubt, and a copy
+/// holding every object counts them from its store.
+#[test]
+fn regression_doubtful_counts_are_not_adopted_as_sure() {
+    let classes = FaultClasses {
+        remaps: true,
+        ..FaultClasses::ALL
+    };
+    check(&[run_with_snapshots(382, classes)], 10, 100);
 }
 
 /// The space fault class (`--faults all,space --disk mem`): MemStores squeezed to

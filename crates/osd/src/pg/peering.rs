@@ -648,7 +648,6 @@ impl Pg {
         self.submit_meta(store, tx);
         self.info = info;
         self.missing = missing.clone();
-        self.stats_follow_content = false;
     }
 
     /// The epoch the map must show this OSD alive through before it activates the PG:
@@ -704,6 +703,14 @@ impl Pg {
         }
     }
 
+    /// Persists our info alone (the PG's log and objects unchanged).
+    pub(super) fn persist_info(&mut self, store: &mut dyn ObjectStore) {
+        let mut tx = Transaction::new();
+        let info = (Bytes::from_static(INFO_KEY), self.info.to_bytes());
+        tx.omap_set(self.coll, pgmeta_oid(), vec![info]);
+        self.submit_meta(store, tx);
+    }
+
     /// Primary: we are up to date; send each replica what it lacks.
     pub(super) fn activate_replicas(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
         // Only an interval that can take writes is recorded as started (Ceph's
@@ -716,22 +723,10 @@ impl Pg {
         if self.acting_writeable() {
             self.info.last_epoch_started = self.interval_start;
         }
-        // Counts still unsure after a rollback go to every replica with this
-        // activation: from now on a copy that ends where our log does may hold ours,
-        // not the kept history's, so none can settle them any more (seed 382 of the
-        // snapshot workload: a replica activated with them at one interval settled
-        // them at the next, and the pull that would have corrected them no longer
-        // counted). They keep following our content instead.
-        if self.stats_unsure_at.is_some() && !self.replicas().is_empty() {
-            self.stats_unsure_at = None;
-        }
-        let mut tx = Transaction::new();
-        tx.omap_set(
-            self.coll,
-            pgmeta_oid(),
-            vec![(Bytes::from_static(INFO_KEY), self.info.to_bytes())],
-        );
-        self.submit_meta(store, tx);
+        // Counts a rollback left in doubt are counted afresh once this copy holds its
+        // whole history: the replicas take them with this activation.
+        self.recount_stats_if_complete(store);
+        self.persist_info(store);
         self.activation_record = Some(self.last_submitted);
         let versions = self.log_versions();
         let mut waiting = BTreeSet::new();
@@ -857,23 +852,79 @@ impl Pg {
         store: &dyn ObjectStore,
         mut visit: impl FnMut(carmine_types::ObjectId),
     ) {
+        let listed = self.try_for_each_object(store, |oid| {
+            visit(oid);
+            Ok(())
+        });
+        if let Err(error) = listed {
+            tracing::error!("{}: cannot list objects: {error}", self.pgid);
+        }
+    }
+
+    /// [`Pg::for_each_object`], stopping at the first error of the listing or of
+    /// `visit`.
+    fn try_for_each_object(
+        &self,
+        store: &dyn ObjectStore,
+        mut visit: impl FnMut(carmine_types::ObjectId) -> Result<(), String>,
+    ) -> Result<(), String> {
         let mut after = None;
         loop {
-            let page = match store.list_objects(self.coll, after.as_ref(), 1024) {
-                Ok(page) => page,
-                Err(error) => {
-                    tracing::error!("{}: cannot list objects: {error}", self.pgid);
-                    return;
-                }
-            };
+            let page = (store.list_objects(self.coll, after.as_ref(), 1024))
+                .map_err(|error| error.to_string())?;
             let Some(last) = page.last().cloned() else {
-                return;
+                return Ok(());
             };
-            page.into_iter()
-                .filter(|oid| !oid.name.is_empty())
-                .for_each(&mut visit);
+            for oid in page.into_iter().filter(|oid| !oid.name.is_empty()) {
+                visit(oid)?;
+            }
             after = Some(last);
         }
+    }
+
+    /// Counts in doubt (`PgInfo::stats_invalid`) are counted afresh from our store
+    /// once this copy holds every object of its history (nothing missing, so its
+    /// content is exactly the history its log ends at), as Ceph's scrub does for
+    /// `stats_invalid`. Primary and replicas alike: a primary may activate its
+    /// replicas before it holds every object, and a replica then counts its own when
+    /// its pushes are in (the primary's next write brings the primary's counts again).
+    /// Heads that exist and clones count, as the write path counts them. Returns
+    /// whether our info changed; the caller persists it. A read error leaves them in
+    /// doubt. Costs a listing of the PG, only after such a rollback.
+    pub(super) fn recount_stats_if_complete(&mut self, store: &dyn ObjectStore) -> bool {
+        if !self.info.stats_invalid || !self.missing.is_empty() {
+            return false;
+        }
+        let (mut objects, mut bytes) = (0u64, 0u64);
+        let counted = self.try_for_each_object(store, |oid| {
+            let size = if oid.snap == SnapId::HEAD {
+                let head = crate::exec::load_object(store, self.coll, &oid)
+                    .map_err(|error| format!("{}: {error:?}", oid.name))?;
+                head.exists.then_some(head.size_bytes)
+            } else {
+                let stat = store.stat(self.coll, &oid);
+                Some(stat.map_err(|error| error.to_string())?.size_bytes)
+            };
+            if let Some(size) = size {
+                objects += 1;
+                bytes += size;
+            }
+            Ok(())
+        });
+        if let Err(error) = counted {
+            tracing::error!("{}: cannot count the PG's objects: {error}", self.pgid);
+            return false;
+        }
+        tracing::info!(
+            "{}: counted {objects} objects of {bytes} bytes (were {} of {}, in doubt)",
+            self.pgid,
+            self.info.object_count,
+            self.info.data_bytes
+        );
+        self.info.object_count = objects;
+        self.info.data_bytes = bytes;
+        self.info.stats_invalid = false;
+        true
     }
 
     /// Replica: adopt the primary's history for this interval.
@@ -951,6 +1002,11 @@ impl Pg {
             wipe: activate.backfill,
         };
         self.adopt_log(store, adopted, &missing);
+        // The primary may activate us before it holds every object itself, with counts
+        // still in doubt; a copy that lacks nothing counts its own.
+        if self.recount_stats_if_complete(store) {
+            self.persist_info(store);
+        }
         self.activated_since_query = true;
         self.queue_activated(from, activate.interval);
         let _ = out;
@@ -1233,21 +1289,24 @@ impl Pg {
         // Our object and byte counts include the forgotten writes. A copy whose log
         // ends where ours now does counts exactly the history we keep (seed 4040:
         // without this, every member reported the rolled-back write's bytes for good).
+        // With none, the counts are in doubt (`PgInfo::stats_invalid`) until such a
+        // copy answers a peering, or this copy, as primary, holds every object of its
+        // history and counts them (`recount_stats_if_complete`).
         match self.stats_at(info.last_update) {
             Some((object_count, data_bytes)) => {
                 info.object_count = object_count;
                 info.data_bytes = data_bytes;
-                self.stats_unsure_at = None;
+                info.stats_invalid = false;
             }
             None => {
                 tracing::info!(
-                    "{}: rolled back {} entries; the PG's object and byte counts wait for \
-                     a copy that ends at {}",
+                    "{}: rolled back {} entries; the PG's object and byte counts are in \
+                     doubt until a copy that ends at {} answers or every object is here",
                     self.pgid,
                     forgotten.len(),
                     info.last_update
                 );
-                self.stats_unsure_at = Some(info.last_update);
+                info.stats_invalid = true;
             }
         }
         let adopted = Adopted {
@@ -1256,47 +1315,39 @@ impl Pg {
             dups: &[],
             wipe: false,
         };
-        let unsure = self.stats_unsure_at.is_some();
         self.adopt_log(store, adopted, &missing);
-        self.stats_follow_content = unsure;
         self.in_flight.retain(|write| write.version < first);
     }
 
     /// The object count and bytes of the history that ends at `last_update`, from an
-    /// answering copy whose log ends exactly there: versions name one history, so its
-    /// counts are that history's.
+    /// answering copy whose log ends exactly there and whose counts are not in doubt:
+    /// versions name one history, so its counts are that history's.
     fn stats_at(&self, last_update: EVersion) -> Option<(u64, u64)> {
         self.notifies
             .iter()
             .filter(|(osd, n)| **osd != self.whoami && n.exists)
             .map(|(_, n)| &n.info)
-            .find(|info| info.last_update == last_update)
+            .find(|info| info.last_update == last_update && !info.stats_invalid)
             .map(|info| (info.object_count, info.data_bytes))
     }
 
-    /// After a rollback that found no copy ending where our log now does (a former
-    /// primary rolls back at the interval change, before it hears from anyone; seed
-    /// 7290): takes the counts from a copy that answered this peering and ends there,
+    /// Counts in doubt (`PgInfo::stats_invalid`: a rollback that found no copy ending
+    /// where our log now does, as a former primary rolls back at the interval change
+    /// before it hears from anyone, seed 7290; or an adopted info that said so): takes
+    /// the counts from a copy that answered this peering, ends there and is sure,
     /// so that they are the kept history's whether our log then becomes authoritative
     /// or not. Returns whether our info changed. The new counts reach the store with
     /// the next info this copy persists (activation, or its next write).
     fn settle_stats(&mut self) -> bool {
-        let Some(at) = self.stats_unsure_at else {
-            return false;
-        };
-        if self.info.last_update != at {
-            // Our log moved on (adopted, or written): the counts are whoever's it was.
-            self.stats_unsure_at = None;
+        if !self.info.stats_invalid {
             return false;
         }
-        let Some((object_count, data_bytes)) = self.stats_at(at) else {
+        let Some((object_count, data_bytes)) = self.stats_at(self.info.last_update) else {
             return false;
         };
         self.info.object_count = object_count;
         self.info.data_bytes = data_bytes;
-        self.stats_unsure_at = None;
-        // The kept history's counts now, not this copy's content.
-        self.stats_follow_content = false;
+        self.info.stats_invalid = false;
         true
     }
 

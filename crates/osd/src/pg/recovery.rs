@@ -10,12 +10,12 @@
 //! or its absence, and replaces the receiver's copy in one transaction.
 
 use super::{peer_output, Pg, Phase};
-use crate::exec::{Counts, OBJECT_INFO_XATTR};
+use crate::exec::OBJECT_INFO_XATTR;
 use crate::pglog::missing_key;
 use crate::Output;
 use carmine_proto::{Msg, ObjectCopy, ObjectInfo, ObjectState, PgPull, PgPush, PgPushReply};
 use carmine_store::{CollectionId, ObjectStore, Transaction};
-use carmine_types::encoding::{Decode, Encode};
+use carmine_types::encoding::Decode;
 use carmine_types::{EVersion, ObjectId, OsdId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -178,17 +178,9 @@ impl Pg {
     ) -> Result<(), carmine_store::StoreError> {
         let mut tx = Transaction::new();
         let mut names = Vec::new();
-        let follow = self.stats_follow_content && self.is_primary();
-        let mut counts = (self.info.object_count, self.info.data_bytes);
         for copy in objects {
             let oid = ObjectId::head(copy.oid.clone());
             let clones = crate::snaps::stored_clones(store, self.coll, &copy.oid);
-            if follow {
-                let before = stored_counts(store, self.coll, &copy.oid, &clones);
-                let after = copy_counts(&copy);
-                counts.0 = (counts.0 + after.objects).saturating_sub(before.objects);
-                counts.1 = (counts.1 + after.bytes).saturating_sub(before.bytes);
-            }
             if store.exists(self.coll, &oid) {
                 tx.remove(self.coll, oid.clone());
             }
@@ -215,26 +207,18 @@ impl Pg {
         if !recovered.is_empty() {
             tx.omap_rm(self.coll, crate::pglog::pgmeta_oid(), recovered);
         }
-        let mut info = None;
-        if follow && counts != (self.info.object_count, self.info.data_bytes) {
-            let mut updated = self.info.clone();
-            (updated.object_count, updated.data_bytes) = counts;
-            let entry = (
-                bytes::Bytes::from_static(crate::pglog::INFO_KEY),
-                updated.to_bytes(),
-            );
-            tx.omap_set(self.coll, crate::pglog::pgmeta_oid(), vec![entry]);
-            info = Some(updated);
-        }
         self.last_submitted = store.submit(tx)?;
-        if let Some(info) = info {
-            self.info = info;
-        }
         for name in &names {
             self.missing.remove(name);
             // A replaced copy is a new copy: if it rots too, the next scrub reports it
             // at once rather than as a corruption already reported.
             self.corrupt_reported.1.remove(name);
+        }
+        // The last missing object of a history whose counts a rollback left in doubt:
+        // they can be counted now (in a transaction of their own; until it lands they
+        // stay in doubt, which is safe).
+        if self.recount_stats_if_complete(store) {
+            self.persist_info(store);
         }
         Ok(())
     }
@@ -718,43 +702,4 @@ fn write_state(tx: &mut Transaction, coll: CollectionId, oid: ObjectId, state: O
         tx.omap_set(coll, oid.clone(), state.omap);
     }
     tx.set_mtime(coll, oid, state.mtime_ns);
-}
-
-/// What `name` adds to the PG's counts here: its head if it exists (a whiteout does
-/// not) and its stored `clones`.
-fn stored_counts(
-    store: &dyn ObjectStore,
-    coll: CollectionId,
-    name: &str,
-    clones: &[ObjectId],
-) -> Counts {
-    let mut counts = Counts::default();
-    let head = crate::exec::load_object(store, coll, &ObjectId::head(name));
-    if let Some(head) = head.ok().filter(|head| head.exists) {
-        counts.add(Counts::one(head.size_bytes));
-    }
-    for clone in clones {
-        if let Ok(stat) = store.stat(coll, clone) {
-            counts.add(Counts::one(stat.size_bytes));
-        }
-    }
-    counts
-}
-
-/// What a copy of an object adds to the PG's counts once applied (as
-/// [`stored_counts`]).
-fn copy_counts(copy: &ObjectCopy) -> Counts {
-    let mut counts = Counts::default();
-    if let Some(state) = &copy.state {
-        let whiteout = (state.xattrs.get(OBJECT_INFO_XATTR))
-            .and_then(|raw| ObjectInfo::from_shared(raw.clone()).ok())
-            .is_some_and(|info| info.whiteout);
-        if !whiteout {
-            counts.add(Counts::one(state.data.len() as u64));
-        }
-    }
-    for (_, clone) in &copy.clones {
-        counts.add(Counts::one(clone.data.len() as u64));
-    }
-    counts
 }
