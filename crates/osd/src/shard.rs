@@ -97,6 +97,9 @@ pub struct OsdShard<S: ObjectStore> {
     scrub_cursor: Option<(PgId, Option<String>)>,
     /// Stray copies being deleted, a few objects per turn (see `pg/purge.rs`).
     deleting: BTreeSet<PgId>,
+    /// PGs the current map makes this OSD a member of whose opening the store
+    /// refused; the tick tries again (`retry_unopened`).
+    unopened: BTreeSet<PgId>,
     /// The driver's latest clock reading ([`OsdShard::set_clock`]).
     clock: ShardClock,
     /// The first time given: when this process (instance) started, for the promises
@@ -133,6 +136,7 @@ impl<S: ObjectStore> OsdShard<S> {
             reservations: ShardReservations::new(OsdTuning::default().max_backfills),
             scrub_cursor: None,
             deleting: BTreeSet::new(),
+            unopened: BTreeSet::new(),
             clock: ShardClock::default(),
             started: None,
             lease_duration: OsdTuning::default().lease_duration,
@@ -182,6 +186,9 @@ impl<S: ObjectStore> OsdShard<S> {
                 }
                 self.recovery.settle(Some(now), pg, before);
             }
+        }
+        if !self.unopened.is_empty() {
+            self.retry_unopened(out);
         }
         let epoch = self.epoch();
         let room = self.room();
@@ -561,48 +568,18 @@ impl<S: ObjectStore> OsdShard<S> {
                     .is_some_and(|m| m.acting.contains(&self.whoami))
             })
             .collect();
+        self.unopened.clear();
         for pgid in serving {
             if self.pgs.get(&pgid).is_some_and(Pg::is_deleting) {
                 self.abandon_deletion(pgid);
             }
             if !self.pgs.contains_key(&pgid) {
-                match Pg::open(pgid, self.whoami, &map, &mut self.store, self.tuning) {
-                    // A copy whose deletion a restart interrupted: start afresh.
-                    Ok(pg) if pg.is_deleting() => {
-                        self.pgs.insert(pgid, pg);
-                        self.abandon_deletion(pgid);
-                        match Pg::open(pgid, self.whoami, &map, &mut self.store, self.tuning) {
-                            Ok(mut pg) => {
-                                self.prepare_opened(&mut pg);
-                                self.pgs.insert(pgid, pg);
-                            }
-                            Err(error) => tracing::error!("cannot open {pgid}: {error}"),
-                        }
-                    }
-                    Ok(mut pg) => {
-                        self.prepare_opened(&mut pg);
-                        self.pgs.insert(pgid, pg);
-                    }
-                    Err(error) => tracing::error!("cannot open {pgid}: {error}"),
-                }
+                self.open_serving(pgid, &map);
             }
         }
         let pgids: Vec<PgId> = self.pgs.keys().copied().collect();
-        let limit = self.recovery_max_active;
         for pgid in pgids {
-            let pg = self.pgs.get_mut(&pgid).expect("listed above");
-            self.clock.give(pg);
-            let before = self.recovery.grant(limit, self.clock.now, pg);
-            pg.handle_map(&map, &mut self.store, out);
-            pg.purge_strays(out);
-            if pg.has_pending_commits() {
-                self.pending.insert(pgid);
-            }
-            if pg.is_primary() && !pg.snap_trim_idle() {
-                self.snap_trimming.insert(pg.pgid());
-            }
-            self.recovery.settle(self.clock.now, pg, before);
-            self.reservations.settle(pg, out);
+            self.pg_takes_map(pgid, &map, out);
         }
         if joined {
             let owned = |pgid| pg_shard(pgid, self.shard_count) == self.index;
@@ -613,6 +590,77 @@ impl<S: ObjectStore> OsdShard<S> {
         self.reservations.sweep(&mut self.pgs, map.epoch, room, out);
         self.release_waiting(out);
         self.after_io(out);
+    }
+
+    /// Opens (creating it if new) our copy of `pgid`, which `map` makes this OSD a
+    /// member of. When the store refuses (no room for the collection, say), the PG is
+    /// noted in `unopened` and the tick tries again (`retry_unopened`): left until the
+    /// next map, which a quiet cluster may not publish for long, the PG would have no
+    /// copy here and its peering would wait on us for good.
+    fn open_serving(&mut self, pgid: PgId, map: &OsdMap) -> bool {
+        let opened = match Pg::open(pgid, self.whoami, map, &mut self.store, self.tuning) {
+            // A copy whose deletion a restart interrupted: start afresh.
+            Ok(pg) if pg.is_deleting() => {
+                self.pgs.insert(pgid, pg);
+                self.abandon_deletion(pgid);
+                Pg::open(pgid, self.whoami, map, &mut self.store, self.tuning)
+            }
+            other => other,
+        };
+        match opened {
+            Ok(mut pg) => {
+                self.prepare_opened(&mut pg);
+                self.pgs.insert(pgid, pg);
+                self.unopened.remove(&pgid);
+                true
+            }
+            Err(error) => {
+                // Once per map, not on every retry.
+                if self.unopened.insert(pgid) {
+                    tracing::error!("cannot open {pgid} (trying again each tick): {error}");
+                }
+                false
+            }
+        }
+    }
+
+    /// PG `pgid` learns of `map` (and what it starts: peering, purges, trims).
+    fn pg_takes_map(&mut self, pgid: PgId, map: &OsdMap, out: &mut Vec<Output>) {
+        let limit = self.recovery_max_active;
+        let Some(pg) = self.pgs.get_mut(&pgid) else {
+            return;
+        };
+        self.clock.give(pg);
+        let before = self.recovery.grant(limit, self.clock.now, pg);
+        pg.handle_map(map, &mut self.store, out);
+        pg.purge_strays(out);
+        if pg.has_pending_commits() {
+            self.pending.insert(pgid);
+        }
+        if pg.is_primary() && !pg.snap_trim_idle() {
+            self.snap_trimming.insert(pg.pgid());
+        }
+        self.recovery.settle(self.clock.now, pg, before);
+        self.reservations.settle(pg, out);
+    }
+
+    /// The tick: PGs of the current map whose opening the store refused are tried
+    /// again, and those that open take the map.
+    fn retry_unopened(&mut self, out: &mut Vec<Output>) {
+        let Some(map) = self.map.clone() else {
+            return;
+        };
+        let unopened: Vec<PgId> = self.unopened.iter().copied().collect();
+        for pgid in unopened {
+            if self.pgs.contains_key(&pgid) {
+                self.unopened.remove(&pgid);
+                continue;
+            }
+            if self.open_serving(pgid, &map) {
+                tracing::info!("opened {pgid} on a retry");
+                self.pg_takes_map(pgid, &map, out);
+            }
+        }
     }
 
     /// After a restart: the stray copies whose deletion was under way go on being

@@ -384,3 +384,40 @@ fn another_copy_of_a_request_refused_for_space_gets_the_same_answer() {
     assert_eq!(cluster.call(&name, write_full(100)).result, Ok(()));
     cluster.assert_replicas_identical(cluster.pg_of(&name));
 }
+
+/// A store that refuses to create a PG the map makes its OSD a member of (a device
+/// with no room left even for metadata): the shard tries again on every tick, so the
+/// PG is created once the store takes it. Left for the next map, which a quiet
+/// cluster may not publish for long, the PG had no copy there and stayed degraded.
+#[test]
+fn a_pg_whose_creation_the_store_refused_is_created_on_a_later_tick() {
+    let mut cluster = Cluster::new(Config::one_pg());
+    let names: Vec<String> = (0..4).map(|i| format!("obj-{i}")).collect();
+    for name in &names {
+        assert_eq!(cluster.call(name, write_full(100)).result, Ok(()));
+    }
+    let pgid = cluster.pg_of(&names[0]);
+    let wiped = cluster.acting(pgid)[2];
+    // Wiped, so every copy it holds must be created again; its store refuses the
+    // first transaction it gets, which is that creation.
+    cluster.restart_process(wiped, true);
+    let addr = cluster.addr(wiped, pgid);
+    cluster.shard_mut(addr).store_mut().refuse_next(1);
+    cluster.revive(wiped);
+    cluster.run();
+    assert!(
+        cluster.shard(addr).pg(pgid).is_none(),
+        "the refused creation left no PG behind"
+    );
+    assert_ne!(cluster.pg_state(pgid).name(), "active+clean");
+
+    cluster.run_ticks(50);
+    assert!(cluster.shard(addr).pg(pgid).is_some(), "created on a retry");
+    let stat = cluster.pg_stat(pgid);
+    assert_eq!(stat.state.name(), "active+clean", "{}", stat.reason);
+    cluster.assert_replicas_identical(pgid);
+    for name in &names {
+        let data = cluster.local_data(wiped, name).expect("recovered");
+        assert_eq!(data, vec![7; 100]);
+    }
+}

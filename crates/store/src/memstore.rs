@@ -42,6 +42,8 @@ pub struct MemStore {
     last_seq: TxSeq,
     undo: apply::UndoLog,
     spares: object::SpareBuffers,
+    /// Fault injection: this many more transactions are refused ([`MemStore::refuse_next`]).
+    refusals_left: u32,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -125,6 +127,7 @@ impl MemStore {
             last_seq: 0,
             undo: apply::UndoLog::default(),
             spares: object::SpareBuffers::default(),
+            refusals_left: 0,
         }
     }
 
@@ -132,6 +135,13 @@ impl MemStore {
     /// Data already stored stays; only later transactions are checked against it.
     pub fn set_capacity_bytes(&mut self, capacity_bytes: u64) {
         self.capacity_bytes = capacity_bytes;
+    }
+
+    /// Fault injection for tests of what the OSD makes of a refusal it cannot foresee
+    /// (a device with no room even for metadata): the next `count` transactions are
+    /// refused with [`StoreError::NoSpace`], whatever they hold, and change nothing.
+    pub fn refuse_next(&mut self, count: u32) {
+        self.refusals_left = count;
     }
 
     /// Fault injection for tests of detection and repair: from now on, data reads of
@@ -180,6 +190,13 @@ impl MemStore {
 
 impl ObjectStore for MemStore {
     fn submit(&mut self, tx: Transaction) -> Result<TxSeq, StoreError> {
+        if self.refusals_left > 0 {
+            self.refusals_left -= 1;
+            return Err(StoreError::NoSpace {
+                needed_bytes: 0,
+                free_bytes: 0,
+            });
+        }
         self.apply(tx)?;
         self.last_seq += 1;
         debug_assert!(self.counters_match());
