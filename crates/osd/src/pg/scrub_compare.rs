@@ -306,8 +306,16 @@ impl Pg {
                 if compare.own.contains_key(oid) {
                     continue;
                 }
-                if names_here.contains(oid.name.as_str()) {
-                    ours_to_push.insert(oid.name.clone()); // a clone we do not have
+                // A clone we do not have, beside a head we hold: ours wins. A head we
+                // do not have is another matter, even with clones of it here (a copy
+                // lost behind the store's back): pushing "ours" would remove the
+                // replica's head and every clone with it (seed 1116 of the remap class
+                // with snapshots), so the log decides, as for a name we lack entirely.
+                let our_head = ObjectId::head(&*oid.name);
+                let head_lost =
+                    oid.snap == carmine_types::SnapId::HEAD || !compare.own.contains_key(&our_head);
+                if names_here.contains(oid.name.as_str()) && !head_lost {
+                    ours_to_push.insert(oid.name.clone());
                 } else {
                     theirs_only += 1;
                     only_there
