@@ -148,7 +148,8 @@ impl Pg {
     /// Our copy of `name` for a primary that needs exactly `version` of it, and only
     /// if it is that version: even a copy this one lists as missing (say, waiting to be
     /// backfilled) then holds the write the primary needs, and may be the only intact
-    /// copy of it left.
+    /// copy of it left. A removal's version is met by a whiteout head of that version,
+    /// or by no object at all where our log ends by that removal.
     fn exact_copy(
         &self,
         store: &dyn ObjectStore,
@@ -160,6 +161,21 @@ impl Pg {
             .ok()
             .and_then(|raw| ObjectInfo::from_shared(raw).ok())
             .map(|info| info.version);
+        // Removed at exactly that version, with nothing left behind (no clones, so no
+        // whiteout): no object is the copy. Only when our own history says so and we
+        // do not count ourselves short of it.
+        let removed_here = ours.is_none()
+            && !store.exists(self.coll, &ObjectId::head(name))
+            && !self.lacks(name)
+            && (self.newest_change(name))
+                .is_some_and(|entry| entry.version == version && super::repair::is_removal(entry));
+        if removed_here {
+            return Ok(ObjectCopy {
+                oid: name.to_string(),
+                state: None,
+                clones: Vec::new(),
+            });
+        }
         if ours != Some(version) {
             return Err(format!(
                 "{name} is not here at {version} (our copy: {ours:?})"

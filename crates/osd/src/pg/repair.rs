@@ -346,12 +346,17 @@ impl Pg {
     /// the newest write our log records for it, or, when the log no longer mentions a
     /// change to it, our own copy's (its object info is apart from its data, so a copy
     /// whose data fails its checksum still dates it), unless our copy is one we know
-    /// we lack (it may hold a write the history rolled back). `None` for a removal or a
-    /// snapshot trim (an older copy with the same object info may hold clones the trim
+    /// we lack (it may hold a write the history rolled back). A removal's version too:
+    /// a removal under a snapshot leaves a whiteout head dated by it, with the clones,
+    /// and a copy that removed it outright answers with no object
+    /// (`Pg::exact_copy`); without it, a primary whose pull of such a removal found
+    /// no room, and whose acting members then lacked it, never asked the strays that
+    /// held it (seed 95 of remaps, space and snapshot trims). `None` for a snapshot
+    /// trim (an older copy with the same object info may hold clones the trim
     /// removed), and when our object info is gone too.
     fn version_needed(&self, store: &dyn ObjectStore, name: &str) -> Option<EVersion> {
         if let Some(entry) = self.newest_change(name) {
-            return is_plain_write(entry).then_some(entry.version);
+            return (is_plain_write(entry) || is_removal(entry)).then_some(entry.version);
         }
         if self.missing.contains(name) || self.missing.contains(crate::pglog::MISSING_ALL) {
             return None;
