@@ -137,6 +137,12 @@ pub fn format_report(report: &SimReport) -> String {
     if report.remaps > 0 {
         text.push_str(&format!("  operator changes {}\n", report.remaps));
     }
+    if report.osds_added > 0 {
+        text.push_str(&format!(
+            "  OSDs added {}, acting for {} PG copies at the end\n",
+            report.osds_added, report.pgs_on_added_osds
+        ));
+    }
     if report.space_squeezes > 0 {
         text.push_str(&format!("  space squeezes {}\n", report.space_squeezes));
     }

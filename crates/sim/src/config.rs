@@ -46,6 +46,9 @@ pub struct FaultClasses {
     /// An operator marks OSDs out, reweights them and changes their primary affinity
     /// for a while: data moves. Not in [`FaultClasses::ALL`] (see `crate::remaps`).
     pub remaps: bool,
+    /// An operator adds one or two new OSDs to the running cluster: data moves to
+    /// them. Not in [`FaultClasses::ALL`] (see `crate::expansion`).
+    pub expansion: bool,
 }
 
 impl Default for FaultClasses {
@@ -69,6 +72,7 @@ impl FaultClasses {
         disk_errors: false,
         space: false,
         remaps: false,
+        expansion: false,
     };
 
     pub const ALL: FaultClasses = FaultClasses {
@@ -88,6 +92,8 @@ impl FaultClasses {
         space: false,
         // Not in `all`: see `crate::remaps` (`--faults all,remaps`).
         remaps: false,
+        // Not in `all`: see `crate::expansion` (`--faults all,expansion`).
+        expansion: false,
     };
 
     /// The classes the code handles today (see the crate docs for the others). Bit
@@ -101,6 +107,7 @@ impl FaultClasses {
             disk_errors: false,
             space: false,
             remaps: false,
+            expansion: false,
             ..Self::ALL
         }
     }
@@ -113,11 +120,13 @@ impl FaultClasses {
             || self.crashes
             || self.disk_errors
             || self.remaps
+            || self.expansion
     }
 
     /// Parses `all`, `none`, `handled`, or a comma list of `delays`, `resets`,
     /// `osd-mon-resets`, `slow`, `client-partitions`, `osd-partitions`, `crashes`,
-    /// `bit-flips`, `mon-crashes`, `mon-partitions`, `disk-errors`, `space`, `remaps`.
+    /// `bit-flips`, `mon-crashes`, `mon-partitions`, `disk-errors`, `space`, `remaps`,
+    /// `expansion`.
     pub fn parse(text: &str) -> Result<FaultClasses, String> {
         let mut classes = FaultClasses::NONE;
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -138,12 +147,13 @@ impl FaultClasses {
                 "disk-errors" => classes.disk_errors = true,
                 "space" => classes.space = true,
                 "remaps" => classes.remaps = true,
+                "expansion" => classes.expansion = true,
                 other => {
                     return Err(format!(
                         "unknown fault class '{other}'; use all, none, handled, delays, \
                          resets, osd-mon-resets, slow, client-partitions, osd-partitions, \
-                         crashes, bit-flips, mon-crashes, mon-partitions, disk-errors, space \
-                         or remaps"
+                         crashes, bit-flips, mon-crashes, mon-partitions, disk-errors, \
+                         space, remaps or expansion"
                     ))
                 }
             }
@@ -173,6 +183,7 @@ impl FaultClasses {
             (self.disk_errors, "disk-errors"),
             (self.space, "space"),
             (self.remaps, "remaps"),
+            (self.expansion, "expansion"),
         ];
         let on: Vec<&str> = names
             .iter()

@@ -75,6 +75,8 @@ pub enum Event {
     Remap,
     /// The operator sets one back.
     RemapRestore(crate::remaps::Setting),
+    /// The operator starts a new OSD (the expansion class).
+    Deploy(carmine_types::OsdId),
     /// A squeezed store gets its room back.
     SpaceRelease {
         osd: OsdId,

@@ -37,7 +37,10 @@
 //! squeezed to little more than it holds for a while (see `space.rs`). Remaps (class
 //! `remaps`, `--faults all,remaps`): an operator marks OSDs out, reweights them,
 //! changes their primary affinity and takes a size-3 pool to two copies for a while,
-//! so PGs move (see `remaps.rs`). Neither is in [`FaultClasses::ALL`].
+//! so PGs move (see `remaps.rs`). Expansion (class `expansion`, `--faults
+//! all,expansion`): one or two new OSDs, in no map at the start, are started with empty
+//! stores during the faults and join the cluster, and data moves to them (see
+//! `expansion.rs`). None of these three is in [`FaultClasses::ALL`].
 //!
 //! BUGGIFY: half the seeds (their own stream of the seed) shrink the OSD's internal
 //! limits through [`carmine_osd::OsdTuning`]: tiny push windows and batches, tiny
@@ -62,6 +65,7 @@ pub mod disk;
 mod disk_errors;
 pub mod dump;
 mod events;
+mod expansion;
 mod faults;
 mod history;
 mod log_record;
@@ -113,6 +117,10 @@ pub struct SimReport {
     pub space_squeezes: u64,
     /// Operator changes of OSD settings (the remap fault class).
     pub remaps: u64,
+    /// New OSDs started during the run (the expansion class).
+    pub osds_added: u64,
+    /// PG copies the new OSDs are acting members for at the end.
+    pub pgs_on_added_osds: u64,
     /// Object copies the OSDs found corrupt and replaced with a good copy.
     pub repairs: u64,
     /// Scrub comparisons of the members' copies, counted by the OSDs up at the end:

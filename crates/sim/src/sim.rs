@@ -13,6 +13,7 @@ use crate::config::SimConfig;
 use crate::disk_errors::DiskErrorState;
 use crate::dump;
 use crate::events::{Event, EventQueue, EVENTS_PER_RUN_MAX};
+use crate::expansion::ExpansionState;
 use crate::faults::FaultState;
 use crate::history::History;
 use crate::log_record::LogRecord;
@@ -86,6 +87,7 @@ pub struct Sim {
     pub(crate) disk_errors: DiskErrorState,
     pub(crate) space: SpaceState,
     pub(crate) remaps: RemapState,
+    pub(crate) expansion: ExpansionState,
     /// Backfill activations and pull-everything requests delivered.
     pub(crate) backfills: u64,
 }
@@ -145,6 +147,7 @@ impl Sim {
             disk_errors: DiskErrorState::new(config.seed),
             space: SpaceState::new(config.seed),
             remaps: RemapState::new(config.seed),
+            expansion: ExpansionState::new(config.seed),
             config,
             clock,
             queue: EventQueue::default(),
@@ -251,6 +254,7 @@ impl Sim {
             Event::SpaceRelease { osd, shard } => self.release_space(osd, shard),
             Event::Remap => self.remap(),
             Event::RemapRestore(setting) => self.remap_restore(setting),
+            Event::Deploy(osd) => self.deploy(osd),
             Event::StoreFailed { osd, start } => self.stop_on_store_failure(osd, start),
             Event::Quiet => self.enter_quiet(),
             Event::StopWorkload => {
@@ -276,6 +280,7 @@ impl Sim {
         self.start_disk_errors();
         self.start_space_faults();
         self.start_remaps();
+        self.start_expansion();
     }
 
     fn enter_quiet(&mut self) {
@@ -286,6 +291,7 @@ impl Sim {
         self.disarm_disk_errors();
         self.release_all_space();
         self.restore_all_remaps();
+        self.deploy_all_pending();
         self.heal_everything();
         self.schedule(self.config.quiet_workload, Event::StopWorkload);
         self.schedule(self.config.quiet_max, Event::Deadline);
@@ -592,6 +598,8 @@ impl Sim {
             store_failure_stops: self.disk_errors.stops,
             space_squeezes: self.space.squeezes,
             remaps: self.remaps.changes,
+            osds_added: self.expansion.deployed,
+            pgs_on_added_osds: self.pgs_on_added_osds(),
             repairs: self.repairs_total(),
             scrub_compared: self.live_counters(|c| c.scrub_objects_compared_total),
             scrub_differing: self.live_counters(|c| {

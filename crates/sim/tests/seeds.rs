@@ -23,6 +23,8 @@
 //! - 40 seeds with every fault class and an operator moving data (`--faults
 //!   all,remaps`): OSDs marked out, reweighted, their primary affinity changed, a
 //!   size-3 pool down to two copies; 27 more with full stores as well.
+//! - 40 seeds with every fault class and new OSDs joining the running cluster
+//!   (`--faults all,expansion`), and 20 with remaps as well.
 //!
 //! Seeds that fail today live in `tests/known_gaps.rs`.
 
@@ -648,4 +650,30 @@ fn run_on_memstores(seed: u64, classes: FaultClasses) -> SimReport {
             .with_faults(classes)
             .with_disk(carmine_sim::disk::DiskKind::Mem),
     )
+}
+
+/// The expansion class (`--faults all,expansion`): one or two new OSDs, in no map at
+/// the start, start with empty stores during the faults, boot, and the monitor places
+/// them in the CRUSH map; the PGs CRUSH moves to them are recovered or backfilled there,
+/// under every other fault. Seeds 0..40, and 0..20 with the remap class as well.
+#[test]
+fn fixed_seeds_pass_with_new_osds_joining() {
+    let expansion = FaultClasses {
+        expansion: true,
+        ..FaultClasses::ALL
+    };
+    let with_remaps = FaultClasses {
+        remaps: true,
+        ..expansion
+    };
+    let reports: Vec<SimReport> = (0..40)
+        .map(|seed| run_config(SimConfig::from_seed(seed).with_faults(expansion)))
+        .chain((0..20).map(|seed| run_config(SimConfig::from_seed(seed).with_faults(with_remaps))))
+        .collect();
+    check(&reports, 100, 5_000);
+    let added: u64 = reports.iter().map(|r| r.osds_added).sum();
+    assert!(added >= 60, "only {added} OSDs added");
+    // Data moved to them: most PG copies of a run of 4..16 PGs on 4..7 OSDs.
+    let copies: u64 = reports.iter().map(|r| r.pgs_on_added_osds).sum();
+    assert!(copies > 200, "the new OSDs act for only {copies} PG copies");
 }
