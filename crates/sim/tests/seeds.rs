@@ -677,3 +677,44 @@ fn fixed_seeds_pass_with_new_osds_joining() {
     let copies: u64 = reports.iter().map(|r| r.pgs_on_added_osds).sum();
     assert!(copies > 200, "the new OSDs act for only {copies} PG copies");
 }
+
+/// The remap class with snapshots (`--faults all,remaps --snapshots`) and, on
+/// MemStores, with full stores and snapshot trims as well (`--faults
+/// all,remaps,space --snap-trim --disk mem`): seeds 0..10 of each, and these of their
+/// first swarms, which failed before:
+/// - 1116 (`--snapshots`, and `--snap-trim`): a copy lost an object's head behind the
+///   store's back and then led the PG; holding a clone of it, its scrub comparison
+///   took the replica's head for a clone it lacked and pushed "ours", which removed
+///   the replica's head and clones. A head the primary lacks is lost now.
+/// - 95, 1447, 1995, 2531, 4495, 4860, 5297, 5332 (`--snap-trim`, space): an object
+///   whose newest change was a removal under a snapshot, or a snapshot trim, was
+///   unfound while a stray held it: a new primary's pull found no room, later acting
+///   members lacked it, and strays are asked only for an exact version, which neither
+///   entry had. A source whose log ends by that entry now vouches for its copy.
+#[test]
+fn fixed_seeds_pass_with_remaps_and_snapshots() {
+    let remaps = FaultClasses {
+        remaps: true,
+        ..FaultClasses::ALL
+    };
+    let with_space = FaultClasses {
+        space: true,
+        ..remaps
+    };
+    let snapshots = (0..10)
+        .chain([1116])
+        .map(|seed| run_with_snapshots(seed, remaps));
+    let trims = [1116].map(|seed| run_with_snap_trim(seed, remaps));
+    let full = (0..10)
+        .chain([95, 1447, 1995, 2531, 4495, 4860, 5297, 5332])
+        .map(|seed| {
+            run_config(
+                SimConfig::from_seed(seed)
+                    .with_faults(with_space)
+                    .with_snap_trim(true)
+                    .with_disk(carmine_sim::disk::DiskKind::Mem),
+            )
+        });
+    let reports: Vec<SimReport> = snapshots.chain(trims).chain(full).collect();
+    check(&reports, 50, 2_000);
+}

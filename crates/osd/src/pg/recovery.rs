@@ -148,8 +148,8 @@ impl Pg {
     /// Our copy of `name` for a primary that needs exactly `version` of it, and only
     /// if it is that version: even a copy this one lists as missing (say, waiting to be
     /// backfilled) then holds the write the primary needs, and may be the only intact
-    /// copy of it left. A removal's version is met by a whiteout head of that version,
-    /// or by no object at all where our log ends by that removal.
+    /// copy of it left. A removal's or a snapshot trim's version is met by our copy as
+    /// it is where our log ends by that entry.
     fn exact_copy(
         &self,
         store: &dyn ObjectStore,
@@ -161,20 +161,17 @@ impl Pg {
             .ok()
             .and_then(|raw| ObjectInfo::from_shared(raw).ok())
             .map(|info| info.version);
-        // Removed at exactly that version, with nothing left behind (no clones, so no
-        // whiteout): no object is the copy. Only when our own history says so and we
-        // do not count ourselves short of it.
-        let removed_here = ours.is_none()
-            && !store.exists(self.coll, &ObjectId::head(name))
-            && !self.lacks(name)
-            && (self.newest_change(name))
-                .is_some_and(|entry| entry.version == version && super::repair::is_removal(entry));
-        if removed_here {
-            return Ok(ObjectCopy {
-                oid: name.to_string(),
-                state: None,
-                clones: Vec::new(),
+        // A removal or a snapshot trim does not date the head's object info by its
+        // version (a removal leaves a whiteout of that version, or no object; a trim
+        // changes only the clones and the snapshot set). Where our own log ends its
+        // changes to the object with exactly that entry and we lack nothing of it, our
+        // copy is that version: whatever is stored, absence included.
+        let vouched = !self.lacks(name)
+            && (self.newest_change(name)).is_some_and(|entry| {
+                entry.version == version && !super::repair::is_plain_write(entry)
             });
+        if vouched {
+            return read_copy(store, self.coll, name);
         }
         if ours != Some(version) {
             return Err(format!(

@@ -113,7 +113,7 @@ pub(super) fn is_removal(entry: &LogEntry) -> bool {
     matches!(entry.op, LogOp::Delete)
 }
 
-fn is_plain_write(entry: &LogEntry) -> bool {
+pub(super) fn is_plain_write(entry: &LogEntry) -> bool {
     matches!(entry.op, LogOp::Modify) && entry.reqid.client != SNAP_TRIM_CLIENT
 }
 
@@ -346,17 +346,16 @@ impl Pg {
     /// the newest write our log records for it, or, when the log no longer mentions a
     /// change to it, our own copy's (its object info is apart from its data, so a copy
     /// whose data fails its checksum still dates it), unless our copy is one we know
-    /// we lack (it may hold a write the history rolled back). A removal's version too:
-    /// a removal under a snapshot leaves a whiteout head dated by it, with the clones,
-    /// and a copy that removed it outright answers with no object
-    /// (`Pg::exact_copy`); without it, a primary whose pull of such a removal found
-    /// no room, and whose acting members then lacked it, never asked the strays that
-    /// held it (seed 95 of remaps, space and snapshot trims). `None` for a snapshot
-    /// trim (an older copy with the same object info may hold clones the trim
-    /// removed), and when our object info is gone too.
+    /// we lack (it may hold a write the history rolled back). A removal's or a snapshot
+    /// trim's version too: neither dates the head's object info, and a source whose
+    /// own log ends by that entry vouches for its copy instead (`Pg::exact_copy`).
+    /// Without them, a primary whose pull of such an object found no room, and whose
+    /// acting members then lacked it, never asked the strays that held it (seeds 95
+    /// and 5332 of remaps, space and snapshot trims). `None` when the log no longer
+    /// names the object and our object info is gone too.
     fn version_needed(&self, store: &dyn ObjectStore, name: &str) -> Option<EVersion> {
         if let Some(entry) = self.newest_change(name) {
-            return (is_plain_write(entry) || is_removal(entry)).then_some(entry.version);
+            return Some(entry.version);
         }
         if self.missing.contains(name) || self.missing.contains(crate::pglog::MISSING_ALL) {
             return None;
