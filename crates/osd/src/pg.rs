@@ -62,6 +62,10 @@ struct InFlightWrite {
     /// acknowledged write must survive what `min_size` says it survives. A push that
     /// lands there later, covering it, takes the replica out.
     log_only: OsdSet,
+    /// Logged before this interval's activation, which carried its entry to every
+    /// replica: it waits only for a push of its object to each. A write logged since
+    /// is a replica's only once it answers the RepOp (it may have ignored it).
+    carried_over: bool,
 }
 
 /// A message sent once the store has committed through `seq`: a replica's answers
@@ -230,6 +234,11 @@ pub struct Pg {
     /// until a push of them lands: a RepOp for one applies only its log entry in that
     /// interval (see `handle_rep_op`).
     push_refused: BTreeMap<String, carmine_types::Epoch>,
+    /// Replica: the newest RepOp this copy ignored as not following its log, with the
+    /// interval it came in. Until our log reaches it, pushes are refused: one carries
+    /// the primary's copy with writes we have not logged, which the resent RepOps
+    /// would then apply again on top.
+    rep_ops_ignored_to: (carmine_types::Epoch, EVersion),
     repair_counters: RepairCounters,
     /// Primary: the comparisons of the members' copies waiting for their scrub maps,
     /// the rounds started, and what comparisons found (see `pg/scrub_compare.rs`).
@@ -332,6 +341,7 @@ impl Pg {
             refused_for_space_order: VecDeque::new(),
             corrupt_reported: (carmine_types::Epoch(0), BTreeMap::new()),
             push_refused: BTreeMap::new(),
+            rep_ops_ignored_to: (carmine_types::Epoch(0), EVersion::default()),
             repair_counters: RepairCounters::default(),
             scrub_compares: Default::default(),
             scrub_round: 0,

@@ -421,3 +421,75 @@ fn a_pg_whose_creation_the_store_refused_is_created_on_a_later_tick() {
         assert_eq!(data, vec![7; 100]);
     }
 }
+
+/// A replica that ignored RepOps as not following its log (it refused an earlier one
+/// for want of space, to be resent) refuses pushes until its log catches up: a push
+/// carries the primary's copy as of now, writes the replica has not logged included,
+/// and the resent RepOps would then land on a copy newer than they are. (Seed 7278 of
+/// the remap and space classes: a push that removed an object reached a replica whose
+/// log lacked the removal; the resent write before it then found no object, failed,
+/// and the PG peered again and again.) The primary, for its part, pushes nothing to a
+/// replica that owes it a refused write.
+#[test]
+fn a_replica_behind_the_rep_ops_it_ignored_refuses_pushes() {
+    let Tight {
+        mut cluster,
+        full,
+        name,
+        pgid,
+        filler,
+    } = tight_replica();
+    let others = harness::names_in_pg(&cluster, pgid, "other", 2);
+    let (keep, gone) = (&others[0], &others[1]);
+    for other in [keep, gone] {
+        assert_eq!(cluster.call(other, write_full(100)).result, Ok(()));
+    }
+    assert_eq!(cluster.call(&filler, write_full(14 * 1024)).result, Ok(()));
+    let op = cluster.op(&name, write_full(12 * 1024));
+    let held = cluster.send(op);
+    cluster.run();
+    assert!(!cluster.has_reply(held), "refused by {full}, held");
+    // A removal frees space, so it runs; the full replica ignores its RepOp as not
+    // following the one it refused.
+    let op = cluster.op(gone, vec![OpCode::Remove]);
+    let removal = cluster.send(op);
+    cluster.run();
+    assert!(!cluster.has_reply(removal));
+
+    // A push reaches it meanwhile (one sent before the primary heard of the refusal):
+    // our copy of `keep` as absent, which no log entry of the replica's explains.
+    let primary = cluster.primary_of(pgid);
+    let interval = (cluster.shard(cluster.addr(primary, pgid)).pg(pgid))
+        .map(|pg| pg.interval_start())
+        .expect("the primary holds the PG");
+    let push = carmine_proto::PgPush {
+        pgid,
+        interval,
+        map_epoch: cluster.map.epoch,
+        objects: vec![carmine_proto::ObjectCopy {
+            oid: keep.clone(),
+            state: None,
+            clones: Vec::new(),
+        }],
+        last: None,
+        corrupt: Vec::new(),
+    };
+    let (from, to) = (cluster.addr(primary, pgid), cluster.addr(full, pgid));
+    cluster.inject(from, to, carmine_proto::Msg::PgPush(push));
+    cluster.run();
+    assert_eq!(
+        cluster.local_data(full, keep),
+        Some(vec![7; 100]),
+        "a push applied ahead of the RepOps it ignored"
+    );
+
+    // Room again: the refused write and the removal are resent in order and land.
+    assert_eq!(cluster.call(&filler, vec![OpCode::Remove]).result, Ok(()));
+    assert_eq!(cluster.await_replies(held, 20).len(), 1);
+    assert_eq!(cluster.await_replies(removal, 20).len(), 1);
+    // The refused push is made again after the recovery backoff.
+    cluster.tick_until(pgid, PgState::CLEAN);
+    assert_eq!(cluster.pg_state(pgid).name(), "active+clean");
+    cluster.assert_replicas_identical(pgid);
+    assert_eq!(cluster.local_data(full, keep), Some(vec![7; 100]));
+}

@@ -631,6 +631,13 @@ fn fixed_seeds_pass_with_remaps() {
 /// - 3984: a primary pulled a removal with a copy that added data; its full store
 ///   refused the one transaction, and the removed object stayed missing with no
 ///   version anyone could supply. Removals are applied apart now.
+/// - 7278 and 7708: a replica refused a write for space and ignored the RepOps after
+///   it; a push then brought it the primary's copy with writes its log lacked, and
+///   its reply completed those writes as if logged. The resent writes landed on the
+///   newer copy (one found its object removed and failed; the PG peered again and
+///   again, and reads waited for good). Nothing is pushed to a replica that owes a
+///   refused write, it refuses pushes while behind, and a push completes only writes
+///   it logged.
 #[test]
 fn fixed_seeds_pass_with_remaps_and_space() {
     let classes = FaultClasses {
@@ -638,7 +645,9 @@ fn fixed_seeds_pass_with_remaps_and_space() {
         space: true,
         ..FaultClasses::ALL
     };
-    let seeds = (0..20).chain([95, 157, 302, 499, 517, 668, 1103, 1437, 2630, 3984]);
+    let seeds = (0..20).chain([
+        95, 157, 302, 499, 517, 668, 1103, 1437, 2630, 3984, 7278, 7708,
+    ]);
     let reports: Vec<SimReport> = seeds.map(|seed| run_on_memstores(seed, classes)).collect();
     check(&reports, 50, 2_000);
 }

@@ -1256,6 +1256,10 @@ impl Pg {
         for write in self.in_flight.iter_mut().filter(|w| w.is_write) {
             write.waiting_on = replicas.iter().copied().collect();
             write.log_only = Default::default();
+            write.carried_over = true;
+            // Its RepOp is moot: the activation carried the entry, and a RepOp of
+            // the interval before would be dropped as stale anyway.
+            write.refused_by = Default::default();
             for replica in &replicas {
                 self.peer_missing
                     .entry(*replica)

@@ -347,8 +347,28 @@ impl Pg {
             refused: Vec::new(),
             refused_for_space: false,
         };
-        match self.apply_copies(store, push.objects) {
-            Ok(()) => {
+        // Behind the RepOps we ignored (an earlier one was refused for space and is
+        // still to be resent): the copies carry writes our log lacks. Refused, they
+        // stay missing here and come again once we have caught up.
+        let (ignored_in, ignored_to) = self.rep_ops_ignored_to;
+        let behind = ignored_in == self.interval_start && self.info.last_update < ignored_to;
+        let applied = if behind {
+            tracing::debug!(
+                "{}: {} objects pushed while our log is behind {ignored_to}; refused",
+                self.pgid,
+                oids.len()
+            );
+            for name in &oids {
+                self.push_refused.insert(name.clone(), self.interval_start);
+            }
+            reply.refused = oids.clone();
+            Ok(false)
+        } else {
+            self.apply_copies(store, push.objects).map(|()| true)
+        };
+        match applied {
+            Ok(false) => {}
+            Ok(true) => {
                 for name in &oids {
                     self.push_refused.remove(name);
                 }
@@ -510,11 +530,20 @@ impl Pg {
             missing.extend(reply.refused.iter().cloned());
             self.push_refused_by(from, reply.refused_for_space, out);
         }
+        // A write logged since the activation is the replica's once it has logged it
+        // (answered its RepOp): a push gives it the data of one it logged only. One it
+        // has not answered it may never have logged (its store refused an earlier
+        // RepOp, and it ignores those that do not follow), and the data alone leaves a
+        // hole in its log that stops every later RepOp (seed 7278 of remaps and
+        // space). A write carried over reached the replica's log with the activation;
+        // the push is what it waits for.
         for write in self.in_flight.iter_mut() {
             let covers = covered.get(write.oid.as_str());
             if write.is_write && covers.is_some_and(|&version| write.version <= version) {
-                write.waiting_on.remove(&from);
                 write.log_only.remove(&from);
+                if write.carried_over {
+                    write.waiting_on.remove(&from);
+                }
             }
         }
         if self.peer_missing.get(&from).is_some_and(BTreeSet::is_empty)
@@ -538,6 +567,9 @@ impl Pg {
         }
         let mut total = self.pushes_in_flight();
         for replica in self.replicas() {
+            if self.replica_behind(replica) {
+                continue;
+            }
             let mut deferred = Vec::new();
             loop {
                 let in_flight = self.pushing.get(&replica).map_or(0, super::Pushing::len);
@@ -578,6 +610,18 @@ impl Pg {
                     .extend(deferred);
             }
         }
+    }
+
+    /// Primary: whether `replica` refused a write for want of space that it still
+    /// owes us: it ignores every later RepOp until the resend of that one lands, so
+    /// its log is behind what we sent. Nothing is pushed to it meanwhile: a push
+    /// carries our copy as of now, writes it has not logged included, and the resent
+    /// RepOps then land on a copy newer than they are (seed 7278 of remaps and space:
+    /// a resent write found its object removed by the push and failed, and the PG
+    /// peered again and again).
+    pub(super) fn replica_behind(&self, replica: OsdId) -> bool {
+        (self.in_flight.iter())
+            .any(|write| write.refused_by.contains(&replica) && write.waiting_on.contains(&replica))
     }
 
     /// Pushes our copy of `name` to `replica`. If our copy is unreadable, starts
@@ -637,6 +681,11 @@ impl Pg {
     ) -> bool {
         let mut pushed_all = true;
         for replica in self.replicas() {
+            if self.replica_behind(replica) {
+                // It logs this write only once it has the ones it refused; it lacks
+                // the object, so it logs it without the data, and the push follows.
+                continue;
+            }
             let missing = self
                 .peer_missing
                 .get_mut(&replica)

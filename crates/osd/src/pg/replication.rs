@@ -358,6 +358,7 @@ impl Pg {
             rep,
             refused_by: Default::default(),
             log_only: Default::default(),
+            carried_over: false,
         });
         Ok(())
     }
@@ -573,6 +574,10 @@ impl Pg {
                 rep.entry.version,
                 self.info.last_update
             );
+            let ignored = &mut self.rep_ops_ignored_to;
+            if ignored.0 != self.interval_start || ignored.1 < rep.entry.version {
+                *ignored = (self.interval_start, rep.entry.version);
+            }
             return;
         }
         // Our store refused the push of this object (the primary sends a push ahead of

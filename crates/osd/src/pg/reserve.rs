@@ -183,7 +183,7 @@ impl Pg {
         self.primary
     }
 
-    pub(crate) fn interval_start(&self) -> Epoch {
+    pub fn interval_start(&self) -> Epoch {
         self.interval_start
     }
 
