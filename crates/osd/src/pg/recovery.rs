@@ -348,41 +348,39 @@ impl Pg {
             refused_for_space: false,
         };
         // Behind the RepOps we ignored (an earlier one was refused for space and is
-        // still to be resent): the copies carry writes our log lacks. Refused, they
-        // stay missing here and come again once we have caught up.
+        // still to be resent): the copies carry writes our log lacks, and the resent
+        // RepOps would land on them. Refused, they come again once we have caught up.
         let (ignored_in, ignored_to) = self.rep_ops_ignored_to;
         let behind = ignored_in == self.interval_start && self.info.last_update < ignored_to;
-        let applied = if behind {
-            tracing::debug!(
-                "{}: {} objects pushed while our log is behind {ignored_to}; refused",
-                self.pgid,
-                oids.len()
-            );
-            for name in &oids {
-                self.push_refused.insert(name.clone(), self.interval_start);
-            }
-            reply.refused = oids.clone();
-            Ok(false)
+        let refused = if behind {
+            Some((
+                false,
+                format!("our log is behind {ignored_to}, the RepOps we ignored"),
+            ))
         } else {
-            self.apply_copies(store, push.objects).map(|()| true)
+            match self.apply_copies(store, push.objects) {
+                Ok(()) => None,
+                Err(error) => Some((
+                    matches!(error, carmine_store::StoreError::NoSpace { .. }),
+                    error.to_string(),
+                )),
+            }
         };
-        match applied {
-            Ok(false) => {}
-            Ok(true) => {
+        match refused {
+            None => {
                 for name in &oids {
                     self.push_refused.remove(name);
                 }
                 reply.oids = oids;
             }
-            Err(error) => {
+            Some((for_space, why)) => {
                 // Answered, not dropped, and not as applied: a reply naming them as
                 // pushed made the primary count this copy complete (the PG went clean
                 // with a stale copy here). They stay missing here, and a RepOp for one
                 // of them applies only its log entry until a push lands
                 // (`handle_rep_op`).
-                let for_space = matches!(error, carmine_store::StoreError::NoSpace { .. });
                 tracing::warn!(
-                    "{}: cannot apply {} objects pushed by {from}: {error}",
+                    "{}: cannot apply {} objects pushed by {from}: {why}",
                     self.pgid,
                     oids.len()
                 );
