@@ -679,9 +679,12 @@ impl Pg {
     ) -> bool {
         let mut pushed_all = true;
         for replica in self.replicas() {
-            if self.replica_behind(replica) {
-                // It logs this write only once it has the ones it refused; it lacks
-                // the object, so it logs it without the data, and the push follows.
+            // Looked up first: a replica lacks nothing on nearly every write.
+            let lacks = (self.peer_missing.get(&replica)).is_some_and(|m| m.contains(name));
+            if !lacks || self.replica_behind(replica) {
+                // Behind: it logs this write only once it has the ones it refused; it
+                // lacks the object, so it logs it without the data, and the push
+                // follows.
                 continue;
             }
             let missing = self
