@@ -1294,8 +1294,8 @@ impl Pg {
         // ends where ours now does counts exactly the history we keep (seed 4040:
         // without this, every member reported the rolled-back write's bytes for good).
         // With none, the counts are in doubt (`PgInfo::stats_invalid`) until such a
-        // copy answers a peering, or this copy, as primary, holds every object of its
-        // history and counts them (`recount_stats_if_complete`).
+        // copy answers a peering, or a copy that holds every object of its history
+        // counts them (`recount_stats_if_complete`).
         match self.stats_at(info.last_update) {
             Some((object_count, data_bytes)) => {
                 info.object_count = object_count;
