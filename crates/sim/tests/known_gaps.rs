@@ -24,11 +24,16 @@ use carmine_sim::{format_report, run_config, FaultClasses, SimConfig};
 /// The next interval's new primary, osd.1, pulled everything from osd.0, the
 /// authoritative log, which lacked both objects, so they were unfound; osd.3, the old
 /// primary that held them, was down in the map (cut off from the monitor). When osd.3
-/// led the PG again (e41) its own copy, at 27'49 the newest log, lacked them too, and
-/// no reachable copy with its history held them. Not investigated further: where
-/// osd.3's copies went between e24 and e41 (an adopted log naming them missing, or a
-/// backfill that emptied its copy). Found by the first swarm of seeds 6000..14000 of
-/// that combination (1 of 8,000); it fails on the build before session 37 too.
+/// led the PG again (e41), osd.1's log (27'49) was the authoritative one, which names
+/// both objects missing, and the PG went incomplete: "no reachable copy with its
+/// history holds them". Likely cause, not confirmed: osd.3's log no longer overlapped
+/// osd.1's (a small BUGGIFY log), so osd.3 pulled everything from osd.1 and, as a
+/// backfill does, took on osd.1's missing objects, marking missing the copies of
+/// them it still stores, which are the versions the history needs. A fix would keep
+/// a stored copy whose object info is exactly the version the adopted log names (and
+/// cannot help when the log no longer names the object). Found by the first swarm of
+/// seeds 6000..14000 of that combination (1 of 8,000); it fails on the build before
+/// session 37 too.
 #[test]
 fn remaps_space_and_snapshot_trims() {
     let classes = FaultClasses {
