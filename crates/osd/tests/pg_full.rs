@@ -22,6 +22,14 @@ use std::time::Duration;
 /// reservations) with room for a small object only.
 const FULL_FILLER: usize = 22 * 1024;
 
+/// A name starting with `prefix` whose PG has `replica` as a member, not its primary.
+fn name_with_replica(cluster: &Cluster, prefix: &str, replica: OsdId) -> String {
+    name_where(cluster, prefix, |pgid| {
+        let acting = cluster.acting(pgid);
+        acting[0] != replica && acting.contains(&replica)
+    })
+}
+
 fn write_full(len: usize) -> Vec<OpCode> {
     vec![OpCode::WriteFull {
         data: bytes(&vec![7; len]),
@@ -32,10 +40,7 @@ fn write_full(len: usize) -> Vec<OpCode> {
 fn a_primary_refuses_writes_while_a_member_is_marked_full_and_takes_deletes() {
     let mut cluster = Cluster::new(Config::default());
     let full = OsdId(2);
-    let name = name_where(&cluster, "obj", |pgid| {
-        let acting = cluster.acting(pgid);
-        acting[0] != full && acting.contains(&full)
-    });
+    let name = name_with_replica(&cluster, "obj", full);
     let pgid = cluster.pg_of(&name);
     assert_eq!(cluster.call(&name, write_full(100)).result, Ok(()));
 
@@ -118,10 +123,7 @@ fn tight_replica() -> Tight {
         capacity_bytes_of,
         ..Config::default()
     });
-    let name = name_where(&cluster, "big", |pgid| {
-        let acting = cluster.acting(pgid);
-        acting[0] != full && acting.contains(&full)
-    });
+    let name = name_with_replica(&cluster, "big", full);
     let pgid = cluster.pg_of(&name);
     let filler = name_where(&cluster, "filler", |other| {
         other != pgid && cluster.acting(other).contains(&full)
@@ -371,10 +373,7 @@ fn a_write_only_the_primary_holds_waits_until_min_size_copies_hold_it() {
 fn another_copy_of_a_request_refused_for_space_gets_the_same_answer() {
     let mut cluster = Cluster::new(Config::default());
     let full = OsdId(2);
-    let name = name_where(&cluster, "obj", |pgid| {
-        let acting = cluster.acting(pgid);
-        acting[0] != full && acting.contains(&full)
-    });
+    let name = name_with_replica(&cluster, "obj", full);
     cluster.change_map(|map| map.set_fullness(full, Fullness::Full).unwrap());
     let op = cluster.op(&name, write_full(100));
     assert_eq!(cluster.call_op(op.clone()).result, Err(OpError::NoSpace));
