@@ -700,6 +700,13 @@ fn fixed_seeds_pass_with_new_osds_joining() {
 ///   unfound while a stray held it: a new primary's pull found no room, later acting
 ///   members lacked it, and strays are asked only for an exact version, which neither
 ///   entry had. A source whose log ends by that entry now vouches for its copy.
+/// - 10963 (`--snap-trim`, space): a full replica logged two writes without their
+///   data, and a primary that led while the old one was cut off from the monitor
+///   adopted that log. When the old primary, which held both objects, led again, its
+///   log reached the authoritative one's newest entries but started before its tail:
+///   the entries only it still held were taken for divergent, its current copies
+///   were marked missing, and the PG went incomplete. Entries up to the common point
+///   are shared history now.
 #[test]
 fn fixed_seeds_pass_with_remaps_and_snapshots() {
     let remaps = FaultClasses {
@@ -715,7 +722,7 @@ fn fixed_seeds_pass_with_remaps_and_snapshots() {
         .map(|seed| run_with_snapshots(seed, remaps));
     let trims = [1116].map(|seed| run_with_snap_trim(seed, remaps));
     let full = (0..10)
-        .chain([95, 1447, 1995, 2531, 4495, 4860, 5297, 5332])
+        .chain([95, 1447, 1995, 2531, 4495, 4860, 5297, 5332, 10963])
         .map(|seed| {
             run_config(
                 SimConfig::from_seed(seed)

@@ -517,7 +517,7 @@ impl Pg {
         match &plan {
             CatchUp::Prefix { after } => {
                 lacking.extend(objects_after(&reply.entries, *after));
-                lacking.extend(self.divergent_objects(&reply.entries));
+                lacking.extend(self.divergent_objects(&reply.entries, *after));
             }
             // Until the last object arrives this copy is incomplete, durably, so that a
             // new peering round that cuts the pull short does not trust it.
@@ -586,12 +586,16 @@ impl Pg {
         self.log.entries().map(|e| e.version).collect()
     }
 
-    /// Objects of our log entries that the authoritative log does not have.
-    fn divergent_objects(&self, auth_entries: &[LogEntry]) -> BTreeSet<String> {
+    /// Objects of our log entries after the common point `after` that the
+    /// authoritative log does not have. Entries up to `after` are history both logs
+    /// share, even where the authoritative log has trimmed them: taking those for
+    /// divergent marked missing the current copies this OSD stores, and with no
+    /// other copy holding them the PG went incomplete (seed 10963).
+    fn divergent_objects(&self, auth_entries: &[LogEntry], after: EVersion) -> BTreeSet<String> {
         let auth: BTreeSet<EVersion> = auth_entries.iter().map(|e| e.version).collect();
         self.log
             .entries()
-            .filter(|e| !auth.contains(&e.version) && e.changes_object())
+            .filter(|e| e.version > after && !auth.contains(&e.version) && e.changes_object())
             .map(|e| e.oid.clone())
             .collect()
     }
