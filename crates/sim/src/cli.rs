@@ -11,6 +11,27 @@
 use crate::disk::DiskKind;
 use crate::{Canary, FaultClasses, SimConfig, SimReport};
 
+/// The run `args` ask for, of `seed`.
+fn config_for(args: &Args, seed: u64) -> SimConfig {
+    let mut config = SimConfig::from_seed(seed).with_faults(args.faults);
+    if let Some(disk) = args.disk {
+        config = config.with_disk(disk);
+    }
+    if let Some(count) = args.mons {
+        config = config.with_mons(count);
+    }
+    if let Some(canary) = args.canary {
+        config = config.with_canary(canary);
+    }
+    config.full_trace = args.full_trace;
+    if args.full_trace {
+        config.daemon_log = std::env::var("CARMINE_LOG").ok();
+    }
+    config
+        .with_snapshots(args.snapshots)
+        .with_snap_trim(args.snap_trim)
+}
+
 #[derive(Debug, PartialEq, Eq)]
 struct Args {
     seeds: std::ops::Range<u64>,
@@ -168,13 +189,23 @@ pub fn format_report(report: &SimReport) -> String {
 }
 
 /// The command line that runs `report`'s seed again. The shape is the seed's own
-/// except for what the flags set, so the flags are all it needs (the disk and the
-/// monitor count follow the seed unless they were overridden; a canary run says
+/// except for what the flags set, so the flags are all it needs: the disk and the
+/// monitor count are named where they are not the seed's own (a canary run says
 /// which canary in its shape).
 pub fn reproduce_command(report: &SimReport) -> String {
     let mut command = format!("carmine sim --seed {}", report.seed);
     if report.fault_classes != FaultClasses::default() {
         command.push_str(&format!(" --faults {}", report.fault_classes.to_arg()));
+    }
+    let own = SimConfig::from_seed(report.seed);
+    if report.disk != own.disk {
+        command.push_str(match report.disk {
+            DiskKind::Mem => " --disk mem",
+            DiskKind::Log => " --disk log",
+        });
+    }
+    if report.mon_count != own.mon_count {
+        command.push_str(&format!(" --mons {}", report.mon_count));
     }
     if report.shape.ends_with(crate::config::SHAPE_SNAP_TRIM) {
         command.push_str(" --snap-trim");
@@ -196,26 +227,7 @@ pub fn main_cli(args: &[String]) -> i32 {
     let reports: Vec<SimReport> = args
         .seeds
         .clone()
-        .map(|seed| {
-            let mut config = SimConfig::from_seed(seed).with_faults(args.faults);
-            if let Some(disk) = args.disk {
-                config = config.with_disk(disk);
-            }
-            if let Some(count) = args.mons {
-                config = config.with_mons(count);
-            }
-            if let Some(canary) = args.canary {
-                config = config.with_canary(canary);
-            }
-            config.full_trace = args.full_trace;
-            if args.full_trace {
-                config.daemon_log = std::env::var("CARMINE_LOG").ok();
-            }
-            config = config
-                .with_snapshots(args.snapshots)
-                .with_snap_trim(args.snap_trim);
-            crate::run_config(config)
-        })
+        .map(|seed| crate::run_config(config_for(&args, seed)))
         .collect();
     for report in &reports {
         if args.json {
@@ -280,5 +292,31 @@ mod tests {
             assert_eq!(FaultClasses::parse(&classes.to_arg()).unwrap(), classes);
         }
         assert_eq!(FaultClasses::ALL.to_arg(), "all");
+    }
+
+    /// A failure report's command line runs the same seed again, the disk and the
+    /// monitor count included where the command overrode the seed's own (it once
+    /// left `--disk mem` out, and the run it gave was another).
+    #[test]
+    fn the_reproduce_command_runs_the_same_run_again() {
+        for seed in 0..3 {
+            let own = SimConfig::from_seed(seed);
+            let disk = match own.disk {
+                DiskKind::Mem => DiskKind::Log,
+                DiskKind::Log => DiskKind::Mem,
+            };
+            let mons = if own.mon_count == 3 { 1 } else { 3 };
+            let config = SimConfig::from_seed(seed)
+                .with_faults(FaultClasses::NONE)
+                .with_disk(disk)
+                .with_mons(mons)
+                .with_snap_trim(true);
+            let report = crate::run_config(config);
+            let command = reproduce_command(&report);
+            let words: Vec<String> = command.split(' ').skip(2).map(String::from).collect();
+            let args = parse(&words).unwrap_or_else(|e| panic!("{command}: {e}"));
+            let again = crate::run_config(config_for(&args, seed));
+            assert_eq!(again.trace_hash, report.trace_hash, "{command}");
+        }
     }
 }

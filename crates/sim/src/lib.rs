@@ -143,6 +143,10 @@ pub struct SimReport {
     pub snap_trims: u64,
     pub snapshot_reads: u64,
     pub shape: String,
+    /// The store and the monitor count the run had (the seed's own unless the
+    /// command overrode them).
+    pub disk: disk::DiskKind,
+    pub mon_count: u64,
     pub fault_classes: FaultClasses,
     pub violations: Vec<String>,
     /// The faults injected, with their virtual times.

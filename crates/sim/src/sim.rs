@@ -612,6 +612,8 @@ impl Sim {
             snap_trims,
             snapshot_reads: self.history.snapshot_reads(),
             shape: self.config.shape(),
+            disk: self.config.disk,
+            mon_count: self.config.mon_count,
             fault_classes: self.config.faults,
             violations,
             fault_log: self.faults.log.clone(),

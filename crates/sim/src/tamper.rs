@@ -53,13 +53,24 @@ impl Sim {
         let count = self.tamper.rng.between(1, 2);
         for _ in 0..count {
             let pgid = pgs[self.tamper.rng.below(pgs.len() as u64) as usize];
-            let acting = map.pg_mapping(pgid).map(|m| m.acting).unwrap_or_default();
+            let Some(mapping) = map.pg_mapping(pgid) else {
+                continue;
+            };
+            let acting = &mapping.acting;
             if acting.len() < 2 {
                 continue;
             }
             let osd = acting[1 + self.tamper.rng.below(acting.len() as u64 - 1) as usize];
             let how = self.tamper.rng.below(4);
             let pick = self.tamper.rng.next_u64();
+            // Only a copy that stays a replica: under a pg_temp entry (a backfill
+            // just done) the monitor soon hands the PG to its up primary, which may
+            // be this copy, and a primary's copy is the one scrub keeps (seed 17 of
+            // remaps, disk errors and expansion with snapshots). Drawn first, so
+            // other seeds keep their streams.
+            if mapping.up != mapping.acting {
+                continue;
+            }
             let shard = usize::from(pg_shard(pgid, self.config.shards_per_osd).0);
             let Process::Up(shards) = &mut self.osds.get_mut(&osd).expect("exists").process else {
                 continue;

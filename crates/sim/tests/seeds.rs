@@ -687,6 +687,29 @@ fn fixed_seeds_pass_with_new_osds_joining() {
     assert!(copies > 200, "the new OSDs act for only {copies} PG copies");
 }
 
+/// Seed 17 of `--faults all,remaps,disk-errors,expansion --snapshots --disk log`: the
+/// simulator tampered with a copy that was a replica only under a pg_temp entry (a
+/// backfill just done); the monitor then handed the PG to it, its scrub comparison
+/// kept its own copy as the PG's, and pushed it over the intact one. The simulator
+/// tampers only with copies that stay replicas now. (Scrub keeps the primary's copy;
+/// with no per-object digest nothing tells it which of two intact copies is right.)
+#[test]
+fn regression_a_copy_about_to_lead_is_not_tampered_with() {
+    let classes = FaultClasses {
+        remaps: true,
+        disk_errors: true,
+        expansion: true,
+        ..FaultClasses::ALL
+    };
+    let report = run_config(
+        SimConfig::from_seed(17)
+            .with_faults(classes)
+            .with_snapshots(true)
+            .with_disk(carmine_sim::disk::DiskKind::Log),
+    );
+    assert!(report.ok, "{}", format_report(&report));
+}
+
 /// The remap class with snapshots (`--faults all,remaps --snapshots`) and, on
 /// MemStores, with full stores and snapshot trims as well (`--faults
 /// all,remaps,space --snap-trim --disk mem`): seeds 0..10 of each, and these of their
