@@ -220,8 +220,9 @@ pub struct Pg {
     /// Primary, active: copies that strays announced after this interval's peering
     /// (an OSD back from a restart), as sources for objects no member holds.
     late_stray_notifies: BTreeMap<OsdId, carmine_proto::PgNotify>,
-    /// Primary: requests it answered `NoSpace` without logging them, so that another
-    /// copy of one gets the same answer (see `handle_write`), oldest first.
+    /// Primary: requests it answered `NoSpace` without logging the refusal (a write a
+    /// replica refused held the log), so that another copy of one gets the same
+    /// answer here (see `handle_write`), oldest first.
     refused_for_space: BTreeSet<carmine_types::ReqId>,
     refused_for_space_order: VecDeque<carmine_types::ReqId>,
     /// Replica: the interval, and the corrupt copies a scrub reported to its primary

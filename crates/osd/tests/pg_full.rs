@@ -384,6 +384,32 @@ fn another_copy_of_a_request_refused_for_space_gets_the_same_answer() {
     cluster.assert_replicas_identical(cluster.pg_of(&name));
 }
 
+/// The same after the primary changes: the refusal is logged as the write's result,
+/// so the next primary gives a copy of the request the same answer. (Remembered by
+/// the refusing primary alone, it was lost with its copy of the PG, and a held copy
+/// ran once there was room; the simulator's remap and space classes, seed 21752.)
+#[test]
+fn a_request_refused_for_space_is_refused_again_by_the_next_primary() {
+    let mut cluster = Cluster::new(Config::default());
+    let full = OsdId(2);
+    let name = name_with_replica(&cluster, "obj", full);
+    let pgid = cluster.pg_of(&name);
+    cluster.change_map(|map| map.set_fullness(full, Fullness::Full).unwrap());
+    let op = cluster.op(&name, write_full(100));
+    assert_eq!(cluster.call_op(op.clone()).result, Err(OpError::NoSpace));
+
+    cluster.change_map(|map| map.set_fullness(full, Fullness::None).unwrap());
+    let refusing = cluster.primary_of(pgid);
+    cluster.crash(refusing);
+    cluster.run();
+    assert_ne!(cluster.primary_of(pgid), refusing);
+    let mut resend = op;
+    resend.map_epoch = cluster.map.epoch;
+    assert_eq!(cluster.call_op(resend).result, Err(OpError::NoSpace));
+    assert_eq!(cluster.call(&name, write_full(100)).result, Ok(()));
+    cluster.assert_replicas_identical(pgid);
+}
+
 /// A store that refuses to create a PG the map makes its OSD a member of (a device
 /// with no room left even for metadata): the shard tries again on every tick, so the
 /// PG is created once the store takes it. Left for the next map, which a quiet

@@ -2,7 +2,7 @@
 //! `cargo test -p carmine-sim --features known-gaps --test known_gaps`; move each to the
 //! default run when the fix lands (regression seeds go to `tests/seeds.rs`).
 //!
-//! Known today: none. The stale reads of seeds 287 and 852 (read leases), seed 1878
+//! Known today: seed 16262 of remaps, space and snapshot trims (below). The stale reads of seeds 287 and 852 (read leases), seed 1878
 //! (an op held across a primary change), the unreadable object of seed 3176 (an
 //! interval below min_size recorded as started), the incomplete PG of seed 23448 (a
 //! rollback that kept versions only the rolled-back copy had), the PG counts of seeds
@@ -17,3 +17,36 @@
 //! seeds now.
 
 #![cfg(feature = "known-gaps")]
+
+use carmine_sim::{format_report, run_config, FaultClasses, SimConfig};
+
+/// `--faults all,remaps,space --snap-trim --disk mem`, seed 16262 (MemStore, size 2,
+/// min_size 1, three monitors): PG 1.6 ends incomplete and `client0-2`'s acknowledged
+/// data is unreachable. osd.1 led alone (e22) and took writes to `client0-2`; osd.0
+/// joined (e24) with the log but its store had no room for the object's recovery. A
+/// write to `shared-0` (26'30) was in flight, unacknowledged, when osd.1 was cut off;
+/// osd.2 and osd.0 peered without it, went active with `client0-2` unfound (osd.0's log
+/// covers the e22 interval) and logged 37'30. When osd.1 answered again its log had
+/// diverged (26'30), so peering did not count it as holding anything
+/// (`unobtainable_missing` takes only copies whose last update our log holds), and the
+/// PG went incomplete, though osd.1's `client0-2` is exactly the version the log
+/// needs: only `shared-0` diverged there. Ceph's GetMissing fetches such a peer's log
+/// and works out what it lacks; a fix would do the same (or ask it for the object at
+/// the exact version, as repairs from strays do). Found by the swarm of seeds
+/// 14000..24000 (1 of 10,000 after this session's fixes); it fails on the build before
+/// session 38 too.
+#[test]
+fn a_diverged_copy_holding_the_needed_version() {
+    let classes = FaultClasses {
+        remaps: true,
+        space: true,
+        ..FaultClasses::ALL
+    };
+    let report = run_config(
+        SimConfig::from_seed(16262)
+            .with_faults(classes)
+            .with_snap_trim(true)
+            .with_disk(carmine_sim::disk::DiskKind::Mem),
+    );
+    assert!(report.ok, "{}", format_report(&report));
+}

@@ -730,6 +730,10 @@ fn regression_a_copy_about_to_lead_is_not_tampered_with() {
 ///   the entries only it still held were taken for divergent, its current copies
 ///   were marked missing, and the PG went incomplete. Entries up to the common point
 ///   are shared history now.
+/// - 21752 (`--snap-trim`, space): a full primary refused two writes for space and
+///   remembered it alone; its copy of the PG was then deleted as a stray and made
+///   again, and copies of the requests the client had resent ran once there was room,
+///   applying writes the client had been told failed. The refusal is logged now.
 #[test]
 fn fixed_seeds_pass_with_remaps_and_snapshots() {
     let remaps = FaultClasses {
@@ -745,7 +749,7 @@ fn fixed_seeds_pass_with_remaps_and_snapshots() {
         .map(|seed| run_with_snapshots(seed, remaps));
     let trims = [1116].map(|seed| run_with_snap_trim(seed, remaps));
     let full = (0..10)
-        .chain([95, 1447, 1995, 2531, 4495, 4860, 5297, 5332, 10963])
+        .chain([95, 1447, 1995, 2531, 4495, 4860, 5297, 5332, 10963, 21752])
         .map(|seed| {
             run_config(
                 SimConfig::from_seed(seed)

@@ -24,8 +24,9 @@ struct Logged {
     reply: OsdOpReply,
 }
 
-/// Requests a primary remembers refusing for want of space (per PG): enough for every
-/// client's ops in flight, and a copy of one arrives within the resend interval.
+/// Requests a primary remembers refusing for want of space without logging the
+/// refusal (per PG; see `handle_write`): enough for every client's ops in flight, and a
+/// copy of one arrives within the resend interval.
 const REFUSED_FOR_SPACE_KEPT: usize = 1024;
 
 impl Pg {
@@ -45,16 +46,30 @@ impl Pg {
             return;
         }
         let adds_data = op.ops.iter().any(OpCode::adds_data);
-        if adds_data && (self.refused_for_space.contains(&op.reqid) || self.is_full(store)) {
-            // Refused before anything runs or is logged: no copy changes, so the
-            // answer needs no log entry. Deletes, truncates and removals still go
-            // through, to free space. The client takes the answer as final, so every
-            // other copy of the request this primary meets gets it too: one held
-            // here while the PG peered and run after the room came back applied the
-            // write the client was told had failed (the simulator's remap and space
-            // classes, seed 2630). A new request may run once there is room.
-            self.remember_refused_for_space(op.reqid);
+        if adds_data && self.refused_for_space.contains(&op.reqid) {
             out.push(self.reply(client, &op, Err(OpError::NoSpace)));
+            return;
+        }
+        if adds_data && self.is_full(store) {
+            // Refused before anything runs: no object changes. Deletes, truncates and
+            // removals still go through, to free space. The client takes the answer
+            // as final, so every later copy of the request must get it too, from this
+            // primary or any later one: the refusal is logged as the write's result
+            // (an error entry, as any other failure). Remembered by this primary
+            // alone, it was lost with the PG's copy here (a stray deleted and made
+            // again), and a copy held while the PG peered ran once the room came back,
+            // applying a write the client had been told failed (the simulator's remap
+            // and space classes, seeds 2630 and 21752). A new request may run once
+            // there is room.
+            if self.log_waits_for_room() {
+                // The log cannot take the entry until the write a replica refused
+                // lands: answer at once rather than stall every writer of the PG, and
+                // remember the request here (a primary change before then forgets it).
+                self.remember_refused_for_space(op.reqid);
+                out.push(self.reply(client, &op, Err(OpError::NoSpace)));
+            } else {
+                self.answer_failed_write(store, client, &op, OpError::NoSpace, out);
+            }
             return;
         }
         if !self.push_before_write(store, &op.oid, out) {
@@ -83,6 +98,12 @@ impl Pg {
         }
     }
 
+    /// Whether an in-flight write waits for a replica's store to have room: until it
+    /// lands, that replica takes no later entry, so nothing newly logged completes.
+    fn log_waits_for_room(&self) -> bool {
+        self.in_flight.iter().any(|w| !w.refused_by.is_empty())
+    }
+
     /// Whether writes that add data are refused: a member of the acting set is marked
     /// full in the map, a replica refused an in-flight write for want of space (it
     /// will be marked full once the monitor hears of it), or this OSD's own store is
@@ -91,7 +112,7 @@ impl Pg {
         if !self.full_members.is_empty() {
             return true;
         }
-        if self.in_flight.iter().any(|w| !w.refused_by.is_empty()) {
+        if self.log_waits_for_room() {
             return true;
         }
         let usage = store.usage();
