@@ -30,9 +30,13 @@ use carmine_sim::{format_report, run_config, FaultClasses, SimConfig};
 /// diverged (26'30), so peering did not count it as holding anything
 /// (`unobtainable_missing` takes only copies whose last update our log holds), and the
 /// PG went incomplete, though osd.1's `client0-2` is exactly the version the log
-/// needs: only `shared-0` diverged there. Ceph's GetMissing fetches such a peer's log
-/// and works out what it lacks; a fix would do the same (or ask it for the object at
-/// the exact version, as repairs from strays do). Found by the swarm of seeds
+/// needs: only `shared-0` diverged there. Counting a diverged copy as a possible
+/// holder is not enough (tried): the PG then goes active with the object unfound,
+/// backfills osd.1, which names every object missing while it keeps its own copies,
+/// and the next peering round goes incomplete again before any repair has asked osd.1
+/// for the exact version. Ceph's GetMissing fetches such a peer's log and works out
+/// what it lacks; a fix would do the same, or ask the answering copies for the exact
+/// versions before deciding the PG is incomplete. Found by the swarm of seeds
 /// 14000..24000 (1 of 10,000 after this session's fixes); it fails on the build before
 /// session 38 too.
 #[test]
