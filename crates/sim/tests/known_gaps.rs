@@ -2,7 +2,7 @@
 //! `cargo test -p carmine-sim --features known-gaps --test known_gaps`; move each to the
 //! default run when the fix lands (regression seeds go to `tests/seeds.rs`).
 //!
-//! Known today: seed 16262 of remaps, space and snapshot trims (below). The stale reads of seeds 287 and 852 (read leases), seed 1878
+//! Known today: seeds 16262 and 15189 of remaps, space and snapshot trims (below). The stale reads of seeds 287 and 852 (read leases), seed 1878
 //! (an op held across a primary change), the unreadable object of seed 3176 (an
 //! interval below min_size recorded as started), the incomplete PG of seed 23448 (a
 //! rollback that kept versions only the rolled-back copy had), the PG counts of seeds
@@ -37,7 +37,7 @@ use carmine_sim::{format_report, run_config, FaultClasses, SimConfig};
 /// for the exact version. Ceph's GetMissing fetches such a peer's log and works out
 /// what it lacks; a fix would do the same, or ask the answering copies for the exact
 /// versions before deciding the PG is incomplete. Found by the swarm of seeds
-/// 14000..24000 (1 of 10,000 after this session's fixes); it fails on the build before
+/// 14000..24000 (with 15189 below, 2 of 10,000 after this session's fixes); it fails on the build before
 /// session 38 too.
 #[test]
 fn a_diverged_copy_holding_the_needed_version() {
@@ -48,6 +48,32 @@ fn a_diverged_copy_holding_the_needed_version() {
     };
     let report = run_config(
         SimConfig::from_seed(16262)
+            .with_faults(classes)
+            .with_snap_trim(true)
+            .with_disk(carmine_sim::disk::DiskKind::Mem),
+    );
+    assert!(report.ok, "{}", format_report(&report));
+}
+
+/// The same combination, seed 15189 (MemStore, size 2, five monitors): PG 1.0 ends
+/// incomplete. osd.0's store had no room for its pull of `client0-1` (e39), so it led
+/// the PG with the object missing, and its log (BUGGIFY-small) then trimmed past every
+/// entry that names it. osd.1 holds the object, but its last update (30'22) is older
+/// than osd.0's log tail (45'26), so nothing tells which version the history needs
+/// and no copy can vouch for it (`unobtainable_missing`, `Pg::exact_copy`). Ceph's
+/// missing set keeps each object's needed version (`pg_missing_t`: need, have); ours
+/// keeps names only, which is what a fix would change. It appeared once this session
+/// logged refusals for space (more entries, so logs trim sooner); before, the same
+/// seed took another course and passed.
+#[test]
+fn a_missing_object_whose_needed_version_the_log_no_longer_names() {
+    let classes = FaultClasses {
+        remaps: true,
+        space: true,
+        ..FaultClasses::ALL
+    };
+    let report = run_config(
+        SimConfig::from_seed(15189)
             .with_faults(classes)
             .with_snap_trim(true)
             .with_disk(carmine_sim::disk::DiskKind::Mem),
