@@ -182,6 +182,11 @@ pub struct Pg {
     backfilling: BTreeSet<OsdId>,
     /// Primary: objects still to pull from the peering source.
     pulling: BTreeSet<String>,
+    /// Primary, peering: the exact versions the pull in progress asks for (a probe of
+    /// a copy whose history differs from ours; see `Pg::probe_for_missing`), empty for
+    /// an ordinary pull; and the copies probed so far this round.
+    pull_exact: Vec<(String, EVersion)>,
+    probed: BTreeSet<OsdId>,
     /// The up set (CRUSH's choice); differs from `acting` while a pg_temp is in force.
     up: Vec<OsdId>,
     /// Primary: the pg_temp it asks the monitor for (reported with the stats).
@@ -322,6 +327,8 @@ impl Pg {
             pushing: BTreeMap::new(),
             backfilling: BTreeSet::new(),
             pulling: BTreeSet::new(),
+            pull_exact: Vec::new(),
+            probed: BTreeSet::new(),
             up: Vec::new(),
             want_acting: Vec::new(),
             report_urgent: false,

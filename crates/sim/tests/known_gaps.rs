@@ -2,7 +2,7 @@
 //! `cargo test -p carmine-sim --features known-gaps --test known_gaps`; move each to the
 //! default run when the fix lands (regression seeds go to `tests/seeds.rs`).
 //!
-//! Known today: seeds 16262 and 15189 of remaps, space and snapshot trims (below). The stale reads of seeds 287 and 852 (read leases), seed 1878
+//! Known today: seed 15189 of remaps, space and snapshot trims (below). The stale reads of seeds 287 and 852 (read leases), seed 1878
 //! (an op held across a primary change), the unreadable object of seed 3176 (an
 //! interval below min_size recorded as started), the incomplete PG of seed 23448 (a
 //! rollback that kept versions only the rolled-back copy had), the PG counts of seeds
@@ -12,39 +12,15 @@
 //! last intact copy on a returning backfill target), seeds 173 and 1356 of the
 //! disk-error class (an activation that left before the primary's log was durable),
 //! seeds 1514, 1822 and 2346 of the space class (a push's answer taken for a
-//! write's), and the incomplete PG of seed 10963 of remaps, space and snapshot trims
-//! (entries the authoritative log had trimmed taken for divergent) are regression
-//! seeds now.
+//! write's), and the incomplete PGs of seeds 10963 (entries the authoritative log had
+//! trimmed taken for divergent) and 16262 (a diverged copy holding the needed version
+//! never asked) of remaps, space and snapshot trims are regression seeds now.
 
 #![cfg(feature = "known-gaps")]
 
 use carmine_sim::{format_report, run_config, FaultClasses, SimConfig};
 
-/// `--faults all,remaps,space --snap-trim --disk mem`, seed 16262 (MemStore, size 2,
-/// min_size 1, three monitors): PG 1.6 ends incomplete and `client0-2`'s acknowledged
-/// data is unreachable. osd.1 led alone (e22) and took writes to `client0-2`; osd.0
-/// joined (e24) with the log but its store had no room for the object's recovery. A
-/// write to `shared-0` (26'30) was in flight, unacknowledged, when osd.1 was cut off;
-/// osd.2 and osd.0 peered without it, went active with `client0-2` unfound (osd.0's log
-/// covers the e22 interval) and logged 37'30. When osd.1 answered again its log had
-/// diverged (26'30), so peering did not count it as holding anything
-/// (`unobtainable_missing` takes only copies whose last update our log holds), and the
-/// PG went incomplete, though osd.1's `client0-2` is exactly the version the log
-/// needs: only `shared-0` diverged there. Counting a diverged copy as a possible
-/// holder is not enough (tried): the PG then goes active with the object unfound,
-/// backfills osd.1, which names every object missing while it keeps its own copies,
-/// and the next peering round goes incomplete again before any repair has asked osd.1
-/// for the exact version. Ceph's GetMissing fetches such a peer's log and works out
-/// what it lacks; a fix would do the same, or ask the answering copies for the exact
-/// versions before deciding the PG is incomplete. Found by the swarm of seeds
-/// 14000..24000 (with 15189 below, 2 of 10,000 after this session's fixes); it fails on the build before
-/// session 38 too.
-#[test]
-fn a_diverged_copy_holding_the_needed_version() {
-    assert_passes_with_remaps_space_and_snapshot_trims(16262);
-}
-
-/// The same combination, seed 15189 (MemStore, size 2, five monitors): PG 1.0 ends
+/// `--faults all,remaps,space --snap-trim --disk mem`, seed 15189 (MemStore, size 2, five monitors): PG 1.0 ends
 /// incomplete. osd.0's store had no room for its pull of `client0-1` (e39), so it led
 /// the PG with the object missing, and its log (BUGGIFY-small) then trimmed past every
 /// entry that names it. osd.1 holds the object, but its last update (30'22) is older

@@ -734,6 +734,11 @@ fn regression_a_copy_about_to_lead_is_not_tampered_with() {
 ///   remembered it alone; its copy of the PG was then deleted as a stray and made
 ///   again, and copies of the requests the client had resent ran once there was room,
 ///   applying writes the client had been told failed. The refusal is logged now.
+/// - 16262 (`--snap-trim`, space): a primary with the newest log lacked an object
+///   (its only other copy's store had refused it) and went incomplete, though a copy
+///   whose log had diverged on another object held exactly the version needed; only
+///   copies whose last update our log holds were counted. The primary now asks the
+///   answering copies for the exact versions before it goes incomplete.
 #[test]
 fn fixed_seeds_pass_with_remaps_and_snapshots() {
     let remaps = FaultClasses {
@@ -749,7 +754,9 @@ fn fixed_seeds_pass_with_remaps_and_snapshots() {
         .map(|seed| run_with_snapshots(seed, remaps));
     let trims = [1116].map(|seed| run_with_snap_trim(seed, remaps));
     let full = (0..10)
-        .chain([95, 1447, 1995, 2531, 4495, 4860, 5297, 5332, 10963, 21752])
+        .chain([
+            95, 1447, 1995, 2531, 4495, 4860, 5297, 5332, 10963, 16262, 21752,
+        ])
         .map(|seed| {
             run_config(
                 SimConfig::from_seed(seed)

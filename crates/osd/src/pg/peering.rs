@@ -129,6 +129,8 @@ impl Pg {
         out: &mut Vec<Output>,
     ) {
         self.notifies.clear();
+        self.probed.clear();
+        self.pull_exact.clear();
         self.late_stray_notifies.clear();
         self.strays_purged = false;
         self.scrub_compares.clear();
@@ -249,6 +251,7 @@ impl Pg {
         }
         let auth = match self.complete_auth() {
             Ok(auth) => auth,
+            Err(_) if self.probe_for_missing(store, out) => return,
             Err(reason) => {
                 tracing::warn!("{} is incomplete: {reason}", self.pgid);
                 self.phase = Phase::Incomplete(reason);
@@ -270,6 +273,75 @@ impl Pg {
         }
         self.request_log(auth, out);
         self.phase = Phase::GetLog { auth };
+    }
+
+    /// Before a primary holding the newest log goes incomplete for objects it lacks
+    /// that no answering copy can be shown to hold: asks the answering copies, one at
+    /// a time, for exactly the versions its log needs. A copy whose log diverged from
+    /// ours (a write we never logged, on another object), or a backfill target
+    /// (which names every object missing while it keeps its own copies), may hold
+    /// them, and sends only a copy whose object info is that version
+    /// (`Pg::exact_copy`). Ceph's GetMissing works this out from their logs. Without
+    /// it the PG stayed incomplete though a copy held what it lacked (seed 16262 of
+    /// remaps, space and snapshot trims). Returns whether a probe went out; once it
+    /// is answered, peering decides again (`Pg::after_probe`).
+    fn probe_for_missing(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) -> bool {
+        if self.choose_auth() != self.whoami || self.missing.contains(MISSING_ALL) {
+            return false;
+        }
+        let exact: Vec<(String, EVersion)> = (self.missing.iter())
+            .filter_map(|name| Some((name.clone(), self.version_needed(store, name)?)))
+            .collect();
+        if exact.is_empty() {
+            return false;
+        }
+        let candidate = (self.notifies.iter())
+            .find(|(osd, n)| **osd != self.whoami && n.exists && !self.probed.contains(osd))
+            .map(|(osd, _)| *osd);
+        let Some(source) = candidate else {
+            return false;
+        };
+        tracing::info!(
+            "{}: asking {source} for {} objects no copy with our history holds",
+            self.pgid,
+            exact.len()
+        );
+        self.probed.insert(source);
+        self.pulling = exact.iter().map(|(name, _)| name.clone()).collect();
+        self.pull_unreadable.clear();
+        self.pull_not_applied.clear();
+        self.pull_exact = exact;
+        self.send(source, self.pull_message(false), out);
+        self.phase = Phase::Pull { source, all: false };
+        true
+    }
+
+    /// The pull of what is still to come from the peering source: the exact versions
+    /// of a probe, or by name.
+    pub(super) fn pull_message(&self, all: bool) -> Msg {
+        let exact: Vec<(String, EVersion)> = (self.pull_exact.iter())
+            .filter(|(name, _)| self.pulling.contains(name))
+            .cloned()
+            .collect();
+        Msg::PgPull(carmine_proto::PgPull {
+            pgid: self.pgid,
+            interval: self.interval_start,
+            map_epoch: self.map_epoch,
+            oids: self.pulling.iter().cloned().collect(),
+            all,
+            exact,
+        })
+    }
+
+    /// A probe was answered (what arrived is applied): peering decides again, with
+    /// what this copy now lacks.
+    pub(super) fn after_probe(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {
+        self.pull_exact.clear();
+        self.notifies.insert(self.whoami, self.my_notify());
+        self.phase = Phase::GetInfo {
+            waiting: BTreeSet::new(),
+        };
+        self.after_infos(store, out);
     }
 
     /// Asks `auth` for its whole log (GetLog).
@@ -1144,15 +1216,7 @@ impl Pg {
                     self.pgid,
                     self.pulling.len()
                 );
-                let pull = Msg::PgPull(carmine_proto::PgPull {
-                    pgid: self.pgid,
-                    interval: self.interval_start,
-                    map_epoch: self.map_epoch,
-                    oids: self.pulling.iter().cloned().collect(),
-                    all,
-                    exact: Vec::new(),
-                });
-                self.send(source, pull, out);
+                self.send(source, self.pull_message(all), out);
             }
             Phase::Activating { waiting } => {
                 tracing::info!(

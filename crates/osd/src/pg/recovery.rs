@@ -249,18 +249,11 @@ impl Pg {
             self.activate_when_alive(store, out);
             return;
         }
-        self.pulling = names.clone();
+        self.pulling = names;
         self.pull_unreadable.clear();
         self.pull_not_applied.clear();
-        let pull = Msg::PgPull(PgPull {
-            pgid: self.pgid,
-            interval: self.interval_start,
-            map_epoch: self.map_epoch,
-            oids: names.into_iter().collect(),
-            all,
-            exact: Vec::new(),
-        });
-        out.push(peer_output(source, pull));
+        self.pull_exact.clear();
+        out.push(peer_output(source, self.pull_message(all)));
         self.phase = Phase::Pull { source, all };
     }
 
@@ -470,6 +463,10 @@ impl Pg {
         still_missing.extend(unsent);
         still_missing.extend(unreadable.iter().cloned());
         self.keep_missing_only(store, &still_missing);
+        if !self.pull_exact.is_empty() {
+            // A probe: a copy that could not send the exact version is not bad.
+            return self.after_probe(store, out);
+        }
         self.activate_when_alive(store, out);
         let Phase::Pull { source, .. } = pulled_from else {
             unreachable!("receive_pulled runs in the pull phase");

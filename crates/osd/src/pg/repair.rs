@@ -353,7 +353,7 @@ impl Pg {
     /// acting members then lacked it, never asked the strays that held it (seeds 95
     /// and 5332 of remaps, space and snapshot trims). `None` when the log no longer
     /// names the object and our object info is gone too.
-    fn version_needed(&self, store: &dyn ObjectStore, name: &str) -> Option<EVersion> {
+    pub(super) fn version_needed(&self, store: &dyn ObjectStore, name: &str) -> Option<EVersion> {
         if let Some(entry) = self.newest_change(name) {
             return Some(entry.version);
         }
