@@ -307,12 +307,8 @@ impl Pg {
             exact.len()
         );
         self.probed.insert(source);
-        self.pulling = exact.iter().map(|(name, _)| name.clone()).collect();
-        self.pull_unreadable.clear();
-        self.pull_not_applied.clear();
-        self.pull_exact = exact;
-        self.send(source, self.pull_message(false), out);
-        self.phase = Phase::Pull { source, all: false };
+        let names = exact.iter().map(|(name, _)| name.clone()).collect();
+        self.send_pull(source, names, false, exact, out);
         true
     }
 

@@ -249,10 +249,23 @@ impl Pg {
             self.activate_when_alive(store, out);
             return;
         }
+        self.send_pull(source, names, all, Vec::new(), out);
+    }
+
+    /// Pulls `names` (everything with `all`) from `source`, of exactly the versions in
+    /// `exact` where it names them, and waits for them in the pull phase.
+    pub(super) fn send_pull(
+        &mut self,
+        source: OsdId,
+        names: BTreeSet<String>,
+        all: bool,
+        exact: Vec<(String, EVersion)>,
+        out: &mut Vec<Output>,
+    ) {
         self.pulling = names;
         self.pull_unreadable.clear();
         self.pull_not_applied.clear();
-        self.pull_exact.clear();
+        self.pull_exact = exact;
         out.push(peer_output(source, self.pull_message(all)));
         self.phase = Phase::Pull { source, all };
     }
