@@ -2,7 +2,7 @@
 //! `cargo test -p carmine-sim --features known-gaps --test known_gaps`; move each to the
 //! default run when the fix lands (regression seeds go to `tests/seeds.rs`).
 //!
-//! Known today: seeds 15189 and 28576 of remaps, space and snapshot trims (below). The stale reads of seeds 287 and 852 (read leases), seed 1878
+//! Known today: seed 15189 of remaps, space and snapshot trims (below). The stale reads of seeds 287 and 852 (read leases), seed 1878
 //! (an op held across a primary change), the unreadable object of seed 3176 (an
 //! interval below min_size recorded as started), the incomplete PG of seed 23448 (a
 //! rollback that kept versions only the rolled-back copy had), the PG counts of seeds
@@ -12,9 +12,11 @@
 //! last intact copy on a returning backfill target), seeds 173 and 1356 of the
 //! disk-error class (an activation that left before the primary's log was durable),
 //! seeds 1514, 1822 and 2346 of the space class (a push's answer taken for a
-//! write's), and the incomplete PGs of seeds 10963 (entries the authoritative log had
+//! write's), the incomplete PGs of seeds 10963 (entries the authoritative log had
 //! trimmed taken for divergent) and 16262 (a diverged copy holding the needed version
-//! never asked) of remaps, space and snapshot trims are regression seeds now.
+//! never asked), and the unfound object of seed 28576 (a later write rolled back over
+//! the only copy of an acknowledged one) of remaps, space and snapshot trims are
+//! regression seeds now.
 
 #![cfg(feature = "known-gaps")]
 
@@ -33,21 +35,6 @@ use carmine_sim::{format_report, run_config, FaultClasses, SimConfig};
 #[test]
 fn a_missing_object_whose_needed_version_the_log_no_longer_names() {
     assert_passes_with_remaps_space_and_snapshot_trims(15189);
-}
-
-/// The same combination, seed 28576 (MemStore, size 2, five monitors): PG 1.7 never
-/// goes clean; `client2-1` stays unfound and its primary, osd.0, ends holding another
-/// version of it than its log names. What is known: osd.0 led with osd.2, whose store
-/// was full, so writes 17'9 and 17'11 to the object went to osd.2 log-only and were
-/// acknowledged with osd.0's copy alone (min_size 1); osd.0 then crashed and
-/// restarted, and the primaries after it found no copy at 17'11 (osd.1's was at
-/// 14'8). The cause is not established. Requiring two copies of the data while two
-/// members are acting (Ceph acknowledges only once every acting member applied a
-/// write) was tried and does not fix it alone. Found by the swarm of seeds
-/// 24000..32000 (1 of 8,000); it fails on the build before session 38 too.
-#[test]
-fn an_object_written_log_only_on_a_full_replica_stays_unfound() {
-    assert_passes_with_remaps_space_and_snapshot_trims(28576);
 }
 
 /// Runs `seed` of `--faults all,remaps,space --snap-trim --disk mem`; fails with its

@@ -739,6 +739,12 @@ fn regression_a_copy_about_to_lead_is_not_tampered_with() {
 ///   whose log had diverged on another object held exactly the version needed; only
 ///   copies whose last update our log holds were counted. The primary now asks the
 ///   answering copies for the exact versions before it goes incomplete.
+/// - 28576 (`--snap-trim`, space): a write acknowledged with the primary's copy alone
+///   (a full replica logged it only, min_size 1) was overwritten there by a write
+///   nobody acknowledged, and the primary died. The next interval went active without
+///   it, with the object unfound; when the primary led again, its later write was
+///   rolled back as divergent, and no copy of the acknowledged version was left. A
+///   primary whose log continues the latest interval's history keeps its log now.
 #[test]
 fn fixed_seeds_pass_with_remaps_and_snapshots() {
     let remaps = FaultClasses {
@@ -755,7 +761,7 @@ fn fixed_seeds_pass_with_remaps_and_snapshots() {
     let trims = [1116].map(|seed| run_with_snap_trim(seed, remaps));
     let full = (0..10)
         .chain([
-            95, 1447, 1995, 2531, 4495, 4860, 5297, 5332, 10963, 16262, 21752,
+            95, 1447, 1995, 2531, 4495, 4860, 5297, 5332, 10963, 16262, 21752, 28576,
         ])
         .map(|seed| {
             run_config(

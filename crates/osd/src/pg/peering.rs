@@ -532,12 +532,47 @@ impl Pg {
                 std::cmp::Reverse(n.missing.len()),
             )
         };
-        self.notifies
+        let best = self
+            .notifies
             .iter()
             .filter(|(_, n)| n.exists)
-            .max_by_key(|(osd, n)| key(osd, n))
-            .map(|(osd, _)| *osd)
-            .unwrap_or(self.whoami)
+            .max_by_key(|(osd, n)| key(osd, n));
+        match best {
+            Some((_, best)) if self.log_extends(best) => self.whoami,
+            Some((osd, _)) => *osd,
+            None => self.whoami,
+        }
+    }
+
+    /// Whether this copy's log continues the history that ends at `best` (the newest
+    /// copy of the latest interval that went active) with writes of its own to an
+    /// object that copy lacks and this one holds. Those writes were logged in an older
+    /// interval that the later one never saw, and none was acknowledged (the later
+    /// interval's members would have logged it). Rolling them back, as Ceph does, needs
+    /// a copy of each object as it was before them, and there may be none: a write
+    /// acknowledged with this copy's data alone (with min_size 1, while a full replica
+    /// logged it only) lies under a later one here, and the latest interval went
+    /// active with the object unfound. Taking the later write for divergent lost the acknowledged one
+    /// (seed 28576 of remaps, space and snapshot trims). So this copy's log is the
+    /// authoritative one then, and the later interval's copies catch up on it, as
+    /// Ceph's older `find_best_info` did for any log reaching past the latest
+    /// interval's. The log must hold that interval's last entry, so that no write of
+    /// the later history is missing from it; where the best copy holds every object,
+    /// divergent writes are still rolled back. Only the primary's own log is known
+    /// here, so only a primary's extension is kept.
+    fn log_extends(&self, best: &PgNotify) -> bool {
+        let head = best.info.last_update;
+        if self.info.last_update <= head
+            || self.missing.contains(MISSING_ALL)
+            || !(self.log.contains(head) || head == self.info.log_tail)
+        {
+            return false;
+        }
+        let lacks = |name: &str| best.missing.iter().any(|m| m == name || m == MISSING_ALL);
+        self.log
+            .entries()
+            .filter(|e| e.version > head && e.changes_object())
+            .any(|e| lacks(&e.oid) && !self.missing.contains(&e.oid))
     }
 
     /// Any role: the primary wants our log.
