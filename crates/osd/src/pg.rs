@@ -187,6 +187,12 @@ pub struct Pg {
     /// an ordinary pull; and the copies probed so far this round.
     pull_exact: Vec<(String, EVersion)>,
     probed: BTreeSet<OsdId>,
+    /// Primary, peering: the copies from an older interval whose logs reach past the
+    /// latest interval's, with whether each log continues that history with writes
+    /// the best copy lacks (`log_continues` in `pg/peering.rs`), learned from their
+    /// logs this round; and the copy whose log is being read for that.
+    extensions: BTreeMap<OsdId, bool>,
+    reading_extension: Option<OsdId>,
     /// The up set (CRUSH's choice); differs from `acting` while a pg_temp is in force.
     up: Vec<OsdId>,
     /// Primary: the pg_temp it asks the monitor for (reported with the stats).
@@ -329,6 +335,8 @@ impl Pg {
             pulling: BTreeSet::new(),
             pull_exact: Vec::new(),
             probed: BTreeSet::new(),
+            extensions: BTreeMap::new(),
+            reading_extension: None,
             up: Vec::new(),
             want_acting: Vec::new(),
             report_urgent: false,

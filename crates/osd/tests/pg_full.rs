@@ -537,6 +537,19 @@ fn a_replica_behind_the_rep_ops_it_ignored_refuses_pushes() {
 /// 28576 of remaps, space and snapshot trims.)
 #[test]
 fn a_returning_primary_keeps_writes_its_log_adds_to_the_next_interval() {
+    a_returning_copy_keeps_writes_its_log_adds(true);
+}
+
+/// The same, with the old primary back as a replica (its primary affinity is 0): the
+/// primary reads its log, which reaches past the latest interval's, and takes it as
+/// the authoritative one. (Before, the PG went incomplete: the primary's probe for
+/// the exact version its log named found the returning copy one write past it.)
+#[test]
+fn a_returning_replica_whose_log_adds_writes_to_the_next_interval_is_authoritative() {
+    a_returning_copy_keeps_writes_its_log_adds(false);
+}
+
+fn a_returning_copy_keeps_writes_its_log_adds(leads_again: bool) {
     let Tight {
         mut cluster,
         full,
@@ -553,10 +566,7 @@ fn a_returning_primary_keeps_writes_its_log_adds_to_the_next_interval() {
     let pgid = cluster.pg_of(&name);
     let acting = cluster.acting(pgid);
     let primary = acting[0];
-    let third = *acting
-        .iter()
-        .find(|&&osd| osd != primary && osd != full)
-        .expect("a size-3 acting set");
+    let third = acting[1];
     assert_eq!(cluster.call(&name, write_full(10)).result, Ok(()));
     assert_eq!(cluster.call(&filler, write_full(14 * 1024)).result, Ok(()));
     // The full replica misses a version it has no room for; the third member is away.
@@ -595,8 +605,12 @@ fn a_returning_primary_keeps_writes_its_log_adds_to_the_next_interval() {
     let state = cluster.pg_stat(pgid).state;
     assert!(state.contains(PgState::ACTIVE), "{}", state.name());
 
-    // The old primary's process restarts on its store and leads the PG again; room
-    // comes back on the full replica.
+    // The old primary's process restarts on its store, and room comes back on the
+    // full replica.
+    if !leads_again {
+        cluster.change_map(|map| map.set_primary_affinity(primary, 0).unwrap());
+        cluster.run();
+    }
     cluster.restart(primary, false);
     assert_eq!(cluster.call(&filler, vec![OpCode::Remove]).result, Ok(()));
     for _ in 0..150 {
@@ -606,10 +620,11 @@ fn a_returning_primary_keeps_writes_its_log_adds_to_the_next_interval() {
             break;
         }
     }
-    assert_eq!(cluster.primary_of(pgid), primary);
+    let leader = if leads_again { primary } else { third };
+    assert_eq!(cluster.primary_of(pgid), leader);
     assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean");
     cluster.assert_replicas_identical(pgid);
-    let data = cluster.local_data(primary, &name).expect("held");
+    let data = cluster.local_data(leader, &name).expect("held");
     assert_eq!(data.len(), 12 * 1024);
     assert_eq!(&data[..5], b"acked", "the acknowledged write");
     assert_eq!(&data[100..105], b"later");

@@ -131,6 +131,8 @@ impl Pg {
         self.notifies.clear();
         self.probed.clear();
         self.pull_exact.clear();
+        self.extensions.clear();
+        self.reading_extension = None;
         self.late_stray_notifies.clear();
         self.strays_purged = false;
         self.scrub_compares.clear();
@@ -248,6 +250,17 @@ impl Pg {
         let settled = self.settle_stats();
         if rolled_back || settled {
             self.notifies.insert(self.whoami, self.my_notify());
+        }
+        if let Some(candidate) = self.unread_extension() {
+            tracing::info!(
+                "{}: reading the log of {candidate}, which reaches past the latest \
+                 interval's",
+                self.pgid
+            );
+            self.reading_extension = Some(candidate);
+            self.request_log(candidate, out);
+            self.phase = Phase::GetLog { auth: candidate };
+            return;
         }
         let auth = match self.complete_auth() {
             Ok(auth) => auth,
@@ -523,6 +536,24 @@ impl Pg {
     }
 
     fn choose_auth(&self) -> OsdId {
+        let Some((osd, best)) = self.latest_best() else {
+            return self.whoami;
+        };
+        if self.our_log_continues(best) {
+            return self.whoami;
+        }
+        (self.extensions.iter())
+            .filter(|(_, continues)| **continues)
+            .filter_map(|(osd, _)| Some((osd, self.notifies.get(osd)?)))
+            .max_by_key(|(_, n)| n.info.last_update)
+            .map_or(*osd, |(osd, _)| *osd)
+    }
+
+    /// The newest copy of the latest interval that went active (Ceph's
+    /// `find_best_info`): the newest last update among the copies with the latest
+    /// `last_epoch_started`, then a complete copy, then ourselves, then the fewest
+    /// objects missing.
+    fn latest_best(&self) -> Option<(&OsdId, &PgNotify)> {
         let key = |osd: &OsdId, n: &PgNotify| {
             (
                 n.info.last_epoch_started,
@@ -532,47 +563,37 @@ impl Pg {
                 std::cmp::Reverse(n.missing.len()),
             )
         };
-        let best = self
-            .notifies
+        self.notifies
             .iter()
             .filter(|(_, n)| n.exists)
-            .max_by_key(|(osd, n)| key(osd, n));
-        match best {
-            Some((_, best)) if self.log_extends(best) => self.whoami,
-            Some((osd, _)) => *osd,
-            None => self.whoami,
-        }
+            .max_by_key(|(osd, n)| key(osd, n))
     }
 
-    /// Whether this copy's log continues the history that ends at `best` (the newest
-    /// copy of the latest interval that went active) with writes of its own to an
-    /// object that copy lacks and this one holds. Those writes were logged in an older
-    /// interval that the later one never saw, and none was acknowledged (the later
-    /// interval's members would have logged it). Rolling them back, as Ceph does, needs
-    /// a copy of each object as it was before them, and there may be none: a write
-    /// acknowledged with this copy's data alone (with min_size 1, while a full replica
-    /// logged it only) lies under a later one here, and the latest interval went
-    /// active with the object unfound. Taking the later write for divergent lost the acknowledged one
-    /// (seed 28576 of remaps, space and snapshot trims). So this copy's log is the
-    /// authoritative one then, and the later interval's copies catch up on it, as
-    /// Ceph's older `find_best_info` did for any log reaching past the latest
-    /// interval's. The log must hold that interval's last entry, so that no write of
-    /// the later history is missing from it; where the best copy holds every object,
-    /// divergent writes are still rolled back. Only the primary's own log is known
-    /// here, so only a primary's extension is kept.
-    fn log_extends(&self, best: &PgNotify) -> bool {
-        let head = best.info.last_update;
-        if self.info.last_update <= head
-            || self.missing.contains(MISSING_ALL)
-            || !(self.log.contains(head) || head == self.info.log_tail)
-        {
-            return false;
+    /// Whether our own log continues the history that ends at `best` (see
+    /// `log_continues`).
+    fn our_log_continues(&self, best: &PgNotify) -> bool {
+        let ours = || self.log.entries();
+        !self.missing.contains(MISSING_ALL)
+            && log_continues(best, &self.info, ours, |name| !self.missing.contains(name))
+    }
+
+    /// A copy whose log may continue the latest interval's history with writes to
+    /// objects the best copy lacks (see `log_continues`), and that we have not read
+    /// yet this round: an answering copy of an older interval, complete, whose last
+    /// update is past the best copy's, while the best copy lacks objects. Its log
+    /// tells; the newest such copy first.
+    fn unread_extension(&self) -> Option<OsdId> {
+        let (_, best) = self.latest_best()?;
+        if best.missing.is_empty() || self.our_log_continues(best) {
+            return None;
         }
-        let lacks = |name: &str| best.missing.iter().any(|m| m == name || m == MISSING_ALL);
-        self.log
-            .entries()
-            .filter(|e| e.version > head && e.changes_object())
-            .any(|e| lacks(&e.oid) && !self.missing.contains(&e.oid))
+        (self.notifies.iter())
+            .filter(|(osd, n)| **osd != self.whoami && n.exists)
+            .filter(|(osd, _)| !self.extensions.contains_key(osd))
+            .filter(|(_, n)| !n.missing.iter().any(|name| name == MISSING_ALL))
+            .filter(|(_, n)| n.info.last_update > best.info.last_update)
+            .max_by_key(|(_, n)| n.info.last_update)
+            .map(|(osd, _)| *osd)
     }
 
     /// Any role: the primary wants our log.
@@ -609,6 +630,30 @@ impl Pg {
     ) {
         if self.phase != (Phase::GetLog { auth: from }) || reply.interval != self.interval_start {
             return;
+        }
+        if self.reading_extension == Some(from) {
+            self.reading_extension = None;
+            let continues = self.latest_best().is_some_and(|(_, best)| {
+                let lacks: BTreeSet<&str> = (self.notifies.get(&from))
+                    .map(|n| n.missing.iter().map(String::as_str).collect())
+                    .unwrap_or_default();
+                let theirs = || reply.entries.iter();
+                log_continues(best, &reply.info, theirs, |name| !lacks.contains(name))
+            });
+            self.extensions.insert(from, continues);
+            if !continues {
+                // Peering decides again, without it.
+                self.phase = Phase::GetInfo {
+                    waiting: BTreeSet::new(),
+                };
+                self.after_infos(store, out);
+                return;
+            }
+            tracing::info!(
+                "{}: the log of {from} continues the latest interval's history; it is \
+                 the authoritative one",
+                self.pgid
+            );
         }
         let plan = catch_up_plan(
             &self.log_versions(),
@@ -1653,6 +1698,38 @@ fn objects_after_log<'a>(
         .filter(|e| e.version > after && e.changes_object())
         .map(|e| e.oid.clone())
         .collect()
+}
+
+/// Whether a log (`info`, and its `entries`) continues the history that ends at
+/// `best` (the newest copy of the latest interval that went active) with writes of
+/// its own to an object that copy lacks and this log's copy `holds`. Such writes were
+/// logged in an older interval that the later one never saw, and none was
+/// acknowledged (the later interval's members would have logged it). Rolling them
+/// back, as Ceph does, needs a copy of each object as it was before them, and there
+/// may be none: a write acknowledged with one copy's data alone (with min_size 1,
+/// while a full replica logged it only) lies under a later one there, and the latest
+/// interval went active with the object unfound. Taking the later write for
+/// divergent lost the acknowledged one (seed 28576 of remaps, space and snapshot
+/// trims). So such a log is the authoritative one, and the later interval's copies
+/// catch up on it, as Ceph's older `find_best_info` did for any log reaching past the
+/// latest interval's. The log must hold that interval's last entry, so that no write
+/// of the later history is missing from it; where the best copy holds every object
+/// such writes touch, they are still rolled back.
+fn log_continues<'a, I: Iterator<Item = &'a LogEntry>>(
+    best: &PgNotify,
+    info: &PgInfo,
+    entries: impl Fn() -> I,
+    holds: impl Fn(&str) -> bool,
+) -> bool {
+    let head = best.info.last_update;
+    if info.last_update <= head || !(head == info.log_tail || entries().any(|e| e.version == head))
+    {
+        return false;
+    }
+    let lacks = |name: &str| best.missing.iter().any(|m| m == name || m == MISSING_ALL);
+    entries()
+        .filter(|e| e.version > head && e.changes_object())
+        .any(|e| lacks(&e.oid) && holds(&e.oid))
 }
 
 /// How the primary (with `ours`) catches up with the authoritative `reply`.
