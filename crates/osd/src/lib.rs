@@ -36,7 +36,7 @@ mod tuning;
 pub use direct::DirectClient;
 pub use instance::map_for_instance;
 pub use pg::{Pg, SNAP_TRIM_CLIENT};
-pub use pglog::{PgLog, LOG_ENTRIES_MAX};
+pub use pglog::{PgLog, LOG_ENTRIES_MAX, LOG_PINNED_GROWTH};
 pub use recovery_sched::MclockSettings;
 pub use shard::{OsdShard, ShardCounters, SCRUB_BYTES_PER_STEP, TICK_INTERVAL};
 pub use tuning::OsdTuning;

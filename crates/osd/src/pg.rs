@@ -409,7 +409,7 @@ impl Pg {
                 if key.starts_with(b"log.") {
                     let entry = LogEntry::from_shared(value)
                         .map_err(|e| corrupt("log entry", e.to_string()))?;
-                    self.log.push(entry);
+                    self.log.load(entry);
                 } else if key.starts_with(crate::pglog::DUP_PREFIX) {
                     let (reqid, applied) =
                         crate::pglog::decode_dup(&key, value).map_err(|e| corrupt("dup", e))?;
@@ -689,6 +689,15 @@ impl Pg {
             .copied()
             .filter(|&osd| osd != self.whoami)
             .collect()
+    }
+
+    /// Primary, before logging a write: its trim keeps the entries naming objects
+    /// this copy or a replica lacks (see `PgLog::plan_trim`).
+    fn plan_log_trim(&mut self) {
+        let (missing, peer_missing) = (&self.missing, &self.peer_missing);
+        self.log.plan_trim(|name| {
+            missing.contains(name) || peer_missing.values().any(|lacks| lacks.contains(name))
+        });
     }
 
     fn drop_primary_work(&mut self) {

@@ -17,6 +17,10 @@ pub const LOG_ENTRIES_MAX: usize = 3000;
 /// setting and forgetting dups, in the store and in the indexes — happens in one
 /// batch of neighbouring keys every so many writes, not key by key on every write.
 pub const LOG_TRIM_BATCH_MAX: usize = 100;
+/// How many times `entries_max` a log may grow to while entries naming objects a copy
+/// lacks hold its trimming back (Ceph's `osd_max_pg_log_entries` against
+/// `osd_min_pg_log_entries`); past it the oldest go whatever they name.
+pub const LOG_PINNED_GROWTH: usize = 4;
 /// Request ids of trimmed entries remembered to answer resends (Ceph's
 /// `osd_pg_log_dups_tracked`), whatever the log length.
 pub const DUPS_MAX: usize = 3000;
@@ -253,8 +257,11 @@ pub struct PgLog {
     /// Entries kept after a trim.
     entries_max: usize,
     /// Entries beyond `entries_max` that make a trim: the log holds at most
-    /// `entries_max + trim_batch - 1`.
+    /// `entries_max + trim_batch - 1`, unless entries are pinned (`plan_trim`).
     trim_batch: usize,
+    /// How many of the oldest entries the next push trims, as the PG planned it
+    /// before the write (`plan_trim`); by count alone when not planned.
+    planned_trim: Option<usize>,
 }
 
 impl Default for PgLog {
@@ -276,6 +283,7 @@ impl PgLog {
             by_reqid: HashMap::with_hasher(hash),
             entries_max,
             trim_batch: (entries_max / 8).clamp(1, LOG_TRIM_BATCH_MAX),
+            planned_trim: None,
         }
     }
 
@@ -399,9 +407,31 @@ impl PgLog {
     }
 
     /// How many of the oldest entries pushing one more trims: none until the log
-    /// would exceed `entries_max` by a whole batch, then all beyond `entries_max`.
+    /// would exceed `entries_max` by a whole batch, then all beyond `entries_max`,
+    /// short of the first entry `plan_trim` pinned.
     fn trimmed_by_push(&self) -> usize {
-        self.trimmed_from(self.entries.len() + 1)
+        (self.planned_trim).unwrap_or_else(|| self.trimmed_from(self.entries.len() + 1))
+    }
+
+    /// Primary, before a write: plans the trim its push makes so that it stops short
+    /// of the oldest entry naming an object that is `pinned` (one this copy or a
+    /// replica lacks), unless the log has grown past [`LOG_PINNED_GROWTH`] times
+    /// `entries_max`. Ceph trims no further than every copy's `last_complete`. The
+    /// entry tells which version of the object the history needs; trimmed, a copy
+    /// holding that version no longer shows it does (its last update falls before
+    /// the tail), and the object stayed missing with its only copy in reach (seed
+    /// 15189 of remaps, space and snapshot trims). A replica trims to the primary's
+    /// tail, which carries the plan. Looks only at the entries the trim would take,
+    /// and stops at the first pinned one.
+    pub fn plan_trim(&mut self, pinned: impl Fn(&str) -> bool) {
+        let len = self.entries.len() + 1;
+        let by_count = self.trimmed_from(len);
+        let free = (self.entries.iter())
+            .take(by_count)
+            .take_while(|entry| !pinned(&entry.oid))
+            .count();
+        let over = len.saturating_sub(self.entries_max * LOG_PINNED_GROWTH);
+        self.planned_trim = Some(free.max(over));
     }
 
     /// How many of the oldest of `len` entries a log trims.
@@ -441,18 +471,21 @@ impl PgLog {
 
     /// Replaces the whole log (a copy adopting the authoritative history); keeps all
     /// of `entries` that a log may hold (so a copy adopting another's log holds the
-    /// same entries and tail, whatever point of its trim batch the other was at), or
-    /// trims them to the newest `entries_max` when there are more, and returns the
-    /// version of the newest one it dropped (the new tail), if it dropped any. `keep_dups`: whether the requests
+    /// same entries and tail, whatever point of its trim batch the other was at, and
+    /// the entries its trimming pinned), or the newest of them a log may grow to when
+    /// there are more, and returns the version of the newest one it dropped (the new
+    /// tail), if it dropped any. `keep_dups`: whether the requests
     /// remembered so far belong to the adopted history (they do when this copy's log
     /// led up to a point of it; not when it is wiped for a backfill, since a trimmed
     /// divergent entry would then answer a resend of a write that was rolled back).
     pub fn replace(&mut self, entries: Vec<LogEntry>, keep_dups: bool) -> Option<EVersion> {
         self.entries.clear();
+        self.planned_trim = None;
         if !keep_dups {
             self.dups.clear();
         }
-        let excess = self.trimmed_from(entries.len());
+        // A log whose trimming pinned entries is kept as long as it may grow.
+        let excess = (entries.len()).saturating_sub(self.entries_max * LOG_PINNED_GROWTH);
         let tail = excess.checked_sub(1).map(|last| entries[last].version);
         for (index, entry) in entries.into_iter().enumerate() {
             if index < excess {
@@ -475,6 +508,16 @@ impl PgLog {
         }
         for _ in 0..self.trimmed_by_push() {
             self.trim_oldest();
+        }
+        self.planned_trim = None;
+        self.load(entry);
+    }
+
+    /// Adds an entry read back from the store, trimming nothing: the log on disk is
+    /// already as trimmed as it should be.
+    pub fn load(&mut self, entry: LogEntry) {
+        if entry.version <= self.head() {
+            return;
         }
         self.by_reqid.insert(entry.reqid, entry.version);
         self.entries.push_back(entry);
@@ -801,6 +844,63 @@ mod tests {
                 assert_eq!(found.map(|applied| applied.version), expected, "tid {tid}");
             }
         }
+    }
+
+    /// A planned trim stops at the oldest entry naming a pinned object (those before
+    /// it go), store, tail and replica in step; past `LOG_PINNED_GROWTH` times `entries_max` the oldest go
+    /// anyway; unpinned, the next trim takes the whole backlog.
+    #[test]
+    fn a_planned_trim_keeps_entries_of_pinned_objects_up_to_the_growth_limit() {
+        use carmine_store::ObjectStore;
+        let entries_max = 8;
+        let mut primary = PgLog::with_entries_max(entries_max);
+        let mut replica = PgLog::with_entries_max(entries_max);
+        let (mut store, coll, mut info) = store_with_pgmeta();
+        let named = |v: u64| LogEntry {
+            oid: if v == 5 { "lacked".into() } else { "o".into() },
+            ..entry(v, v)
+        };
+        let mut write = |primary: &mut PgLog, v: u64, pinned: bool| {
+            primary.plan_trim(|name| pinned && name == "lacked");
+            let mut tx = Transaction::new();
+            info.last_update = EVersion::new(1, v);
+            info.log_tail = primary.tail_after_push(info.log_tail);
+            primary.persist_append(&named(v), &info, &mut tx);
+            store.submit(tx).unwrap();
+            primary.push(named(v));
+            replica.push_trimmed_to(named(v), info.log_tail);
+            let first = primary.entries().next().unwrap().version.version;
+            assert_eq!(info.log_tail.version, first - 1, "at {v}");
+            let logged: Vec<EVersion> = primary.entries().map(|e| e.version).collect();
+            let kept: Vec<EVersion> = replica.entries().map(|e| e.version).collect();
+            assert_eq!(kept, logged, "at {v}");
+            let keys = store
+                .omap_list(coll, &pgmeta_oid(), None, usize::MAX)
+                .unwrap();
+            let log_keys = keys
+                .iter()
+                .filter(|(key, _)| key.starts_with(b"log."))
+                .count();
+            assert_eq!(log_keys, primary.len(), "at {v}");
+        };
+        let hard = (entries_max * LOG_PINNED_GROWTH) as u64;
+        for v in 1..=hard + 4 {
+            write(&mut primary, v, true);
+            let first = primary.entries().next().unwrap().version.version;
+            assert!(first <= 5, "the entry of \"lacked\" is kept, at {v}");
+        }
+        // The entries before "lacked" went; from it on the log grew to the limit.
+        assert_eq!(primary.entries().next().unwrap().version.version, 5);
+        assert_eq!(primary.len() as u64, hard);
+        write(&mut primary, hard + 5, true);
+        assert_eq!(primary.len() as u64, hard);
+        assert_eq!(
+            primary.entries().next().unwrap().version.version,
+            6,
+            "past the limit even the pinned entry goes"
+        );
+        write(&mut primary, hard + 6, false);
+        assert_eq!(primary.len(), entries_max, "the backlog trimmed at once");
     }
 
     fn error_entry(version: u64, tid: u64) -> LogEntry {

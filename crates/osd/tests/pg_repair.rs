@@ -7,7 +7,7 @@
 mod harness;
 
 use carmine_clustermap::WEIGHT_IN;
-use carmine_osd::ShardCounters;
+use carmine_osd::{ShardCounters, LOG_PINNED_GROWTH};
 use carmine_proto::PgState;
 use carmine_proto::{Msg, OpCode, OpError, OpOutput};
 use carmine_store::ObjectStore;
@@ -626,9 +626,35 @@ fn a_repair_the_primary_has_no_room_for_waits_and_pulls_again_later() {
 /// source held did not name `obj`, and the new primary took it as absent: the PG went
 /// clean without an acknowledged object and a read answered that it does not exist;
 /// the simulator's remap and space classes together.) It is unfound now: the PG is
-/// not clean, and a read fails rather than deny the object.
+/// not clean, and a read fails rather than deny the object. The log keeps the entry
+/// naming `obj` while members lack it, so it takes more writes than a log may grow by
+/// to get there.
 #[test]
 fn a_pull_of_everything_keeps_what_the_source_lacks_missing() {
+    let (mut cluster, name) = moved_on_after_writes((LOG_PINNED_GROWTH + 1) * LOG_ENTRIES);
+    let pgid = cluster.pg_of(&name);
+    let state = cluster.pg_stat(pgid).state;
+    assert!(!state.contains(PgState::CLEAN), "{}", state.name());
+    let read_back = read(&mut cluster, &name);
+    assert!(matches!(read_back, Err(OpError::Io(_))), "{read_back:?}");
+}
+
+/// The same with fewer writes than the log may grow by while its members lack `obj`:
+/// the log keeps the entry naming it, so the empty OSD catches up on the log, and the
+/// version that entry names is found on a stray that still holds it. (Before, the
+/// log trimmed that entry, the empty OSD was backfilled from a copy lacking `obj`,
+/// and no copy could show it held the version the history needs: the simulator's
+/// seed 15189 of remaps, space and snapshot trims.)
+#[test]
+fn a_log_keeps_the_entry_of_an_object_its_members_lack() {
+    let (mut cluster, name) = moved_on_after_writes(3 * LOG_ENTRIES);
+    assert_eq!(read(&mut cluster, &name), Ok(vec![5; 64]));
+}
+
+/// `obj` on two full OSDs that lack it (`moved_onto_full_osds_of`, one PG, a short
+/// log), room again, `writes` to another object, then the PG moved on to an OSD that
+/// never held it; returns the cluster and the object's name.
+fn moved_on_after_writes(writes: usize) -> (Cluster, String) {
     let (mut cluster, name, moved) = moved_onto_full_osds_of(Config {
         osd_count: 5,
         pg_num: 1,
@@ -640,8 +666,7 @@ fn a_pull_of_everything_keeps_what_the_source_lacks_missing() {
     });
     let pgid = cluster.pg_of(&name);
     set_capacity(&mut cluster, &moved, &name, u64::MAX);
-    // A newer log on the two that lack `obj`, past what an empty copy can catch up on.
-    for round in 0..3 * LOG_ENTRIES {
+    for round in 0..writes {
         write(&mut cluster, "other", format!("newer {round}").as_bytes());
     }
     let last = *(cluster.osds().iter())
@@ -656,10 +681,7 @@ fn a_pull_of_everything_keeps_what_the_source_lacks_missing() {
     cluster.run();
     cluster.run_ticks(10);
     assert_eq!(acting(&cluster, &name), vec![last]);
-    let state = cluster.pg_stat(pgid).state;
-    assert!(!state.contains(PgState::CLEAN), "{}", state.name());
-    let read_back = read(&mut cluster, &name);
-    assert!(matches!(read_back, Err(OpError::Io(_))), "{read_back:?}");
-    let newest = format!("newer {}", 3 * LOG_ENTRIES - 1);
+    let newest = format!("newer {}", writes - 1);
     assert_eq!(read(&mut cluster, "other"), Ok(newest.into_bytes()));
+    (cluster, name)
 }

@@ -745,6 +745,12 @@ fn regression_a_copy_about_to_lead_is_not_tampered_with() {
 ///   it, with the object unfound; when the primary led again, its later write was
 ///   rolled back as divergent, and no copy of the acknowledged version was left. A
 ///   primary whose log continues the latest interval's history keeps its log now.
+/// - 15189 (`--snap-trim`, space): a primary led with an object missing (its store
+///   had no room for the pull), and its short log trimmed past the entry naming the
+///   object's needed version; the copy that held that version then fell before the
+///   log's tail, nothing showed it held it, and the PG stayed incomplete. A primary's
+///   trim keeps the entries naming objects a member lacks now, as Ceph trims no
+///   further than every copy's `last_complete`.
 #[test]
 fn fixed_seeds_pass_with_remaps_and_snapshots() {
     let remaps = FaultClasses {
@@ -761,7 +767,7 @@ fn fixed_seeds_pass_with_remaps_and_snapshots() {
     let trims = [1116].map(|seed| run_with_snap_trim(seed, remaps));
     let full = (0..10)
         .chain([
-            95, 1447, 1995, 2531, 4495, 4860, 5297, 5332, 10963, 16262, 21752, 28576,
+            95, 1447, 1995, 2531, 4495, 4860, 5297, 5332, 10963, 15189, 16262, 21752, 28576,
         ])
         .map(|seed| {
             run_config(

@@ -191,6 +191,7 @@ impl Pg {
         };
         let mut info = self.info.clone();
         info.last_update = version;
+        self.plan_log_trim();
         info.log_tail = self.log.tail_after_push(self.info.log_tail);
         let logged = Logged {
             entry,
@@ -291,6 +292,7 @@ impl Pg {
         };
         let mut info = self.info.clone();
         info.last_update = version;
+        self.plan_log_trim();
         info.log_tail = self.log.tail_after_push(self.info.log_tail);
         // Heads that exist (not whiteouts) and clones count, as in Ceph.
         info.object_count = (info.object_count + u64::from(run.exists_after))
