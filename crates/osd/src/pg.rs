@@ -693,7 +693,12 @@ impl Pg {
 
     /// Primary, before logging a write: its trim keeps the entries naming objects
     /// this copy or a replica lacks (see `PgLog::plan_trim`).
+    /// With nothing lacked (the usual case) the trim goes by count, unplanned.
     fn plan_log_trim(&mut self) {
+        if self.missing.is_empty() && self.peer_missing.values().all(BTreeSet::is_empty) {
+            self.log.unplan_trim();
+            return;
+        }
         let (missing, peer_missing) = (&self.missing, &self.peer_missing);
         self.log.plan_trim(|name| {
             missing.contains(name) || peer_missing.values().any(|lacks| lacks.contains(name))

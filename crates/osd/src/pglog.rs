@@ -413,6 +413,11 @@ impl PgLog {
         (self.planned_trim).unwrap_or_else(|| self.trimmed_from(self.entries.len() + 1))
     }
 
+    /// The next push trims by count alone.
+    pub fn unplan_trim(&mut self) {
+        self.planned_trim = None;
+    }
+
     /// Primary, before a write: plans the trim its push makes so that it stops short
     /// of the oldest entry naming an object that is `pinned` (one this copy or a
     /// replica lacks), unless the log has grown past [`LOG_PINNED_GROWTH`] times
