@@ -142,6 +142,29 @@ fn tight_replica_of(config: Config) -> Tight {
     }
 }
 
+/// `name` is written small, `filler` takes the `full` replica's room, and `full` (with
+/// `away`, which stays down) misses a 12 KiB version of `name` while it is down. Back,
+/// it has no room for it: its copy stays the small one.
+fn misses_a_version_it_has_no_room_for(
+    cluster: &mut Cluster,
+    full: OsdId,
+    name: &str,
+    filler: &str,
+    away: &[OsdId],
+) {
+    assert_eq!(cluster.call(name, write_full(10)).result, Ok(()));
+    assert_eq!(cluster.call(filler, write_full(14 * 1024)).result, Ok(()));
+    for &osd in away.iter().chain([&full]) {
+        cluster.mark_down(osd);
+    }
+    cluster.run();
+    assert_eq!(cluster.call(name, write_full(12 * 1024)).result, Ok(()));
+    cluster.revive(full);
+    cluster.run();
+    cluster.run_ticks(5);
+    assert_eq!(cluster.local_data(full, name).map(|d| d.len()), Some(10));
+}
+
 /// The race: the replica's store fills before any map marks it full. (This was the
 /// known gap: the primary answered `NoSpace` while its copy and log held the write, the
 /// replica's log had a hole, and later writes on the PG stalled.)
@@ -202,16 +225,7 @@ fn a_push_a_replica_has_no_room_for_keeps_the_pg_unclean_until_it_lands() {
         pgid,
         filler,
     } = tight_replica();
-    assert_eq!(cluster.call(&name, write_full(10)).result, Ok(()));
-    assert_eq!(cluster.call(&filler, write_full(14 * 1024)).result, Ok(()));
-    // The replica misses a 12 KiB version while it is away, and has no room for it
-    // when it is back.
-    cluster.mark_down(full);
-    cluster.run();
-    assert_eq!(cluster.call(&name, write_full(12 * 1024)).result, Ok(()));
-    cluster.revive(full);
-    cluster.run();
-    cluster.run_ticks(5);
+    misses_a_version_it_has_no_room_for(&mut cluster, full, &name, &filler, &[]);
     let state = cluster.pg_stat(pgid).state;
     assert!(!state.contains(PgState::CLEAN), "{}", state.name());
     assert!(
@@ -219,7 +233,6 @@ fn a_push_a_replica_has_no_room_for_keeps_the_pg_unclean_until_it_lands() {
         "{}",
         state.name()
     );
-    assert_eq!(cluster.local_data(full, &name).map(|d| d.len()), Some(10));
 
     // A write to the object now is acknowledged with the copies that have the object
     // (a degraded write): the full replica takes only its log entry, not the write
@@ -330,15 +343,9 @@ fn a_write_only_the_primary_holds_waits_until_min_size_copies_hold_it() {
         .iter()
         .find(|&&osd| osd != acting[0] && osd != full)
         .expect("a size-3 acting set");
-    assert_eq!(cluster.call(&name, write_full(10)).result, Ok(()));
-    assert_eq!(cluster.call(&filler, write_full(14 * 1024)).result, Ok(()));
     // The full replica misses a 12 KiB version it has no room for, and the other
     // replica leaves: the primary alone holds the object.
-    cluster.mark_down(full);
-    cluster.run();
-    assert_eq!(cluster.call(&name, write_full(12 * 1024)).result, Ok(()));
-    cluster.revive(full);
-    cluster.run();
+    misses_a_version_it_has_no_room_for(&mut cluster, full, &name, &filler, &[]);
     cluster.mark_down(other);
     cluster.run();
     cluster.run_ticks(5);
@@ -567,17 +574,8 @@ fn a_returning_copy_keeps_writes_its_log_adds(leads_again: bool) {
     let acting = cluster.acting(pgid);
     let primary = acting[0];
     let third = acting[1];
-    assert_eq!(cluster.call(&name, write_full(10)).result, Ok(()));
-    assert_eq!(cluster.call(&filler, write_full(14 * 1024)).result, Ok(()));
     // The full replica misses a version it has no room for; the third member is away.
-    cluster.mark_down(third);
-    cluster.mark_down(full);
-    cluster.run();
-    assert_eq!(cluster.call(&name, write_full(12 * 1024)).result, Ok(()));
-    cluster.revive(full);
-    cluster.run();
-    cluster.run_ticks(5);
-    assert_eq!(cluster.local_data(full, &name).map(|d| d.len()), Some(10));
+    misses_a_version_it_has_no_room_for(&mut cluster, full, &name, &filler, &[third]);
 
     // Acknowledged with the primary's copy alone.
     let acked = vec![OpCode::Write {
