@@ -165,6 +165,19 @@ fn misses_a_version_it_has_no_room_for(
     assert_eq!(cluster.local_data(full, name).map(|d| d.len()), Some(10));
 }
 
+/// Removes `filler` (room again on the full replica) and lets up to 15 s pass until
+/// the PG is clean.
+fn free_room_and_await_clean(cluster: &mut Cluster, filler: &str, pgid: carmine_types::PgId) {
+    assert_eq!(cluster.call(filler, vec![OpCode::Remove]).result, Ok(()));
+    for _ in 0..150 {
+        cluster.advance(Duration::from_millis(100));
+        cluster.run();
+        if cluster.pg_stat(pgid).state.name() == "active+clean" {
+            break;
+        }
+    }
+}
+
 /// The race: the replica's store fills before any map marks it full. (This was the
 /// known gap: the primary answered `NoSpace` while its copy and log held the write, the
 /// replica's log had a hole, and later writes on the PG stalled.)
@@ -247,14 +260,7 @@ fn a_push_a_replica_has_no_room_for_keeps_the_pg_unclean_until_it_lands() {
     assert!(!state.contains(PgState::CLEAN), "{}", state.name());
 
     // Room again: the push lands after the back-off, with the write in it.
-    assert_eq!(cluster.call(&filler, vec![OpCode::Remove]).result, Ok(()));
-    for _ in 0..150 {
-        cluster.advance(Duration::from_millis(100));
-        cluster.run();
-        if cluster.pg_stat(pgid).state.name() == "active+clean" {
-            break;
-        }
-    }
+    free_room_and_await_clean(&mut cluster, &filler, pgid);
     assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean");
     cluster.assert_replicas_identical(pgid);
     let data = cluster.local_data(full, &name).expect("pushed");
@@ -610,14 +616,7 @@ fn a_returning_copy_keeps_writes_its_log_adds(leads_again: bool) {
         cluster.run();
     }
     cluster.restart(primary, false);
-    assert_eq!(cluster.call(&filler, vec![OpCode::Remove]).result, Ok(()));
-    for _ in 0..150 {
-        cluster.advance(Duration::from_millis(100));
-        cluster.run();
-        if cluster.pg_stat(pgid).state.name() == "active+clean" {
-            break;
-        }
-    }
+    free_room_and_await_clean(&mut cluster, &filler, pgid);
     let leader = if leads_again { primary } else { third };
     assert_eq!(cluster.primary_of(pgid), leader);
     assert_eq!(cluster.pg_stat(pgid).state.name(), "active+clean");
