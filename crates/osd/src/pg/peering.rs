@@ -271,6 +271,13 @@ impl Pg {
                 return;
             }
         };
+        if auth == self.whoami && self.latest_best().is_some_and(|(osd, _)| *osd != auth) {
+            tracing::info!(
+                "{}: our log continues the latest interval's history; it is the \
+                 authoritative one",
+                self.pgid
+            );
+        }
         if auth == self.whoami {
             // Authoritative, but this copy may still lack objects (a pull cut short by a
             // new peering round, or a restart): fetch them before serving anything.
