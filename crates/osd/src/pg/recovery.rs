@@ -464,7 +464,14 @@ impl Pg {
         // by deleting one, when absent is right.
         let mut unsent = std::mem::take(&mut self.pulling);
         unsent.retain(|name| !self.log_removed(name));
-        if !unsent.is_empty() {
+        if !unsent.is_empty() && !self.pull_exact.is_empty() {
+            // A probe asks one copy of several: the others may still hold them.
+            tracing::info!(
+                "{}: the probed copy lacks {} of the exact versions asked for",
+                self.pgid,
+                unsent.len()
+            );
+        } else if !unsent.is_empty() {
             tracing::error!(
                 "{}: the source lacks {} objects; they are unfound",
                 self.pgid,
