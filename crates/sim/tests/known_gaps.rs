@@ -48,9 +48,14 @@ fn a_clone_only_one_copy_of_a_pg_holds() {
 /// `--faults all,remaps,disk-errors,expansion --snapshots --disk log`, seed 5531
 /// (LogStore, size 3, one OSD added, two OSDs stopped on a failed store): PG 1.1 never
 /// goes clean. Its primary, osd.3 (the added OSD), names `client1-0` missing and
-/// stays `active+degraded+recovering` while osd.1 holds the object. Not
-/// investigated; it fails with the same trace hash on session 38's build. Found by
-/// the swarm of seeds 3000..6000 (1 of 3,000).
+/// stays `active+degraded+recovering`. What a first look shows: osd.2's copy took a
+/// bit flip; a primary rolled back a never-acknowledged write to the object (8'3) as
+/// unreadable, but 8'3 stayed in a log that reached osd.3, which keeps asking for it:
+/// osd.1 holds 8'2, osd.2's copy is corrupt. A rollback of an unreadable,
+/// unacknowledged entry adopted from another copy (`roll_back_unreadable_history`
+/// covers only the primary's own log) would likely settle it. It fails with the same
+/// trace hash on session 38's build. Found by the swarm of seeds 3000..6000 (1 of
+/// 3,000).
 #[test]
 fn a_primary_missing_an_object_a_member_holds_never_recovers_it() {
     let classes = FaultClasses {
