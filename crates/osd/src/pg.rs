@@ -691,18 +691,20 @@ impl Pg {
             .collect()
     }
 
-    /// Primary, before logging a write: its trim keeps the entries naming objects
-    /// this copy or a replica lacks (see `PgLog::plan_trim`).
+    /// Primary, before logging a write: plans the trim its push makes, which keeps
+    /// the entries naming objects this copy or a replica lacks (see
+    /// `PgLog::plan_trim`), and returns the log tail after it (for the write's info).
     /// With nothing lacked (the usual case) the trim goes by count, unplanned.
-    fn plan_log_trim(&mut self) {
+    fn plan_log_trim(&mut self) -> EVersion {
         if self.missing.is_empty() && self.peer_missing.values().all(BTreeSet::is_empty) {
             self.log.unplan_trim();
-            return;
+        } else {
+            let (missing, peer_missing) = (&self.missing, &self.peer_missing);
+            self.log.plan_trim(|name| {
+                missing.contains(name) || peer_missing.values().any(|lacks| lacks.contains(name))
+            });
         }
-        let (missing, peer_missing) = (&self.missing, &self.peer_missing);
-        self.log.plan_trim(|name| {
-            missing.contains(name) || peer_missing.values().any(|lacks| lacks.contains(name))
-        });
+        self.log.tail_after_push(self.info.log_tail)
     }
 
     fn drop_primary_work(&mut self) {

@@ -191,8 +191,7 @@ impl Pg {
         };
         let mut info = self.info.clone();
         info.last_update = version;
-        self.plan_log_trim();
-        info.log_tail = self.log.tail_after_push(self.info.log_tail);
+        info.log_tail = self.plan_log_trim();
         let logged = Logged {
             entry,
             info,
@@ -292,8 +291,7 @@ impl Pg {
         };
         let mut info = self.info.clone();
         info.last_update = version;
-        self.plan_log_trim();
-        info.log_tail = self.log.tail_after_push(self.info.log_tail);
+        info.log_tail = self.plan_log_trim();
         // Heads that exist (not whiteouts) and clones count, as in Ceph.
         info.object_count = (info.object_count + u64::from(run.exists_after))
             .saturating_sub(u64::from(run.before.exists));
