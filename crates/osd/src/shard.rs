@@ -918,7 +918,7 @@ impl<S: ObjectStore> OsdShard<S> {
             }
             Msg::PgQuery(query) => pg.handle_query(from, query, out),
             Msg::PgNotify(notify) => pg.handle_notify(store, from, notify, out),
-            Msg::PgLogRequest(request) => pg.handle_log_request(from, request, out),
+            Msg::PgLogRequest(request) => pg.handle_log_request(store, from, request, out),
             Msg::PgLogReply(reply) => pg.handle_log_reply(store, from, reply, out),
             Msg::PgActivate(activate) => pg.handle_activate(store, from, activate, out),
             Msg::PgActivated(activated) => pg.handle_activated(store, from, activated, out),

@@ -5,8 +5,9 @@
 //! - a write applied only on the primary (its replicas never got the `RepOp`, so it
 //!   was never acknowledged) whose only copy then rots is rolled back at the next
 //!   interval, instead of leaving the object unfound and the PG degraded forever,
-//!   also when the primary restarted meanwhile (seed 4040), and from far enough back
-//!   that no object is left at a version only the primary wrote (seed 23448);
+//!   also when the primary restarted meanwhile (seed 4040) or came back to lead no
+//!   more (seed 5531), and from far enough back that no object is left at a version
+//!   only the primary wrote (seed 23448);
 //! - a PG that peers below `min_size` records no activation, so its shorter log does
 //!   not outrank the members that hold newer writes (and a rotten copy of the older
 //!   version does not become the only source);
@@ -144,6 +145,57 @@ fn an_unacknowledged_write_whose_only_copy_rots_is_rolled_back_after_a_restart()
     cluster.run();
     assert_eq!(state(&cluster, "victim"), "active+clean");
     cluster.assert_replicas_identical(pgid);
+}
+
+/// Seed 5531 of remaps, disk errors and expansion: as for seed 4040, but the copy
+/// holding the never-acknowledged write comes back as a replica (its own rollback
+/// never reached its disk: its store failed on that transaction), and another member
+/// leads. That member adopted the returning copy's newer log, and no copy could ever
+/// serve the version it named. The new primary asks the copy which objects of its
+/// newest entries it cannot read, proves the write was never acknowledged from the
+/// other member's `last_update`, and adopts the log without it.
+#[test]
+fn an_unacknowledged_write_whose_only_copy_rots_is_dropped_when_another_member_leads() {
+    let mut cluster = Cluster::new(Config::default());
+    write(&mut cluster, "victim", b"acknowledged");
+    let pgid = cluster.pg_of("victim");
+    let members = cluster.acting(pgid);
+    let former = members[0];
+    let lost = send_write(&mut cluster, "victim", b"never acknowledged");
+    cluster.drop_where(|env| env.is_rep_op());
+    cluster.run();
+    assert!(!cluster.has_reply(lost.reqid), "answered without replicas");
+    cluster.decay(former, "victim");
+
+    // It restarts before its replicas see any map without it, and comes back with
+    // no primary affinity: the next member leads.
+    for &replica in &members[1..] {
+        cluster.partition(replica);
+    }
+    cluster.restart_process(former, false);
+    for &replica in &members[1..] {
+        cluster.heal(replica);
+    }
+    cluster.change_map(|map| map.set_primary_affinity(former, 0).unwrap());
+    cluster.revive(former);
+    cluster.run();
+    let mut acting = cluster.acting(pgid);
+    assert_ne!(acting[0], former, "it leads again");
+    acting.sort();
+    assert_eq!(acting, sorted(&members));
+    assert_eq!(
+        read(&mut cluster, "victim"),
+        Some(Ok(b"acknowledged".to_vec()))
+    );
+    cluster.run();
+    assert_eq!(state(&cluster, "victim"), "active+clean");
+    cluster.assert_replicas_identical(pgid);
+}
+
+fn sorted(osds: &[OsdId]) -> Vec<OsdId> {
+    let mut osds = osds.to_vec();
+    osds.sort();
+    osds
 }
 
 /// A second object of the same PG as `name`.

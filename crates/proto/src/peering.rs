@@ -51,6 +51,11 @@ pub struct PgLogRequest {
     pub interval: Epoch,
     pub map_epoch: Epoch,
     pub after: Option<EVersion>,
+    /// Asks the copy to name, in its reply's `unreadable`, the objects written by
+    /// its entries after this version that its store cannot read (version 2; none
+    /// from older senders). The primary asks when this copy's log reaches past every
+    /// other answering copy's, where writes may rest on this copy's data alone.
+    pub check_after: Option<EVersion>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +68,9 @@ pub struct PgLogReply {
     /// The requests of the sender's trimmed entries (version 2; none from older
     /// senders), so a copy adopting this log still answers their resends.
     pub dups: Vec<LogDup>,
+    /// The objects of the entries after the request's `check_after` whose copy here
+    /// fails its checksum (version 4; none from older senders).
+    pub unreadable: Vec<String>,
 }
 
 /// A request whose log entry was trimmed, remembered so that a resend is answered with
@@ -253,22 +261,28 @@ impl Decode for PgNotify {
 
 impl Encode for PgLogRequest {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(1, 1, |e| {
+        e.versioned(2, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.after.encode(e);
+            self.check_after.encode(e);
         });
     }
 }
 
 impl Decode for PgLogRequest {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgLogRequest", 1, |d, _| {
+        d.versioned("PgLogRequest", 2, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
             Ok(PgLogRequest {
                 pgid,
                 interval,
                 map_epoch,
                 after: Option::decode(d)?,
+                check_after: if version >= 2 {
+                    Option::decode(d)?
+                } else {
+                    None
+                },
             })
         })
     }
@@ -350,19 +364,20 @@ fn get_dups(d: &mut Decoder, version: u8, since: u8) -> Result<Vec<LogDup>, Deco
 
 impl Encode for PgLogReply {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(3, 1, |e| {
+        e.versioned(4, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.info.encode(e);
             self.entries.encode(e);
             put_dups(e, &self.dups);
             put_dup_errors(e, &self.dups);
+            put_names(e, &self.unreadable);
         });
     }
 }
 
 impl Decode for PgLogReply {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgLogReply", 3, |d, version| {
+        d.versioned("PgLogReply", 4, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
             let mut reply = PgLogReply {
                 pgid,
@@ -371,8 +386,12 @@ impl Decode for PgLogReply {
                 info: PgInfo::decode(d)?,
                 entries: Vec::decode(d)?,
                 dups: get_dups(d, version, 2)?,
+                unreadable: Vec::new(),
             };
             get_dup_errors(d, version, &mut reply.dups)?;
+            if version >= 4 {
+                reply.unreadable = get_names(d)?;
+            }
             Ok(reply)
         })
     }
@@ -767,6 +786,7 @@ mod tests {
             info: PgInfo::default(),
             entries: Vec::new(),
             dups: vec![dup.clone(), failed.clone()],
+            unreadable: Vec::new(),
         };
         assert_eq!(PgLogReply::from_shared(reply.to_bytes()).unwrap(), reply);
         let activate = PgActivate {
@@ -831,5 +851,55 @@ mod tests {
             put_dup_errors(e, &reply.dups);
         });
         assert!(PgLogReply::from_shared(e.into_bytes()).is_err());
+    }
+
+    /// Version 2 of the log request asks which of the newest entries' objects the
+    /// copy cannot read, and version 4 of the reply names them; older bodies (no such
+    /// fields) still decode, with none.
+    #[test]
+    fn log_exchange_messages_carry_unreadable_objects_and_read_older_versions() {
+        let request = PgLogRequest {
+            pgid: PgId::new(1, 2),
+            interval: Epoch(3),
+            map_epoch: Epoch(4),
+            after: None,
+            check_after: Some(EVersion::new(3, 7)),
+        };
+        assert_eq!(
+            PgLogRequest::from_shared(request.to_bytes()).unwrap(),
+            request
+        );
+        let mut e = Encoder::new();
+        e.versioned(1, 1, |e| {
+            header(e, request.pgid, request.interval, request.map_epoch);
+            request.after.encode(e);
+        });
+        let old = PgLogRequest::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(old.check_after, None);
+
+        let reply = PgLogReply {
+            pgid: PgId::new(1, 2),
+            interval: Epoch(3),
+            map_epoch: Epoch(4),
+            info: PgInfo::default(),
+            entries: Vec::new(),
+            dups: Vec::new(),
+            unreadable: vec!["rotten".into()],
+        };
+        assert_eq!(PgLogReply::from_shared(reply.to_bytes()).unwrap(), reply);
+        let mut e = Encoder::new();
+        e.versioned(3, 1, |e| {
+            header(e, reply.pgid, reply.interval, reply.map_epoch);
+            reply.info.encode(e);
+            reply.entries.encode(e);
+            put_dups(e, &reply.dups);
+            put_dup_errors(e, &reply.dups);
+        });
+        let old = PgLogReply::from_shared(e.into_bytes()).unwrap();
+        assert!(old.unreadable.is_empty());
+        let bytes = reply.to_bytes();
+        for length in 0..bytes.len() {
+            assert!(PgLogReply::from_shared(bytes.slice(..length)).is_err());
+        }
     }
 }

@@ -237,6 +237,13 @@ pub fn main_cli(args: &[String]) -> i32 {
             );
         } else {
             print!("{}", format_report(report));
+            // A failed run's report ends with its trace; `--trace` asks for a passing
+            // run's too (to see what a fix did).
+            if report.ok && args.full_trace {
+                for event in &report.trace_tail {
+                    println!("  event: {event}");
+                }
+            }
         }
     }
     let failed: Vec<u64> = reports.iter().filter(|r| !r.ok).map(|r| r.seed).collect();

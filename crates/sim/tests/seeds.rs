@@ -452,6 +452,54 @@ fn regression_a_rollback_keeps_no_version_only_the_rolled_back_copy_had() {
     check(&[run_with_faults(23448, FaultClasses::ALL)], 10, 100);
 }
 
+/// Seed 1132 of `--faults all,expansion,remaps,space --snap-trim` (MemStore, size 2,
+/// two OSDs added): a client removed `client0-1` under a snapshot (its head a
+/// whiteout, its clone `client0-1@8` the snapshot's data). osd.2, whose store had no
+/// room for its backfill, held the PG's newest log but not the object; osd.4, a new
+/// OSD, was backfilled from it and took the object for gone because the log ended by
+/// removing it, so the PG went on without the clone and the copies ended different.
+/// With snapshots in the pool a removal no longer proves an object gone
+/// (`Pg::removed_for_good`).
+#[test]
+fn regression_a_backfill_keeps_a_removed_object_with_clones_missing() {
+    let classes = FaultClasses {
+        expansion: true,
+        remaps: true,
+        space: true,
+        ..FaultClasses::ALL
+    };
+    let config = SimConfig::from_seed(1132)
+        .with_faults(classes)
+        .with_snap_trim(true)
+        .with_disk(carmine_sim::disk::DiskKind::Mem);
+    check(&[run_config(config)], 10, 100);
+}
+
+/// Seed 5531 of `--faults all,remaps,disk-errors,expansion --snapshots` (LogStore,
+/// size 3): osd.2, primary of PG 1.1, applied 8'3 to `client1-0` while cut off from
+/// its replicas (never acknowledged) over a copy a bit flip had hit, and rolled it
+/// back at the next interval change, but its store failed on that very transaction.
+/// It came back with 8'3 in its log; osd.3, a newly added OSD, led the PG, adopted
+/// that log as the newest, and no copy could ever serve 8'3 (osd.2's was corrupt,
+/// osd.0 and osd.1 held the acknowledged 8'2): the PG stayed degraded. The primary now
+/// asks the authoritative copy which objects of its newest entries it cannot read and
+/// adopts the log without the writes the other members prove never acknowledged
+/// (`Pg::drop_unreadable_tail`).
+#[test]
+fn regression_a_new_primary_drops_an_unreadable_unacknowledged_tail_it_adopts() {
+    let classes = FaultClasses {
+        remaps: true,
+        disk_errors: true,
+        expansion: true,
+        ..FaultClasses::ALL
+    };
+    let config = SimConfig::from_seed(5531)
+        .with_faults(classes)
+        .with_snapshots(true)
+        .with_disk(carmine_sim::disk::DiskKind::Log);
+    check(&[run_config(config)], 5, 50);
+}
+
 /// Seed 119989 (LogStore, size 2, 5 monitors): osd.1 led PG 1.7 alone (min_size 1)
 /// and acknowledged writes 5'40..5'44. osd.0 came back, peered as primary in interval
 /// 6, adopted that log, pulled the object, went active and reported the PG clean, so

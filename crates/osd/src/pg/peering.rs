@@ -360,15 +360,32 @@ impl Pg {
         self.after_infos(store, out);
     }
 
-    /// Asks `auth` for its whole log (GetLog).
+    /// Asks `auth` for its whole log (GetLog), and, where that log reaches past every
+    /// other answering copy's, which objects of those newest writes its copy cannot
+    /// read (see `drop_unreadable_tail`).
     fn request_log(&self, auth: OsdId, out: &mut Vec<Output>) {
+        let check_after = (auth != self.whoami)
+            .then(|| self.newest_other_than(auth))
+            .flatten()
+            .filter(|&others| {
+                (self.notifies.get(&auth)).is_some_and(|n| n.info.last_update > others)
+            });
         let request = Msg::PgLogRequest(PgLogRequest {
             pgid: self.pgid,
             interval: self.interval_start,
             map_epoch: self.map_epoch,
             after: None,
+            check_after,
         });
         self.send(auth, request, out);
+    }
+
+    /// The newest last update among the answering copies other than `holder`'s.
+    fn newest_other_than(&self, holder: OsdId) -> Option<EVersion> {
+        (self.notifies.iter())
+            .filter(|(osd, n)| **osd != holder && n.exists)
+            .map(|(_, n)| n.info.last_update)
+            .max()
     }
 
     /// Every past interval that may have accepted writes is covered by an answer.
@@ -603,13 +620,22 @@ impl Pg {
             .map(|(osd, _)| *osd)
     }
 
-    /// Any role: the primary wants our log.
+    /// Any role: the primary wants our log, and perhaps which of the objects our
+    /// newest entries wrote we cannot read.
     pub fn handle_log_request(
         &mut self,
+        store: &dyn ObjectStore,
         from: OsdId,
         request: PgLogRequest,
         out: &mut Vec<Output>,
     ) {
+        let unreadable = request.check_after.map_or_else(Vec::new, |after| {
+            let written = objects_after_log(self.log.entries(), after);
+            let corrupt = written
+                .into_iter()
+                .filter(|name| self.copy_is_corrupt(store, name));
+            corrupt.collect()
+        });
         let entries: Vec<LogEntry> = self
             .log
             .entries()
@@ -623,6 +649,7 @@ impl Pg {
             info: self.info.clone(),
             entries,
             dups: self.log.dups_to_send(),
+            unreadable,
         });
         out.push(peer_output(from, reply));
     }
@@ -662,6 +689,8 @@ impl Pg {
                 self.pgid
             );
         }
+        let mut reply = reply;
+        self.drop_unreadable_tail(from, &mut reply);
         let plan = catch_up_plan(
             &self.log_versions(),
             &self.info,
@@ -681,16 +710,13 @@ impl Pg {
                 // What the authoritative copy lacks, we lack too: the pull of everything
                 // it holds does not name those, and taking them as absent dropped
                 // acknowledged objects (the PG went clean without them; the
-                // simulator's remap and space classes). Not one its log ends by
-                // deleting: absent is what that copy should be. (Catching up on a
-                // prefix, the objects changed since our last update are pulled by
-                // name, and one the source cannot send stays missing; those we hold
-                // from before are current.)
+                // simulator's remap and space classes). Not one its log shows gone
+                // for good: absent is what that copy should be (`removed_for_good`).
+                // (Catching up on a prefix, the objects changed since our last update
+                // are pulled by name, and one the source cannot send stays missing;
+                // those we hold from before are current.)
                 if let Some(notify) = self.notifies.get(&from) {
-                    let deleted = |name: &str| {
-                        super::repair::newest_change_among(reply.entries.iter(), name)
-                            .is_some_and(super::repair::is_removal)
-                    };
+                    let deleted = |name: &str| self.removed_for_good(reply.entries.iter(), name);
                     let theirs = (notify.missing.iter())
                         .filter(|name| *name != MISSING_ALL && !deleted(name));
                     lacking.extend(theirs.cloned());
@@ -1540,7 +1566,8 @@ impl Pg {
             return;
         };
         let in_flight: BTreeSet<EVersion> = self.in_flight.iter().map(|w| w.version).collect();
-        let first = self.rollback_point_others_can_serve(unreadable, |v| in_flight.contains(&v));
+        let ours = || self.log.entries();
+        let first = rollback_point_others_can_serve(ours, unreadable, |v| in_flight.contains(&v));
         let (kept, forgotten): (Vec<LogEntry>, Vec<LogEntry>) = self
             .log
             .entries()
@@ -1577,63 +1604,23 @@ impl Pg {
     /// crashed, and came back with that write as the newest entry of its log; peering
     /// made its log authoritative, told the replicas they lack the object, and no copy
     /// could ever serve it, although both replicas held the acknowledged version).
-    /// The log itself proves it: a write is acknowledged only once every member of
-    /// the acting set it was written in has applied it, and a member's `last_update`
-    /// counts every entry it applied, so an answering member of that interval whose
-    /// `last_update` is older never applied it and the write was never acknowledged.
-    /// Writes are acknowledged in log order, so nor was any entry after it. Those
-    /// entries are then as safe to throw away as a divergent history, and their
+    /// The log itself proves it (`unacknowledged_unreadable_tail`). Those entries
+    /// are then as safe to throw away as a divergent history, and their
     /// objects become missing here: peering takes their newest readable version from
     /// a copy that holds the history up to that point.
     fn roll_back_unreadable_history(&mut self, store: &mut dyn ObjectStore) -> bool {
-        let Some(others) = self
-            .notifies
-            .iter()
-            .filter(|(osd, n)| **osd != self.whoami && n.exists)
-            .map(|(_, n)| n.info.last_update)
-            .max()
+        let ours = || self.log.entries();
+        let corrupt = |name: &str| self.copy_is_corrupt(store, name);
+        let Some((unreadable, first)) =
+            self.unacknowledged_unreadable_tail(self.whoami, &self.info, ours, corrupt)
         else {
             return false;
         };
-        let Some(unreadable) = self
-            .log
-            .entries()
-            .filter(|e| e.version > others && e.changes_object())
-            .find(|e| self.copy_is_corrupt(store, &e.oid))
-            .map(|e| e.version)
-        else {
-            return false;
-        };
-        let first = self.rollback_point_others_can_serve(unreadable, |v| v > others);
-        let Some(interval) = self
-            .past_intervals
-            .iter()
-            .find(|i| i.first <= first.epoch && first.epoch <= i.last)
-        else {
-            return false;
-        };
-        let lacked_by_member = self.notifies.iter().any(|(osd, n)| {
-            *osd != self.whoami
-                && n.exists
-                && n.info.last_update < first
-                && interval.acting.contains(osd)
-        });
-        if !lacked_by_member {
-            return false;
-        }
         let (kept, forgotten): (Vec<LogEntry>, Vec<LogEntry>) = self
             .log
             .entries()
             .cloned()
             .partition(|entry| entry.version < first);
-        // The in-order argument holds within the interval the write was made in; an
-        // activation since (ours, or an entry taken from a later primary) could have
-        // carried the entries on to members that answered a client's resend of them.
-        if self.info.last_epoch_started > interval.last
-            || forgotten.iter().any(|e| e.version.epoch > interval.last)
-        {
-            return false;
-        }
         tracing::warn!(
             "{}: our copy of {unreadable}, which no answering copy holds and a member of \
              its interval never applied, is unreadable; rolling back {} entries from {first}",
@@ -1644,37 +1631,123 @@ impl Pg {
         true
     }
 
-    /// Lowers a rollback point `first` until every object the rollback forgets has
-    /// a newest kept version that another copy holds. Rolling back from `first`
-    /// leaves those objects missing here at their newest kept version, which our copy
-    /// no longer has once a forgotten write overwrote it; a kept version that is
-    /// `unacknowledged` may be one no other copy ever applied, so nobody could serve
-    /// it (seed 23448: a rollback from 6'52 left two objects missing at versions of
-    /// 6'47..6'51 that only the primary had written, and the PG incomplete for good).
-    /// Entries from such a version on are as unacknowledged as `first`, so rolling
-    /// them back too loses nothing a client was told is done.
-    fn rollback_point_others_can_serve(
-        &self,
-        mut first: EVersion,
-        unacknowledged: impl Fn(EVersion) -> bool,
-    ) -> EVersion {
-        loop {
-            let forgotten: BTreeSet<&str> = self
-                .log
-                .entries()
-                .filter(|e| e.version >= first && e.changes_object())
-                .map(|e| e.oid.as_str())
-                .collect();
-            let unservable = self
-                .log
-                .entries()
-                .filter(|e| e.version < first && e.changes_object() && unacknowledged(e.version))
-                .find(|e| forgotten.contains(e.oid.as_str()))
-                .map(|e| e.version);
-            match unservable {
-                Some(earlier) => first = earlier,
-                None => return first,
+    /// Primary, GetLog: drops from the authoritative copy's log (`reply`, from
+    /// `holder`) the entries that `roll_back_unreadable_history` would roll back were
+    /// that copy the primary. Returns whether it dropped any.
+    ///
+    /// A copy is not always primary where its own log is the newest, and its own
+    /// rollback of such writes may never have reached its disk (seed 5531 of remaps,
+    /// disk errors and expansion: the former primary rolled back a write nobody
+    /// acknowledged, whose object a bit flip had left unreadable there, and its store
+    /// failed on that very transaction; it came back with the write in its log, the
+    /// new primary adopted that log, and no copy could ever serve the version it
+    /// named, while both other members held the acknowledged version before it). So
+    /// the copy names the objects of its newest entries that it cannot read
+    /// (`PgLogRequest::check_after`), the same proof as for our own log shows those
+    /// writes were never acknowledged, and the history we adopt ends before them.
+    /// The copy's own entries past that point are then divergent: it is backfilled.
+    fn drop_unreadable_tail(&self, holder: OsdId, reply: &mut PgLogReply) -> bool {
+        if reply.unreadable.is_empty() {
+            return false;
+        }
+        let names: BTreeSet<&str> = reply.unreadable.iter().map(String::as_str).collect();
+        let theirs = || reply.entries.iter();
+        let unreadable = |name: &str| names.contains(name);
+        let Some((unreadable, first)) =
+            self.unacknowledged_unreadable_tail(holder, &reply.info, theirs, unreadable)
+        else {
+            return false;
+        };
+        let before = reply.entries.len();
+        reply.entries.retain(|entry| entry.version < first);
+        tracing::warn!(
+            "{}: {holder}'s copy of {unreadable}, which no other answering copy holds and \
+             a member of its interval never applied, is unreadable; adopting its log \
+             without the {} entries from {first}",
+            self.pgid,
+            before - reply.entries.len()
+        );
+        let info = &mut reply.info;
+        info.last_update = reply.entries.last().map_or(info.log_tail, |e| e.version);
+        // Its counts include the dropped writes (as for a rollback of our own log).
+        match self.stats_at(info.last_update) {
+            Some((object_count, data_bytes)) => {
+                info.object_count = object_count;
+                info.data_bytes = data_bytes;
+                info.stats_invalid = false;
             }
+            None => info.stats_invalid = true,
+        }
+        true
+    }
+
+    /// Where the log of `holder` (its `info` and `entries`) may be rolled back: the
+    /// version of a write only `holder` holds that its copy cannot read
+    /// (`unreadable`), and the rollback point, when that history was provably never
+    /// acknowledged; else `None`.
+    ///
+    /// The entries considered are those past every other answering copy's last
+    /// update. A write is acknowledged only once every member of the acting set it
+    /// was written in has applied it, and a member's `last_update` counts every entry
+    /// it applied, so an answering member of that interval whose `last_update` is
+    /// older never applied it, and the write was never acknowledged. Writes are
+    /// acknowledged in log order, so nor was any entry after it. That holds within
+    /// the interval the write was made in: an activation since (the holder's, or an
+    /// entry taken from a later primary) could have carried the entries on to members
+    /// that answered a client's resend of them.
+    fn unacknowledged_unreadable_tail<'a, I: Iterator<Item = &'a LogEntry>>(
+        &self,
+        holder: OsdId,
+        info: &PgInfo,
+        entries: impl Fn() -> I,
+        mut unreadable: impl FnMut(&str) -> bool,
+    ) -> Option<(EVersion, EVersion)> {
+        let others = self.newest_other_than(holder)?;
+        let at = entries()
+            .filter(|e| e.version > others && e.changes_object())
+            .find(|e| unreadable(&e.oid))?
+            .version;
+        let first = rollback_point_others_can_serve(&entries, at, |v| v > others);
+        let interval = (self.past_intervals.iter())
+            .find(|i| i.first <= first.epoch && first.epoch <= i.last)?;
+        let lacked_by_member = self.notifies.iter().any(|(osd, n)| {
+            *osd != holder
+                && n.exists
+                && n.info.last_update < first
+                && interval.acting.contains(osd)
+        });
+        let carried_on = info.last_epoch_started > interval.last
+            || entries().any(|e| e.version >= first && e.version.epoch > interval.last);
+        (lacked_by_member && !carried_on).then_some((at, first))
+    }
+}
+
+/// Lowers a rollback point `first` of a log (its `entries`) until every object the
+/// rollback forgets has a newest kept version that another copy holds. Rolling back
+/// from `first` leaves those objects missing at their newest kept version, which the
+/// rolled-back copy no longer has once a forgotten write overwrote it; a kept version
+/// that is `unacknowledged` may be one no other copy ever applied, so nobody could
+/// serve it (seed 23448: a rollback from 6'52 left two objects missing at versions of
+/// 6'47..6'51 that only the primary had written, and the PG incomplete for good).
+/// Entries from such a version on are as unacknowledged as `first`, so rolling them
+/// back too loses nothing a client was told is done.
+fn rollback_point_others_can_serve<'a, I: Iterator<Item = &'a LogEntry>>(
+    entries: impl Fn() -> I,
+    mut first: EVersion,
+    unacknowledged: impl Fn(EVersion) -> bool,
+) -> EVersion {
+    loop {
+        let forgotten: BTreeSet<&str> = entries()
+            .filter(|e| e.version >= first && e.changes_object())
+            .map(|e| e.oid.as_str())
+            .collect();
+        let unservable = entries()
+            .filter(|e| e.version < first && e.changes_object() && unacknowledged(e.version))
+            .find(|e| forgotten.contains(e.oid.as_str()))
+            .map(|e| e.version);
+        match unservable {
+            Some(earlier) => first = earlier,
+            None => return first,
         }
     }
 }

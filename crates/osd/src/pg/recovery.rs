@@ -460,10 +460,10 @@ impl Pg {
             self.submit_meta(store, tx);
         }
         // Objects the source did not send: it lacks them too. They stay missing here
-        // (unfound until a copy turns up), never taken as absent; unless our log ends
-        // by deleting one, when absent is right.
+        // (unfound until a copy turns up), never taken as absent; unless our log shows
+        // one gone for good, when absent is right.
         let mut unsent = std::mem::take(&mut self.pulling);
-        unsent.retain(|name| !self.log_removed(name));
+        unsent.retain(|name| !self.removed_for_good(self.log.entries(), name));
         if !unsent.is_empty() && !self.pull_exact.is_empty() {
             // A probe asks one copy of several: the others may still hold them.
             tracing::info!(

@@ -212,6 +212,22 @@ impl Pg {
         self.newest_change(name).is_some_and(is_removal)
     }
 
+    /// Whether a log (`entries`) shows object `name` gone for good, head and clones:
+    /// its newest change removed it, and the pool never had a snapshot. A removed
+    /// head keeps its clones (under a whiteout) until the snap trimmer removes them,
+    /// and a removal's log entry, the client's or the trimmer's, does not say whether
+    /// any remain. A copy that lacks such an object is then no proof it is gone:
+    /// taking it for absent dropped a clone that held a live snapshot's data (seed
+    /// 1132 of expansion, remaps, space and snapshot trims: a new OSD backfilled from
+    /// a copy that lacked an object whose head a client had deleted).
+    pub(super) fn removed_for_good<'a>(
+        &self,
+        entries: impl DoubleEndedIterator<Item = &'a LogEntry>,
+        name: &str,
+    ) -> bool {
+        self.pool.snap_seq == 0 && newest_change_among(entries, name).is_some_and(is_removal)
+    }
+
     /// Primary: our copy of `name` fails its checksum (counted once until repaired).
     pub(super) fn note_local_corrupt(&mut self, name: &str) {
         if self.local_corrupt.insert(name.to_string()) {
