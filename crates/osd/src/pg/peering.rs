@@ -659,7 +659,7 @@ impl Pg {
         &mut self,
         store: &mut dyn ObjectStore,
         from: OsdId,
-        reply: PgLogReply,
+        mut reply: PgLogReply,
         out: &mut Vec<Output>,
     ) {
         if self.phase != (Phase::GetLog { auth: from }) || reply.interval != self.interval_start {
@@ -689,7 +689,6 @@ impl Pg {
                 self.pgid
             );
         }
-        let mut reply = reply;
         self.drop_unreadable_tail(from, &mut reply);
         let plan = catch_up_plan(
             &self.log_versions(),
@@ -1633,7 +1632,7 @@ impl Pg {
 
     /// Primary, GetLog: drops from the authoritative copy's log (`reply`, from
     /// `holder`) the entries that `roll_back_unreadable_history` would roll back were
-    /// that copy the primary. Returns whether it dropped any.
+    /// that copy the primary.
     ///
     /// A copy is not always primary where its own log is the newest, and its own
     /// rollback of such writes may never have reached its disk (seed 5531 of remaps,
@@ -1646,9 +1645,9 @@ impl Pg {
     /// (`PgLogRequest::check_after`), the same proof as for our own log shows those
     /// writes were never acknowledged, and the history we adopt ends before them.
     /// The copy's own entries past that point are then divergent: it is backfilled.
-    fn drop_unreadable_tail(&self, holder: OsdId, reply: &mut PgLogReply) -> bool {
+    fn drop_unreadable_tail(&self, holder: OsdId, reply: &mut PgLogReply) {
         if reply.unreadable.is_empty() {
-            return false;
+            return;
         }
         let names: BTreeSet<&str> = reply.unreadable.iter().map(String::as_str).collect();
         let theirs = || reply.entries.iter();
@@ -1656,7 +1655,7 @@ impl Pg {
         let Some((unreadable, first)) =
             self.unacknowledged_unreadable_tail(holder, &reply.info, theirs, unreadable)
         else {
-            return false;
+            return;
         };
         let before = reply.entries.len();
         reply.entries.retain(|entry| entry.version < first);
@@ -1678,7 +1677,6 @@ impl Pg {
             }
             None => info.stats_invalid = true,
         }
-        true
     }
 
     /// Where the log of `holder` (its `info` and `entries`) may be rolled back: the
