@@ -9,6 +9,7 @@
 //! A push carries the object's whole state (data, xattrs with the object info, omap),
 //! or its absence, and replaces the receiver's copy in one transaction.
 
+use super::repair::is_removal;
 use super::{peer_output, Pg, Phase};
 use crate::exec::OBJECT_INFO_XATTR;
 use crate::pglog::missing_key;
@@ -421,8 +422,19 @@ impl Pg {
         // one transaction with copies that add data was refused whole and left the
         // removed objects missing here with no version anyone could supply (the
         // remap and space classes, seed 3984).
-        let (removals, copies): (Vec<_>, Vec<_>) = (push.objects.into_iter())
-            .partition(|copy| copy.state.is_none() && copy.clones.is_empty());
+        let (ahead, objects): (Vec<_>, Vec<_>) =
+            (push.objects.into_iter()).partition(|copy| self.copy_is_ahead_of_log(copy));
+        for copy in ahead {
+            tracing::warn!(
+                "{}: the source's copy of {} is of a write our history does not hold; it \
+                 stays missing here",
+                self.pgid,
+                copy.oid
+            );
+            self.pull_not_applied.insert(copy.oid);
+        }
+        let (removals, copies): (Vec<_>, Vec<_>) =
+            (objects.into_iter()).partition(|copy| copy.state.is_none() && copy.clones.is_empty());
         for batch in [removals, copies] {
             if batch.is_empty() {
                 continue;
@@ -494,6 +506,27 @@ impl Pg {
         for name in unreadable {
             self.note_replica_corrupt(source, name);
         }
+    }
+
+    /// Primary, pulling: whether a copy holds a write the history we adopted does not:
+    /// an object info newer than our last update, or no object where our log's newest
+    /// change to it is not a removal. The source's history then goes on past ours, with
+    /// entries we left out as provably never acknowledged (`drop_unreadable_tail`);
+    /// taking its copy put a dropped write's data under an older version (seed 7859 of
+    /// remaps, disk errors and expansion with snapshots: the PG's byte count and the
+    /// data no longer agreed). Such an object stays missing, to be recovered from a
+    /// copy that holds our history once active.
+    fn copy_is_ahead_of_log(&self, copy: &ObjectCopy) -> bool {
+        let Some(state) = &copy.state else {
+            let removal = copy.clones.is_empty();
+            return removal
+                && self
+                    .newest_change(&copy.oid)
+                    .is_some_and(|e| !is_removal(e));
+        };
+        let info = state.xattrs.get(OBJECT_INFO_XATTR);
+        let version = info.and_then(|raw| ObjectInfo::from_shared(raw.clone()).ok());
+        version.is_some_and(|info| info.version > self.info.last_update)
     }
 
     /// After a pull: the objects still missing are exactly `names`, in memory and in
