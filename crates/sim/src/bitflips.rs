@@ -5,8 +5,12 @@
 //! Flips run on their own schedule and random stream (a fork of the seed), so seeds
 //! without them — every MemStore seed, and LogStore seeds without the class — run
 //! exactly as before. A flip picks a PG that is active+clean with its whole acting set
-//! up and no earlier flip still unhealed, then one object copy in it: so at most one
-//! copy of any object is corrupt at a time and a good copy exists. Pools of two copies
+//! up on the newest map and no earlier flip still unhealed, then one object copy in
+//! it: so at most one copy of any object is corrupt at a time and a good copy exists.
+//! (A member still on an older map may be a stale primary: its writes, which nobody
+//! acknowledges, overwrite its own copy, and a flip on the other copy of a two-copy
+//! history then leaves no good one; seed 9517 of remaps, disk errors and expansion
+//! with snapshots.) Pools of two copies
 //! get flips only when OSDs never leave acting sets (no crashes, OSD partitions or
 //! monitor resets): otherwise the good copy's OSD could go down while writes land on
 //! the corrupt one, which no replication scheme survives.
@@ -171,7 +175,10 @@ impl Sim {
                 let shard = pg_shard(pgid, shards);
                 mapping.acting.contains(&osd)
                     && mapping.acting.len() == pool_size
-                    && mapping.acting.iter().all(|o| self.osds[o].is_up())
+                    && mapping
+                        .acting
+                        .iter()
+                        .all(|o| self.osds[o].has_epoch(map.epoch))
                     && self.osds[&primary]
                         .pg_state(shard, pgid)
                         .is_some_and(|s| s.contains(PgState::ACTIVE) && s.contains(PgState::CLEAN))

@@ -475,6 +475,28 @@ fn regression_a_backfill_keeps_a_removed_object_with_clones_missing() {
     check(&[run_config(config)], 10, 100);
 }
 
+/// Seed 9517 of `--faults all,remaps,disk-errors,expansion --snapshots` (LogStore):
+/// the simulator flipped a bit in the only good copy of an object. osd.2, cut off
+/// from the monitors' maps, still led PG 1.3 as a two-copy interval and applied
+/// writes to `client0-0` that nobody acknowledged (the other member had moved on);
+/// the flip then hit the other member's copy, the last of the acknowledged version,
+/// and no replication survives that. A flip now waits until every acting member has
+/// the newest map (`bitflips.rs`), so the PG's clean state is that map's.
+#[test]
+fn regression_a_flip_waits_for_every_member_to_have_the_newest_map() {
+    let classes = FaultClasses {
+        remaps: true,
+        disk_errors: true,
+        expansion: true,
+        ..FaultClasses::ALL
+    };
+    let config = SimConfig::from_seed(9517)
+        .with_faults(classes)
+        .with_snapshots(true)
+        .with_disk(carmine_sim::disk::DiskKind::Log);
+    check(&[run_config(config)], 5, 50);
+}
+
 /// Seed 5531 of `--faults all,remaps,disk-errors,expansion --snapshots` (LogStore,
 /// size 3): osd.2, primary of PG 1.1, applied 8'3 to `client1-0` while cut off from
 /// its replicas (never acknowledged) over a copy a bit flip had hit, and rolled it
