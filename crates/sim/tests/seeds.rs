@@ -494,7 +494,7 @@ fn regression_a_flip_waits_for_every_member_to_have_the_newest_map() {
         .with_faults(classes)
         .with_snapshots(true)
         .with_disk(carmine_sim::disk::DiskKind::Log);
-    check(&[run_config(config)], 5, 50);
+    check(&[run_config(config)], 4, 50);
 }
 
 /// Seed 5531 of `--faults all,remaps,disk-errors,expansion --snapshots` (LogStore,
