@@ -475,6 +475,28 @@ fn regression_a_backfill_keeps_a_removed_object_with_clones_missing() {
     check(&[run_config(config)], 10, 100);
 }
 
+/// Seed 26545 of `--faults all,expansion,remaps,space --snap-trim` (MemStore, 3
+/// monitors): the leader sent mon.2 a Raft snapshot just before a partition cut it
+/// off, and mon.2's answer was lost. raft-rs sends a follower nothing more while a
+/// snapshot to it is outstanding, until the application reports it, and the monitor
+/// never did: mon.2 stayed at e16 for a minute while the others reached e58. The
+/// leader now reports a snapshot handed to a session as finished
+/// (`Monitor::report_snapshot`).
+#[test]
+fn regression_a_lost_monitor_snapshot_is_sent_again() {
+    let classes = FaultClasses {
+        expansion: true,
+        remaps: true,
+        space: true,
+        ..FaultClasses::ALL
+    };
+    let config = SimConfig::from_seed(26545)
+        .with_faults(classes)
+        .with_snap_trim(true)
+        .with_disk(carmine_sim::disk::DiskKind::Mem);
+    check(&[run_config(config)], 10, 100);
+}
+
 /// Seed 9517 of `--faults all,remaps,disk-errors,expansion --snapshots` (LogStore):
 /// the simulator flipped a bit in the only good copy of an object. osd.2, cut off
 /// from the monitors' maps, still led PG 1.3 as a two-copy interval and applied
