@@ -44,10 +44,16 @@ fn a_stale_primary_overwrites_the_only_copy_of_an_acknowledged_write() {
 
 /// The same class, seed 36287 (size 2): PG 1.2 never goes clean; its primary, osd.3,
 /// stays `backfilling` with `client0-2`, `shared-0` and `shared-2` missing and calls
-/// them unfound, while osd.1 holds them. Earlier the PG went incomplete ("the newest
-/// copy (osd.2, at 64'171) lacks 3 objects and no reachable copy with its history
-/// holds them") after a pull the primary's full store refused. Not investigated.
-/// Fails on session 39's build too. Found by the same swarm.
+/// them unfound, while osd.1 holds them. A first look: after a pull a full store
+/// refused, every copy with the newest log (osd.0 and osd.2 at 64'171, osd.4 at
+/// 58'155) lists the three objects missing; osd.1 holds them with a log ending at
+/// 13'95, before the authoritative log's tail (50'115). That log names the three
+/// only in error entries (50'116 on: writes answered with EIO while they were
+/// unfound), so the entries naming their needed versions were trimmed (the pin of
+/// seed 15189 stops at 4 × the log's length, and every failed write adds an entry),
+/// and no copy can be shown to hold the current versions: the missing sets carry no
+/// versions (Ceph's `pg_missing_t` does). Fails on session 39's build too. Found by
+/// the same swarm.
 #[test]
 fn a_backfilling_primary_never_finds_objects_a_member_holds() {
     assert_passes(expansion_remaps_space_trims(36287));
