@@ -2,8 +2,8 @@
 //! `cargo test -p carmine-sim --features known-gaps --test known_gaps`; move each to the
 //! default run when the fix lands (regression seeds go to `tests/seeds.rs`).
 //!
-//! Known today: seeds 34338 and 36287 of expansion, remaps, space and snapshot trims
-//! (below). The stale reads of seeds 287 and 852 (read leases), seed 1878
+//! Known today: seeds 34338 (an acknowledged write lost) and 36287 of expansion,
+//! remaps, space and snapshot trims (below). The stale reads of seeds 287 and 852 (read leases), seed 1878
 //! (an op held across a primary change), the unreadable object of seed 3176 (an
 //! interval below min_size recorded as started), the incomplete PG of seed 23448 (a
 //! rollback that kept versions only the rolled-back copy had), the PG counts of seeds
@@ -29,14 +29,23 @@ use carmine_sim::disk::DiskKind;
 use carmine_sim::{format_report, run_config, FaultClasses, SimConfig};
 
 /// `--faults all,expansion,remaps,space --snap-trim --disk mem`, seed 34338 (MemStore,
-/// size 2, min_size 1): PG 1.6 never goes clean, and its primary, osd.2, holds
-/// `shared-0` with content other than the last acknowledged write's. A first look:
-/// osd.0's store had no room, so writes to `shared-0` were acknowledged with osd.2's
-/// data alone (osd.0 logged them only); osd.2 was then cut off outbound for 6 s, the
-/// next interval had the object unfound, and osd.2, still applying writes as a stale
-/// primary, may have overwritten that only copy with writes nobody acknowledged. Not
-/// investigated further. Fails on session 39's build too. Found by the swarm of seeds
-/// 30000..45000 (1 of 15,000).
+/// size 2, min_size 1): an acknowledged write is lost. What the trace shows:
+/// - osd.0's store had no room, so osd.2, primary of PG 1.6 in interval 9, acknowledged
+///   writes to `shared-0` up to 11'46 with its own data alone (osd.0 logged them only:
+///   the policy session 39 left to the team, "acknowledged writes can rest on one
+///   disk's data");
+/// - osd.2 was then cut off outbound for 6 s and went on as a stale primary: it applied
+///   11'47..11'49 (a rollback to a snapshot among them) over that only copy; nobody
+///   acknowledged them, and the clients' resends got EIO from the next interval,
+///   where the object was unfound;
+/// - at e31 osd.2 leads again, its three entries are divergent (the later interval
+///   logged other writes) and are rolled back, and no copy of 11'46 exists anywhere:
+///   `shared-0` stays missing, its store holding 11'49's data.
+///
+/// Ceph would not have acknowledged those writes: a replica missing the object makes
+/// the write wait for its recovery. Closing this means revisiting that policy (or
+/// keeping the data a stale primary overwrites). Fails on session 39's build too.
+/// Found by the swarm of seeds 30000..45000 (1 of 15,000).
 #[test]
 fn a_stale_primary_overwrites_the_only_copy_of_an_acknowledged_write() {
     assert_passes(expansion_remaps_space_trims(34338));
