@@ -456,6 +456,15 @@ fn a_whole_group_restarts_from_its_persisted_state() {
 
 #[test]
 fn a_lagging_monitor_catches_up_from_a_snapshot() {
+    let (mut group, lagging) = settled_with_a_follower_past_the_log();
+    group.start(lagging);
+    group.run_for(Duration::from_secs(3));
+    group.assert_converged();
+}
+
+/// A settled group of three whose follower, down, missed more changes than the
+/// log keeps (it needs a snapshot); returns the group and that follower's rank.
+fn settled_with_a_follower_past_the_log() -> (Group, u64) {
     let mut group = settled(3);
     let leader = group.agreed_leader();
     let lagging = group.follower();
@@ -463,9 +472,7 @@ fn a_lagging_monitor_catches_up_from_a_snapshot() {
     for index in 0..storage::LOG_ENTRIES_MAX * 2 {
         group.create_pool(leader, &format!("p{index}"));
     }
-    group.start(lagging);
-    group.run_for(Duration::from_secs(3));
-    group.assert_converged();
+    (group, lagging)
 }
 
 /// A snapshot lost on its way leaves the follower behind only until the leader
@@ -475,13 +482,8 @@ fn a_lagging_monitor_catches_up_from_a_snapshot() {
 /// seed 26545 of expansion, remaps, space and snapshot trims).
 #[test]
 fn a_lagging_monitor_catches_up_when_its_snapshot_is_lost() {
-    let mut group = settled(3);
+    let (mut group, lagging) = settled_with_a_follower_past_the_log();
     let leader = group.agreed_leader();
-    let lagging = group.follower();
-    group.kill(lagging);
-    for index in 0..storage::LOG_ENTRIES_MAX * 2 {
-        group.create_pool(leader, &format!("p{index}"));
-    }
     group.snapshots_to_lose = 1;
     group.start(lagging);
     group.run_for(Duration::from_secs(3));

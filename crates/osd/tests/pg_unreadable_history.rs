@@ -117,25 +117,10 @@ fn an_unacknowledged_write_whose_only_copy_rots_is_rolled_back() {
 #[test]
 fn an_unacknowledged_write_whose_only_copy_rots_is_rolled_back_after_a_restart() {
     let mut cluster = Cluster::new(Config::default());
-    write(&mut cluster, "victim", b"acknowledged");
+    let members = unacknowledged_write_over_a_copy_that_rots(&mut cluster);
     let pgid = cluster.pg_of("victim");
-    let members = cluster.acting(pgid);
-    let primary = members[0];
-    let lost = send_write(&mut cluster, "victim", b"never acknowledged");
-    cluster.drop_where(|env| env.is_rep_op());
-    cluster.run();
-    assert!(!cluster.has_reply(lost.reqid), "answered without replicas");
-    cluster.decay(primary, "victim");
-
-    // The primary restarts before its replicas see any map without it.
-    for &replica in &members[1..] {
-        cluster.partition(replica);
-    }
-    cluster.restart_process(primary, false);
-    for &replica in &members[1..] {
-        cluster.heal(replica);
-    }
-    cluster.revive(primary);
+    restart_unseen(&mut cluster, &members);
+    cluster.revive(members[0]);
     cluster.run();
     assert_eq!(cluster.acting(pgid), members);
     assert_eq!(
@@ -157,25 +142,11 @@ fn an_unacknowledged_write_whose_only_copy_rots_is_rolled_back_after_a_restart()
 #[test]
 fn an_unacknowledged_write_whose_only_copy_rots_is_dropped_when_another_member_leads() {
     let mut cluster = Cluster::new(Config::default());
-    write(&mut cluster, "victim", b"acknowledged");
+    let members = unacknowledged_write_over_a_copy_that_rots(&mut cluster);
     let pgid = cluster.pg_of("victim");
-    let members = cluster.acting(pgid);
     let former = members[0];
-    let lost = send_write(&mut cluster, "victim", b"never acknowledged");
-    cluster.drop_where(|env| env.is_rep_op());
-    cluster.run();
-    assert!(!cluster.has_reply(lost.reqid), "answered without replicas");
-    cluster.decay(former, "victim");
-
-    // It restarts before its replicas see any map without it, and comes back with
-    // no primary affinity: the next member leads.
-    for &replica in &members[1..] {
-        cluster.partition(replica);
-    }
-    cluster.restart_process(former, false);
-    for &replica in &members[1..] {
-        cluster.heal(replica);
-    }
+    // It comes back with no primary affinity: the next member leads.
+    restart_unseen(&mut cluster, &members);
     cluster.change_map(|map| map.set_primary_affinity(former, 0).unwrap());
     cluster.revive(former);
     cluster.run();
@@ -226,14 +197,8 @@ fn a_dropped_write_is_not_pulled_from_the_copy_that_made_it() {
     }
     cluster.decay(former, "victim");
 
-    // It restarts before its replicas see any map without it; the newcomer leads.
-    for &replica in &members[1..] {
-        cluster.partition(replica);
-    }
-    cluster.restart_process(former, false);
-    for &replica in &members[1..] {
-        cluster.heal(replica);
-    }
+    // The newcomer leads.
+    restart_unseen(&mut cluster, &members);
     cluster.heal(former);
     let info = cluster.map.osd(former).expect("in map").clone();
     cluster.change_map(|map| {
@@ -256,6 +221,32 @@ fn a_dropped_write_is_not_pulled_from_the_copy_that_made_it() {
     cluster.assert_replicas_identical(pgid);
     let stat = cluster.pg_stat(pgid);
     assert_eq!((stat.object_count, stat.data_bytes), (2, 12 + 16));
+}
+
+/// `victim` written and acknowledged, then a write to it that the replicas never get
+/// (so never acknowledged), then the primary's copy rots. Returns the PG's members,
+/// the primary first.
+fn unacknowledged_write_over_a_copy_that_rots(cluster: &mut Cluster) -> Vec<OsdId> {
+    write(cluster, "victim", b"acknowledged");
+    let members = cluster.acting(cluster.pg_of("victim"));
+    let lost = send_write(cluster, "victim", b"never acknowledged");
+    cluster.drop_where(|env| env.is_rep_op());
+    cluster.run();
+    assert!(!cluster.has_reply(lost.reqid), "answered without replicas");
+    cluster.decay(members[0], "victim");
+    members
+}
+
+/// The first of `members` restarts before the others see any map without it, and
+/// stays cut off until the caller brings it back.
+fn restart_unseen(cluster: &mut Cluster, members: &[OsdId]) {
+    for &other in &members[1..] {
+        cluster.partition(other);
+    }
+    cluster.restart_process(members[0], false);
+    for &other in &members[1..] {
+        cluster.heal(other);
+    }
 }
 
 fn sorted(osds: &[OsdId]) -> Vec<OsdId> {
@@ -285,14 +276,7 @@ fn a_rollback_keeps_no_version_only_the_rolled_back_copy_wrote() {
     let (mut cluster, shared) = three_unacknowledged_writes_and_a_rot();
     let pgid = cluster.pg_of("victim");
     let members = cluster.acting(pgid);
-    // The primary restarts before its replicas see any map without it.
-    for &replica in &members[1..] {
-        cluster.partition(replica);
-    }
-    cluster.restart_process(members[0], false);
-    for &replica in &members[1..] {
-        cluster.heal(replica);
-    }
+    restart_unseen(&mut cluster, &members);
     cluster.revive(members[0]);
     cluster.run();
     assert_eq!(cluster.acting(pgid), members);

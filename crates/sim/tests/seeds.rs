@@ -462,17 +462,7 @@ fn regression_a_rollback_keeps_no_version_only_the_rolled_back_copy_had() {
 /// (`Pg::removed_for_good`).
 #[test]
 fn regression_a_backfill_keeps_a_removed_object_with_clones_missing() {
-    let classes = FaultClasses {
-        expansion: true,
-        remaps: true,
-        space: true,
-        ..FaultClasses::ALL
-    };
-    let config = SimConfig::from_seed(1132)
-        .with_faults(classes)
-        .with_snap_trim(true)
-        .with_disk(carmine_sim::disk::DiskKind::Mem);
-    check(&[run_config(config)], 10, 100);
+    check(&[run_config(expansion_remaps_space_trims(1132))], 10, 100);
 }
 
 /// Seed 26545 of `--faults all,expansion,remaps,space --snap-trim` (MemStore, 3
@@ -484,17 +474,7 @@ fn regression_a_backfill_keeps_a_removed_object_with_clones_missing() {
 /// (`Monitor::report_snapshot`).
 #[test]
 fn regression_a_lost_monitor_snapshot_is_sent_again() {
-    let classes = FaultClasses {
-        expansion: true,
-        remaps: true,
-        space: true,
-        ..FaultClasses::ALL
-    };
-    let config = SimConfig::from_seed(26545)
-        .with_faults(classes)
-        .with_snap_trim(true)
-        .with_disk(carmine_sim::disk::DiskKind::Mem);
-    check(&[run_config(config)], 10, 100);
+    check(&[run_config(expansion_remaps_space_trims(26545))], 10, 100);
 }
 
 /// Seed 9517 of `--faults all,remaps,disk-errors,expansion --snapshots` (LogStore):
@@ -506,17 +486,7 @@ fn regression_a_lost_monitor_snapshot_is_sent_again() {
 /// the newest map (`bitflips.rs`), so the PG's clean state is that map's.
 #[test]
 fn regression_a_flip_waits_for_every_member_to_have_the_newest_map() {
-    let classes = FaultClasses {
-        remaps: true,
-        disk_errors: true,
-        expansion: true,
-        ..FaultClasses::ALL
-    };
-    let config = SimConfig::from_seed(9517)
-        .with_faults(classes)
-        .with_snapshots(true)
-        .with_disk(carmine_sim::disk::DiskKind::Log);
-    check(&[run_config(config)], 4, 50);
+    check(&[run_config(failing_devices_and_new_osds(9517))], 4, 50);
 }
 
 /// Seed 5531 of `--faults all,remaps,disk-errors,expansion --snapshots` (LogStore,
@@ -534,21 +504,7 @@ fn regression_a_flip_waits_for_every_member_to_have_the_newest_map() {
 /// (`Pg::copy_is_ahead_of_log`).
 #[test]
 fn regression_a_new_primary_drops_an_unreadable_unacknowledged_tail_it_adopts() {
-    let classes = FaultClasses {
-        remaps: true,
-        disk_errors: true,
-        expansion: true,
-        ..FaultClasses::ALL
-    };
-    let reports: Vec<SimReport> = [5531, 7859]
-        .map(|seed| {
-            let config = SimConfig::from_seed(seed)
-                .with_faults(classes)
-                .with_snapshots(true)
-                .with_disk(carmine_sim::disk::DiskKind::Log);
-            run_config(config)
-        })
-        .into();
+    let reports = [5531, 7859].map(|seed| run_config(failing_devices_and_new_osds(seed)));
     check(&reports, 5, 50);
 }
 
@@ -753,6 +709,34 @@ fn fixed_seeds_pass_with_remaps_and_space() {
 }
 
 /// Seed `seed` with `classes` on MemStore OSDs (the space class squeezes only those).
+/// `--faults all,expansion,remaps,space --snap-trim --disk mem` for `seed`.
+fn expansion_remaps_space_trims(seed: u64) -> SimConfig {
+    let classes = FaultClasses {
+        expansion: true,
+        remaps: true,
+        space: true,
+        ..FaultClasses::ALL
+    };
+    SimConfig::from_seed(seed)
+        .with_faults(classes)
+        .with_snap_trim(true)
+        .with_disk(carmine_sim::disk::DiskKind::Mem)
+}
+
+/// `--faults all,remaps,disk-errors,expansion --snapshots --disk log` for `seed`.
+fn failing_devices_and_new_osds(seed: u64) -> SimConfig {
+    let classes = FaultClasses {
+        remaps: true,
+        disk_errors: true,
+        expansion: true,
+        ..FaultClasses::ALL
+    };
+    SimConfig::from_seed(seed)
+        .with_faults(classes)
+        .with_snapshots(true)
+        .with_disk(carmine_sim::disk::DiskKind::Log)
+}
+
 fn run_on_memstores(seed: u64, classes: FaultClasses) -> SimReport {
     run_config(
         SimConfig::from_seed(seed)
@@ -795,18 +779,7 @@ fn fixed_seeds_pass_with_new_osds_joining() {
 /// with no per-object digest nothing tells it which of two intact copies is right.)
 #[test]
 fn regression_a_copy_about_to_lead_is_not_tampered_with() {
-    let classes = FaultClasses {
-        remaps: true,
-        disk_errors: true,
-        expansion: true,
-        ..FaultClasses::ALL
-    };
-    let report = run_config(
-        SimConfig::from_seed(17)
-            .with_faults(classes)
-            .with_snapshots(true)
-            .with_disk(carmine_sim::disk::DiskKind::Log),
-    );
+    let report = run_config(failing_devices_and_new_osds(17));
     assert!(report.ok, "{}", format_report(&report));
 }
 
