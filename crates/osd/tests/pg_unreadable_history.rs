@@ -123,13 +123,7 @@ fn an_unacknowledged_write_whose_only_copy_rots_is_rolled_back_after_a_restart()
     cluster.revive(members[0]);
     cluster.run();
     assert_eq!(cluster.acting(pgid), members);
-    assert_eq!(
-        read(&mut cluster, "victim"),
-        Some(Ok(b"acknowledged".to_vec()))
-    );
-    cluster.run();
-    assert_eq!(state(&cluster, "victim"), "active+clean");
-    cluster.assert_replicas_identical(pgid);
+    assert_the_acknowledged_victim_is_back(&mut cluster);
 }
 
 /// Seed 5531 of remaps, disk errors and expansion: as for seed 4040, but the copy
@@ -154,13 +148,16 @@ fn an_unacknowledged_write_whose_only_copy_rots_is_dropped_when_another_member_l
     assert_ne!(acting[0], former, "it leads again");
     acting.sort();
     assert_eq!(acting, sorted(&members));
-    assert_eq!(
-        read(&mut cluster, "victim"),
-        Some(Ok(b"acknowledged".to_vec()))
-    );
+    assert_the_acknowledged_victim_is_back(&mut cluster);
+}
+
+/// `victim` reads back at its acknowledged version, and its PG goes clean with
+/// identical copies.
+fn assert_the_acknowledged_victim_is_back(cluster: &mut Cluster) {
+    assert_eq!(read(cluster, "victim"), Some(Ok(b"acknowledged".to_vec())));
     cluster.run();
-    assert_eq!(state(&cluster, "victim"), "active+clean");
-    cluster.assert_replicas_identical(pgid);
+    assert_eq!(state(cluster, "victim"), "active+clean");
+    cluster.assert_replicas_identical(cluster.pg_of("victim"));
 }
 
 /// As above, with a later write nobody acknowledged to a second object, readable on
