@@ -1472,22 +1472,15 @@ impl Pg {
         // With none, the counts are in doubt (`PgInfo::stats_invalid`) until such a
         // copy answers a peering, or a copy that holds every object of its history
         // counts them (`recount_stats_if_complete`).
-        match self.stats_at(info.last_update) {
-            Some((object_count, data_bytes)) => {
-                info.object_count = object_count;
-                info.data_bytes = data_bytes;
-                info.stats_invalid = false;
-            }
-            None => {
-                tracing::info!(
-                    "{}: rolled back {} entries; the PG's object and byte counts are in \
-                     doubt until a copy that ends at {} answers or every object is here",
-                    self.pgid,
-                    forgotten.len(),
-                    info.last_update
-                );
-                info.stats_invalid = true;
-            }
+        let counts = self.stats_at(info.last_update);
+        if !take_counts(&mut info, counts) {
+            tracing::info!(
+                "{}: rolled back {} entries; the PG's object and byte counts are in doubt \
+                 until a copy that ends at {} answers or every object is here",
+                self.pgid,
+                forgotten.len(),
+                info.last_update
+            );
         }
         let adopted = Adopted {
             info,
@@ -1522,13 +1515,8 @@ impl Pg {
         if !self.info.stats_invalid {
             return false;
         }
-        let Some((object_count, data_bytes)) = self.stats_at(self.info.last_update) else {
-            return false;
-        };
-        self.info.object_count = object_count;
-        self.info.data_bytes = data_bytes;
-        self.info.stats_invalid = false;
-        true
+        let counts = self.stats_at(self.info.last_update);
+        take_counts(&mut self.info, counts)
     }
 
     /// Former primary, new interval: rolls back our writes that were never
@@ -1669,14 +1657,8 @@ impl Pg {
         let info = &mut reply.info;
         info.last_update = reply.entries.last().map_or(info.log_tail, |e| e.version);
         // Its counts include the dropped writes (as for a rollback of our own log).
-        match self.stats_at(info.last_update) {
-            Some((object_count, data_bytes)) => {
-                info.object_count = object_count;
-                info.data_bytes = data_bytes;
-                info.stats_invalid = false;
-            }
-            None => info.stats_invalid = true,
-        }
+        let counts = self.stats_at(info.last_update);
+        take_counts(info, counts);
     }
 
     /// Where the log of `holder` (its `info` and `entries`) may be rolled back: the
@@ -1746,6 +1728,24 @@ fn rollback_point_others_can_serve<'a, I: Iterator<Item = &'a LogEntry>>(
         match unservable {
             Some(earlier) => first = earlier,
             None => return first,
+        }
+    }
+}
+
+/// Sets `info`'s object and byte counts to `counts` (`Pg::stats_at` of its last
+/// update), or holds them in doubt (`PgInfo::stats_invalid`) when there are none.
+/// Returns whether they are sure.
+fn take_counts(info: &mut PgInfo, counts: Option<(u64, u64)>) -> bool {
+    match counts {
+        Some((object_count, data_bytes)) => {
+            info.object_count = object_count;
+            info.data_bytes = data_bytes;
+            info.stats_invalid = false;
+            true
+        }
+        None => {
+            info.stats_invalid = true;
+            false
         }
     }
 }

@@ -9,7 +9,7 @@
 //! A push carries the object's whole state (data, xattrs with the object info, omap),
 //! or its absence, and replaces the receiver's copy in one transaction.
 
-use super::repair::is_removal;
+use super::repair::{copy_version, is_removal};
 use super::{peer_output, Pg, Phase};
 use crate::exec::OBJECT_INFO_XATTR;
 use crate::pglog::missing_key;
@@ -524,9 +524,7 @@ impl Pg {
                     .newest_change(&copy.oid)
                     .is_some_and(|e| !is_removal(e));
         };
-        let info = state.xattrs.get(OBJECT_INFO_XATTR);
-        let version = info.and_then(|raw| ObjectInfo::from_shared(raw.clone()).ok());
-        version.is_some_and(|info| info.version > self.info.last_update)
+        copy_version(state).is_some_and(|version| version > self.info.last_update)
     }
 
     /// After a pull: the objects still missing are exactly `names`, in memory and in

@@ -109,6 +109,15 @@ pub(super) fn newest_change_among<'a>(
     (entries.rev()).find(|entry| entry.oid == name && entry.changes_object())
 }
 
+/// The version a copy's object info names; `None` when it has none or it is
+/// unreadable (such a copy cannot be dated).
+pub(super) fn copy_version(state: &carmine_proto::ObjectState) -> Option<EVersion> {
+    let raw = state.xattrs.get(OBJECT_INFO_XATTR)?;
+    ObjectInfo::from_shared(raw.clone())
+        .ok()
+        .map(|info| info.version)
+}
+
 pub(super) fn is_removal(entry: &LogEntry) -> bool {
     matches!(entry.op, LogOp::Delete)
 }
@@ -493,14 +502,7 @@ impl Pg {
         } else {
             newest.version
         };
-        match state
-            .xattrs
-            .get(OBJECT_INFO_XATTR)
-            .map(|raw| ObjectInfo::from_shared(raw.clone()))
-        {
-            Some(Ok(info)) => info.version >= required,
-            _ => true,
-        }
+        copy_version(state).is_none_or(|version| version >= required)
     }
 
     /// Primary: `replica`'s copy of `name` is unreadable; push it ours.
