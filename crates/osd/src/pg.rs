@@ -174,6 +174,13 @@ pub struct Pg {
     notifies: BTreeMap<OsdId, carmine_proto::PgNotify>,
     /// Objects this copy knows it lacks (persisted as `missing.NAME` pgmeta keys).
     missing: BTreeSet<String>,
+    /// The version this copy needs of objects in `missing`, where known (the value of
+    /// their `missing.NAME` keys; Ceph's `pg_missing_item::need`). The log names it
+    /// while it holds the object's newest change; this keeps it once the log is
+    /// trimmed past that change, so that a copy holding exactly that version, a
+    /// stray or a backfill target, can still be found (seed 36287 of expansion,
+    /// remaps, space and snapshot trims). See `Pg::needs_of`.
+    missing_need: BTreeMap<String, EVersion>,
     /// Primary: objects each replica lacks.
     peer_missing: BTreeMap<OsdId, BTreeSet<String>>,
     /// Primary: objects pushed to each replica and not yet acknowledged, each with our
@@ -329,6 +336,7 @@ impl Pg {
             past_intervals: Vec::new(),
             notifies: BTreeMap::new(),
             missing: BTreeSet::new(),
+            missing_need: BTreeMap::new(),
             peer_missing: BTreeMap::new(),
             pushing: BTreeMap::new(),
             backfilling: BTreeSet::new(),
@@ -417,8 +425,13 @@ impl Pg {
                 } else if key == purge::DELETING_KEY {
                     self.deleting = true;
                 } else if let Some(name) = key.strip_prefix(crate::pglog::MISSING_PREFIX) {
-                    self.missing
-                        .insert(String::from_utf8_lossy(name).into_owned());
+                    let name = String::from_utf8_lossy(name).into_owned();
+                    let need = crate::pglog::decode_need(value)
+                        .map_err(|e| corrupt("missing object's version", e))?;
+                    if let Some(need) = need {
+                        self.missing_need.insert(name.clone(), need);
+                    }
+                    self.missing.insert(name);
                 }
             }
         }
@@ -937,6 +950,7 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
 }
 
 mod lease;
+mod missing;
 pub(crate) mod peering;
 pub(crate) mod purge;
 pub(crate) mod recovery;

@@ -37,6 +37,23 @@ pub const MISSING_PREFIX: &[u8] = b"missing.";
 /// primary holding it pulls everything again, and a replica holding it is backfilled.
 pub const MISSING_ALL: &str = "";
 
+/// The value of a missing key: the version the copy needs of the object (Ceph's
+/// `pg_missing_item::need`), or empty where it is not known (keys written before
+/// versions were kept, a copy wiped for a backfill).
+pub fn encode_need(need: Option<EVersion>) -> Bytes {
+    need.map_or_else(Bytes::new, |version| version.to_bytes())
+}
+
+/// Reads a missing key's value (see [`encode_need`]).
+pub fn decode_need(value: Bytes) -> Result<Option<EVersion>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    EVersion::from_shared(value)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
 pub fn missing_key(name: &str) -> Bytes {
     let mut key = MISSING_PREFIX.to_vec();
     key.extend_from_slice(name.as_bytes());

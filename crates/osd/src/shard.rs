@@ -1014,6 +1014,7 @@ impl<S: ObjectStore> OsdShard<S> {
                 },
                 exists: false,
                 missing: Vec::new(),
+                missing_need: Vec::new(),
                 // No copy here, so no promise: a lease is granted only by a copy
                 // that exists (and stays until it is purged).
                 prior_lease_remaining_ns: 0,

@@ -144,25 +144,36 @@ fn tight_replica_of(config: Config) -> Tight {
 
 /// `name` is written small, `filler` takes the `full` replica's room, and `full` (with
 /// `away`, which stays down) misses a 12 KiB version of `name` while it is down. Back,
-/// it has no room for it: its copy stays the small one.
+/// it has no room for it: its copy stays the small one. Returns the missed version.
 fn misses_a_version_it_has_no_room_for(
     cluster: &mut Cluster,
     full: OsdId,
     name: &str,
     filler: &str,
     away: &[OsdId],
-) {
+) -> carmine_types::EVersion {
     assert_eq!(cluster.call(name, write_full(10)).result, Ok(()));
     assert_eq!(cluster.call(filler, write_full(14 * 1024)).result, Ok(()));
     for &osd in away.iter().chain([&full]) {
         cluster.mark_down(osd);
     }
     cluster.run();
-    assert_eq!(cluster.call(name, write_full(12 * 1024)).result, Ok(()));
+    let missed = cluster.call(name, write_full(12 * 1024));
+    assert_eq!(missed.result, Ok(()));
     cluster.revive(full);
     cluster.run();
     cluster.run_ticks(5);
     assert_eq!(cluster.local_data(full, name).map(|d| d.len()), Some(10));
+    missed.version
+}
+
+/// The version `osd`'s copy keeps as needed of `name` with its missing set (the value
+/// of its `missing.NAME` key), if it lacks it and knows it.
+fn needed_version(cluster: &Cluster, osd: OsdId, name: &str) -> Option<carmine_types::EVersion> {
+    let dump = cluster.dump_pg(osd, cluster.pg_of(name));
+    let key = format!("missing.{name}");
+    let (_, value) = (dump[""].omap.iter()).find(|(k, _)| k[..] == *key.as_bytes())?;
+    (!value.is_empty()).then(|| carmine_types::Decode::from_shared(value.clone()).unwrap())
 }
 
 /// Removes `filler` (room again on the full replica) and lets up to 15 s pass until
@@ -238,7 +249,7 @@ fn a_push_a_replica_has_no_room_for_keeps_the_pg_unclean_until_it_lands() {
         pgid,
         filler,
     } = tight_replica();
-    misses_a_version_it_has_no_room_for(&mut cluster, full, &name, &filler, &[]);
+    let missed = misses_a_version_it_has_no_room_for(&mut cluster, full, &name, &filler, &[]);
     let state = cluster.pg_stat(pgid).state;
     assert!(!state.contains(PgState::CLEAN), "{}", state.name());
     assert!(
@@ -246,16 +257,21 @@ fn a_push_a_replica_has_no_room_for_keeps_the_pg_unclean_until_it_lands() {
         "{}",
         state.name()
     );
+    // The replica keeps the version it needs with its missing set: the missed one
+    // (see `pg/missing.rs`).
+    assert_eq!(needed_version(&cluster, full, &name), Some(missed));
 
     // A write to the object now is acknowledged with the copies that have the object
     // (a degraded write): the full replica takes only its log entry, not the write
-    // onto its stale copy, and still lacks the object.
+    // onto its stale copy, and still lacks the object, now needing that write.
     let write = vec![OpCode::Write {
         offset: 0,
         data: bytes(b"new"),
     }];
-    assert_eq!(cluster.call(&name, write).result, Ok(()));
+    let written = cluster.call(&name, write);
+    assert_eq!(written.result, Ok(()));
     assert_eq!(cluster.local_data(full, &name).map(|d| d.len()), Some(10));
+    assert_eq!(needed_version(&cluster, full, &name), Some(written.version));
     let state = cluster.pg_stat(pgid).state;
     assert!(!state.contains(PgState::CLEAN), "{}", state.name());
 

@@ -9,7 +9,7 @@ mod harness;
 use carmine_clustermap::WEIGHT_IN;
 use carmine_osd::{ShardCounters, LOG_PINNED_GROWTH};
 use carmine_proto::PgState;
-use carmine_proto::{Msg, OpCode, OpError, OpOutput};
+use carmine_proto::{LogEntry, Msg, OpCode, OpError, OpOutput};
 use carmine_store::ObjectStore;
 use carmine_types::OsdId;
 use harness::{bytes, Cluster, Config};
@@ -625,18 +625,69 @@ fn a_repair_the_primary_has_no_room_for_waits_and_pulls_again_later() {
 /// there), and the PG moves on to an empty OSD. (Before, the pull of everything the
 /// source held did not name `obj`, and the new primary took it as absent: the PG went
 /// clean without an acknowledged object and a read answered that it does not exist;
-/// the simulator's remap and space classes together.) It is unfound now: the PG is
-/// not clean, and a read fails rather than deny the object. The log keeps the entry
-/// naming `obj` while members lack it, so it takes more writes than a log may grow by
-/// to get there.
+/// the simulator's remap and space classes together.) With the old members' copies
+/// lost too, no copy holds it: it is unfound, the PG is not clean, and a read fails
+/// rather than deny the object. The log keeps the entry naming `obj` while members
+/// lack it, so it takes more writes than a log may grow by to get there.
 #[test]
 fn a_pull_of_everything_keeps_what_the_source_lacks_missing() {
-    let (mut cluster, name) = moved_on_after_writes((LOG_PINNED_GROWTH + 1) * LOG_ENTRIES);
+    let writes = (LOG_PINNED_GROWTH + 1) * LOG_ENTRIES;
+    let write_obj = |cluster: &mut Cluster, name: &str| write(cluster, name, &[5; 64]);
+    let (mut cluster, name) = moved_on_after_with(writes, write_obj, |cluster, name| {
+        let pgid = cluster.pg_of(name);
+        for osd in cluster.osds() {
+            let oid = carmine_types::ObjectId::head(name);
+            let coll = carmine_store::CollectionId::Pg(pgid);
+            if cluster.store(osd, pgid).exists(coll, &oid) {
+                cluster.lose(osd, name);
+            }
+        }
+    });
     let pgid = cluster.pg_of(&name);
     let state = cluster.pg_stat(pgid).state;
     assert!(!state.contains(PgState::CLEAN), "{}", state.name());
     let read_back = read(&mut cluster, &name);
     assert!(matches!(read_back, Err(OpError::Io(_))), "{read_back:?}");
+}
+
+/// The same with the old members' copies intact. The log has trimmed every entry
+/// naming `obj`, but the copies lacking it kept the version it needs with their
+/// missing set (Ceph's `pg_missing_item::need`), on disk (they restart before the
+/// move), and sent it with their notify, so the new primary asks a stray for exactly
+/// that version and reads it back. (Before, the version went with the last entry
+/// naming it, and the object stayed unfound while strays held it: the simulator's
+/// seed 36287 of expansion, remaps, space and snapshot trims, where every entry left
+/// naming such objects was a failed write's.)
+#[test]
+fn the_needed_version_outlives_the_log_entries_that_named_it() {
+    let writes = (LOG_PINNED_GROWTH + 1) * LOG_ENTRIES;
+    let write_obj = |cluster: &mut Cluster, name: &str| write(cluster, name, &[5; 64]);
+    let (mut cluster, name) = moved_on_after_with(writes, write_obj, |cluster, name| {
+        let members = acting(cluster, name);
+        for osd in members {
+            let pgid = cluster.pg_of(name);
+            let dump = cluster.dump_pg(osd, pgid);
+            let key = format!("missing.{name}");
+            let need = (dump[""].omap.iter()).find(|(k, _)| k[..] == *key.as_bytes());
+            assert!(
+                need.is_some_and(|(_, need)| !need.is_empty()),
+                "{osd} keeps no version of {name}: {need:?}"
+            );
+            cluster.restart(osd, false);
+        }
+        cluster.run();
+        cluster.run_ticks(5);
+    });
+    let pgid = cluster.pg_of(&name);
+    let primary = cluster.primary_of(pgid);
+    let dump = cluster.dump_pg(primary, pgid);
+    let named = (dump[""].omap.iter())
+        .filter(|(key, _)| key.starts_with(b"log."))
+        .map(|(_, raw)| <LogEntry as carmine_types::Decode>::from_shared(raw.clone()).unwrap())
+        .any(|entry| entry.oid == name);
+    assert!(!named, "the log still names {name}");
+    assert_eq!(read(&mut cluster, &name), Ok(vec![5; 64]));
+    assert_eq!(cluster.local_data(primary, &name), Some(vec![5; 64]));
 }
 
 /// The same with fewer writes than the log may grow by while its members lack `obj`:
@@ -695,6 +746,15 @@ fn moved_on_after_writes(writes: usize) -> (Cluster, String) {
 
 /// As `moved_on_after_writes`, with `obj` as `prepare` leaves it.
 fn moved_on_after(writes: usize, prepare: impl FnOnce(&mut Cluster, &str)) -> (Cluster, String) {
+    moved_on_after_with(writes, prepare, |_, _| {})
+}
+
+/// As `moved_on_after`, with `before_move` run just before the PG moves on.
+fn moved_on_after_with(
+    writes: usize,
+    prepare: impl FnOnce(&mut Cluster, &str),
+    before_move: impl FnOnce(&mut Cluster, &str),
+) -> (Cluster, String) {
     let config = Config {
         osd_count: 5,
         pg_num: 1,
@@ -713,6 +773,7 @@ fn moved_on_after(writes: usize, prepare: impl FnOnce(&mut Cluster, &str)) -> (C
     let last = *(cluster.osds().iter())
         .find(|osd| cluster.store(**osd, pgid).usage().data_bytes == 0)
         .expect("an OSD that never held the PG");
+    before_move(&mut cluster, &name);
     cluster.change_map(|map| {
         for osd in map.osds.keys().copied().collect::<Vec<_>>() {
             let weight = if osd == last { WEIGHT_IN } else { 0 };

@@ -38,6 +38,10 @@ pub struct PgNotify {
     pub exists: bool,
     /// Objects this OSD knows it lacks (it has their log entries, not their data).
     pub missing: Vec<String>,
+    /// The version this OSD needs of those of `missing` whose need its log no longer
+    /// records (Ceph's `pg_missing_item::need`), where it knows it (v3; none from
+    /// older senders). A primary adopting this copy's history learns them with it.
+    pub missing_need: Vec<(String, EVersion)>,
     /// How much longer (nanoseconds of the sender's clock, from when it sent this) a
     /// read lease it granted may still let an earlier primary serve reads: the new
     /// primary waits that long before serving (v2; 0 from v1 senders).
@@ -101,6 +105,9 @@ pub struct PgActivate {
     pub backfill: bool,
     /// Objects the replica must receive before it is complete.
     pub missing: Vec<String>,
+    /// The versions the primary knows those objects need where the log it sends may
+    /// not name them (v4; none from older senders), as in [`PgNotify::missing_need`].
+    pub missing_need: Vec<(String, EVersion)>,
     /// The primary's remembered requests of trimmed entries (version 2; none from
     /// older senders): the replica merges them, a backfilled one starts from them.
     pub dups: Vec<LogDup>,
@@ -199,6 +206,28 @@ fn get_names(d: &mut Decoder) -> Result<Vec<String>, DecodeError> {
     Ok(names)
 }
 
+/// Object names with a version each (a pull's exact versions, a missing set's needs).
+fn put_versioned_names(e: &mut Encoder, names: &[(String, EVersion)]) {
+    e.put_u32(names.len() as u32);
+    for (name, version) in names {
+        name.encode(e);
+        version.encode(e);
+    }
+}
+
+fn get_versioned_names(
+    d: &mut Decoder,
+    what: &'static str,
+) -> Result<Vec<(String, EVersion)>, DecodeError> {
+    let count = d.get_count(what, 4 + 12)?;
+    let mut names = Vec::with_capacity(count);
+    for _ in 0..count {
+        let name = d.get_string("object name", OBJECT_NAME_BYTES_MAX)?;
+        names.push((name, EVersion::decode(d)?));
+    }
+    Ok(names)
+}
+
 fn header(e: &mut Encoder, pgid: PgId, interval: Epoch, map_epoch: Epoch) {
     pgid.encode(e);
     interval.encode(e);
@@ -232,19 +261,20 @@ impl Decode for PgQuery {
 
 impl Encode for PgNotify {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(2, 1, |e| {
+        e.versioned(3, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.info.encode(e);
             self.exists.encode(e);
             put_names(e, &self.missing);
             self.prior_lease_remaining_ns.encode(e);
+            put_versioned_names(e, &self.missing_need);
         });
     }
 }
 
 impl Decode for PgNotify {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgNotify", 2, |d, version| {
+        d.versioned("PgNotify", 3, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
             Ok(PgNotify {
                 pgid,
@@ -254,6 +284,11 @@ impl Decode for PgNotify {
                 exists: bool::decode(d)?,
                 missing: get_names(d)?,
                 prior_lease_remaining_ns: if version >= 2 { u64::decode(d)? } else { 0 },
+                missing_need: if version >= 3 {
+                    get_versioned_names(d, "missing versions")?
+                } else {
+                    Vec::new()
+                },
             })
         })
     }
@@ -399,7 +434,7 @@ impl Decode for PgLogReply {
 
 impl Encode for PgActivate {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(3, 1, |e| {
+        e.versioned(4, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.info.encode(e);
             self.common.encode(e);
@@ -408,13 +443,14 @@ impl Encode for PgActivate {
             put_names(e, &self.missing);
             put_dups(e, &self.dups);
             put_dup_errors(e, &self.dups);
+            put_versioned_names(e, &self.missing_need);
         });
     }
 }
 
 impl Decode for PgActivate {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgActivate", 3, |d, version| {
+        d.versioned("PgActivate", 4, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
             let mut activate = PgActivate {
                 pgid,
@@ -426,8 +462,12 @@ impl Decode for PgActivate {
                 backfill: bool::decode(d)?,
                 missing: get_names(d)?,
                 dups: get_dups(d, version, 2)?,
+                missing_need: Vec::new(),
             };
             get_dup_errors(d, version, &mut activate.dups)?;
+            if version >= 4 {
+                activate.missing_need = get_versioned_names(d, "missing versions")?;
+            }
             Ok(activate)
         })
     }
@@ -461,11 +501,7 @@ impl Encode for PgPull {
             put_names(e, &self.oids);
             self.all.encode(e);
             // v2: the versions the puller needs exactly.
-            e.put_u32(self.exact.len() as u32);
-            for (name, version) in &self.exact {
-                name.encode(e);
-                version.encode(e);
-            }
+            put_versioned_names(e, &self.exact);
         });
     }
 }
@@ -476,15 +512,11 @@ impl Decode for PgPull {
             let (pgid, interval, map_epoch) = get_header(d)?;
             let oids = get_names(d)?;
             let all = bool::decode(d)?;
-            let mut exact = Vec::new();
-            if version >= 2 {
-                let count = d.get_count("exact versions", 4 + 12)?;
-                exact.reserve(count);
-                for _ in 0..count {
-                    let name = d.get_string("object name", OBJECT_NAME_BYTES_MAX)?;
-                    exact.push((name, EVersion::decode(d)?));
-                }
-            }
+            let exact = if version >= 2 {
+                get_versioned_names(d, "exact versions")?
+            } else {
+                Vec::new()
+            };
             Ok(PgPull {
                 pgid,
                 interval,
@@ -799,6 +831,7 @@ mod tests {
             backfill: true,
             missing: vec!["a".into()],
             dups: vec![failed.clone(), dup.clone(), failed],
+            missing_need: Vec::new(),
         };
         assert_eq!(
             PgActivate::from_shared(activate.to_bytes()).unwrap(),
@@ -851,6 +884,80 @@ mod tests {
             put_dup_errors(e, &reply.dups);
         });
         assert!(PgLogReply::from_shared(e.into_bytes()).is_err());
+    }
+
+    /// Version 3 of the notify and version 4 of the activation carry the versions a
+    /// missing set needs; older bodies (no such field) still decode, with none, and a
+    /// body cut short anywhere is an error.
+    #[test]
+    fn missing_sets_carry_needed_versions_and_read_older_versions() {
+        let needs = vec![
+            ("a".to_string(), EVersion::new(13, 81)),
+            ("b".to_string(), EVersion::new(40, 2)),
+        ];
+        let notify = PgNotify {
+            pgid: PgId::new(1, 2),
+            interval: Epoch(3),
+            map_epoch: Epoch(4),
+            info: PgInfo::default(),
+            exists: true,
+            missing: vec!["a".into(), "b".into(), "c".into()],
+            missing_need: needs.clone(),
+            prior_lease_remaining_ns: 7,
+        };
+        assert_eq!(PgNotify::from_shared(notify.to_bytes()).unwrap(), notify);
+        let mut e = Encoder::new();
+        e.versioned(2, 1, |e| {
+            header(e, notify.pgid, notify.interval, notify.map_epoch);
+            notify.info.encode(e);
+            notify.exists.encode(e);
+            put_names(e, &notify.missing);
+            notify.prior_lease_remaining_ns.encode(e);
+        });
+        let old = PgNotify::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(
+            (old.missing, old.prior_lease_remaining_ns),
+            (notify.missing.clone(), 7)
+        );
+        assert!(old.missing_need.is_empty());
+
+        let activate = PgActivate {
+            pgid: PgId::new(1, 2),
+            interval: Epoch(3),
+            map_epoch: Epoch(4),
+            info: PgInfo::default(),
+            common: EVersion::new(2, 9),
+            entries: Vec::new(),
+            backfill: false,
+            missing: vec!["a".into(), "b".into()],
+            dups: Vec::new(),
+            missing_need: needs,
+        };
+        assert_eq!(
+            PgActivate::from_shared(activate.to_bytes()).unwrap(),
+            activate
+        );
+        let mut e = Encoder::new();
+        e.versioned(3, 1, |e| {
+            header(e, activate.pgid, activate.interval, activate.map_epoch);
+            activate.info.encode(e);
+            activate.common.encode(e);
+            activate.entries.encode(e);
+            activate.backfill.encode(e);
+            put_names(e, &activate.missing);
+            put_dups(e, &[]);
+            put_dup_errors(e, &[]);
+        });
+        let old = PgActivate::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(old.missing, activate.missing);
+        assert!(old.missing_need.is_empty());
+        let (notify, activate) = (notify.to_bytes(), activate.to_bytes());
+        for length in 0..notify.len() {
+            assert!(PgNotify::from_shared(notify.slice(..length)).is_err());
+        }
+        for length in 0..activate.len() {
+            assert!(PgActivate::from_shared(activate.slice(..length)).is_err());
+        }
     }
 
     /// Version 2 of the log request asks which of the newest entries' objects the

@@ -2,8 +2,8 @@
 //! `cargo test -p carmine-sim --features known-gaps --test known_gaps`; move each to the
 //! default run when the fix lands (regression seeds go to `tests/seeds.rs`).
 //!
-//! Known today: seeds 34338 (an acknowledged write lost) and 36287 of expansion,
-//! remaps, space and snapshot trims (below). The stale reads of seeds 287 and 852 (read leases), seed 1878
+//! Known today: seed 34338 of expansion, remaps, space and snapshot trims (an
+//! acknowledged write lost; below). The stale reads of seeds 287 and 852 (read leases), seed 1878
 //! (an op held across a primary change), the unreadable object of seed 3176 (an
 //! interval below min_size recorded as started), the incomplete PG of seed 23448 (a
 //! rollback that kept versions only the rolled-back copy had), the PG counts of seeds
@@ -21,7 +21,9 @@
 //! degraded PG of seed 5531 of remaps, disk errors and expansion with snapshots (an
 //! adopted log naming a write no copy could serve) and the clone on one copy only of
 //! seed 1132 of expansion, remaps, space and snapshot trims (a removed object a
-//! backfill source lacked taken for gone) are regression seeds now.
+//! backfill source lacked taken for gone) and seed 36287 of the same class (a
+//! missing object's needed version gone with the log entries naming it) are
+//! regression seeds now.
 
 #![cfg(feature = "known-gaps")]
 
@@ -49,23 +51,6 @@ use carmine_sim::{format_report, run_config, FaultClasses, SimConfig};
 #[test]
 fn a_stale_primary_overwrites_the_only_copy_of_an_acknowledged_write() {
     assert_passes(expansion_remaps_space_trims(34338));
-}
-
-/// The same class, seed 36287 (size 2): PG 1.2 never goes clean; its primary, osd.3,
-/// stays `backfilling` with `client0-2`, `shared-0` and `shared-2` missing and calls
-/// them unfound, while osd.1 holds them. A first look: after a pull a full store
-/// refused, every copy with the newest log (osd.0 and osd.2 at 64'171, osd.4 at
-/// 58'155) lists the three objects missing; osd.1 holds them with a log ending at
-/// 13'95, before the authoritative log's tail (50'115). That log names the three
-/// only in error entries (50'116 on: writes answered with EIO while they were
-/// unfound), so the entries naming their needed versions were trimmed (the pin of
-/// seed 15189 stops at 4 × the log's length, and every failed write adds an entry),
-/// and no copy can be shown to hold the current versions: the missing sets carry no
-/// versions (Ceph's `pg_missing_t` does). Fails on session 39's build too. Found by
-/// the same swarm.
-#[test]
-fn a_backfilling_primary_never_finds_objects_a_member_holds() {
-    assert_passes(expansion_remaps_space_trims(36287));
 }
 
 fn expansion_remaps_space_trims(seed: u64) -> SimConfig {

@@ -465,6 +465,18 @@ fn regression_a_backfill_keeps_a_removed_object_with_clones_missing() {
     check(&[run_config(expansion_remaps_space_trims(1132))], 10, 100);
 }
 
+/// Seed 36287 of `--faults all,expansion,remaps,space --snap-trim` (MemStore, size
+/// 2): PG 1.2 never went clean. Its primary stayed `backfilling` with three objects
+/// missing that it called unfound while osd.1, a stray, held them: every copy with the
+/// newest log lacked them (their stores had refused the pushes), and that log named
+/// them only in failed writes' entries, the entries with the versions they needed
+/// trimmed. A missing set now keeps each object's needed version (`pg/missing.rs`),
+/// so the primary asks osd.1 for exactly those.
+#[test]
+fn regression_a_missing_object_keeps_its_needed_version_past_the_log() {
+    check(&[run_config(expansion_remaps_space_trims(36287))], 10, 100);
+}
+
 /// Seed 26545 of `--faults all,expansion,remaps,space --snap-trim` (MemStore, 3
 /// monitors): the leader sent mon.2 a Raft snapshot just before a partition cut it
 /// off, and mon.2's answer was lost. raft-rs sends a follower nothing more while a

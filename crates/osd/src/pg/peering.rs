@@ -40,7 +40,7 @@
 //! pushed since back among the missing).
 
 use super::{peer_output, Pg, Phase};
-use crate::pglog::{missing_key, pgmeta_oid, INFO_KEY, MISSING_ALL};
+use crate::pglog::{pgmeta_oid, INFO_KEY, MISSING_ALL};
 use crate::Output;
 use bytes::Bytes;
 use carmine_clustermap::OsdMap;
@@ -51,7 +51,7 @@ use carmine_proto::{
 use carmine_store::{ObjectStore, Transaction};
 use carmine_types::encoding::Encode;
 use carmine_types::{EVersion, OsdId, SnapId};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// Most objects a primary pulls before it activates. A primary that lacks more (or
@@ -116,6 +116,7 @@ impl Pg {
             info: self.info.clone(),
             exists: true,
             missing: self.missing.iter().cloned().collect(),
+            missing_need: self.needs_to_send(&self.missing),
             // Filled in for the primary that asks (`handle_query`).
             prior_lease_remaining_ns: 0,
         }
@@ -750,11 +751,20 @@ impl Pg {
         }
         let mut info = reply.info.clone();
         info.pgid = self.pgid;
+        // Ours up to the point both histories share, then the authoritative copy's.
+        let mut needs = match plan {
+            CatchUp::Prefix { after } => self.own_needs_to(after),
+            CatchUp::Backfill => BTreeMap::new(),
+        };
+        if let Some(notify) = self.notifies.get(&from) {
+            needs.extend(notify.missing_need.iter().cloned());
+        }
         let adopted = Adopted {
             info,
             entries: reply.entries,
             dups: &reply.dups,
             wipe: plan == CatchUp::Backfill,
+            needs,
         };
         self.adopt_log(store, adopted, &lacking);
         let all = plan == CatchUp::Backfill || lacking.contains(MISSING_ALL);
@@ -794,6 +804,7 @@ impl Pg {
             entries,
             dups,
             wipe,
+            needs,
         } = adopted;
         info.created = if wipe {
             self.interval_start
@@ -826,12 +837,14 @@ impl Pg {
             .map(|e| (crate::pglog::log_key(e.version), e.to_bytes()))
             .collect();
         omap.extend(self.log.dup_omap());
-        omap.extend(missing.iter().map(|name| (missing_key(name), Bytes::new())));
+        let needs = self.needs_of(missing, &needs);
+        omap.extend(Self::missing_omap(missing, &needs));
         omap.push((Bytes::from_static(INFO_KEY), info.to_bytes()));
         tx.omap_set(self.coll, pgmeta_oid(), omap);
         self.submit_meta(store, tx);
         self.info = info;
         self.missing = missing.clone();
+        self.missing_need = needs;
     }
 
     /// The epoch the map must show this OSD alive through before it activates the PG:
@@ -998,6 +1011,7 @@ impl Pg {
             common,
             entries,
             backfill,
+            missing_need: self.needs_to_send(&missing),
             missing: missing.into_iter().collect(),
             dups: self.log.dups_to_send(),
         }
@@ -1179,11 +1193,18 @@ impl Pg {
         } else {
             info.last_epoch_started.max(self.info.last_epoch_started)
         };
+        let mut needs = if activate.backfill {
+            BTreeMap::new()
+        } else {
+            self.own_needs_to(activate.common)
+        };
+        needs.extend(activate.missing_need.iter().cloned());
         let adopted = Adopted {
             info,
             entries,
             dups: &activate.dups,
             wipe: activate.backfill,
+            needs,
         };
         self.adopt_log(store, adopted, &missing);
         // The primary may activate us before it holds every object itself, with counts
@@ -1482,11 +1503,15 @@ impl Pg {
                 info.last_update
             );
         }
+        let needs = (self.own_needs_to(first).into_iter())
+            .filter(|(_, need)| *need < first)
+            .collect();
         let adopted = Adopted {
             info,
             entries: kept,
             dups: &[],
             wipe: false,
+            needs,
         };
         self.adopt_log(store, adopted, &missing);
         self.in_flight.retain(|write| write.version < first);
@@ -1757,6 +1782,9 @@ struct Adopted<'a> {
     entries: Vec<LogEntry>,
     dups: &'a [LogDup],
     wipe: bool,
+    /// The needs of missing objects known apart from the adopted log (see
+    /// `Pg::needs_of`).
+    needs: BTreeMap<String, EVersion>,
 }
 
 /// The newest object names touched by `entries` after `after`.

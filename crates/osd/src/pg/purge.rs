@@ -231,6 +231,7 @@ pub fn stray_notices(
             info,
             exists: true,
             missing: Vec::new(),
+            missing_need: Vec::new(),
             prior_lease_remaining_ns: 0,
         };
         notices.push(peer_output(primary, Msg::PgNotify(notify)));

@@ -224,6 +224,7 @@ impl Pg {
         self.last_submitted = store.submit(tx)?;
         for name in &names {
             self.missing.remove(name);
+            self.missing_need.remove(name);
             // A replaced copy is a new copy: if it rots too, the next scrub reports it
             // at once rather than as a corruption already reported.
             self.corrupt_reported.1.remove(name);
@@ -365,12 +366,16 @@ impl Pg {
                 format!("our log is behind {ignored_to}, the RepOps we ignored"),
             ))
         } else {
+            let versions = self.versions_of_missing(&push.objects);
             match self.apply_copies(store, push.objects) {
                 Ok(()) => None,
-                Err(error) => Some((
-                    matches!(error, carmine_store::StoreError::NoSpace { .. }),
-                    error.to_string(),
-                )),
+                Err(error) => {
+                    self.note_refused_needs(store, versions);
+                    Some((
+                        matches!(error, carmine_store::StoreError::NoSpace { .. }),
+                        error.to_string(),
+                    ))
+                }
             }
         };
         match refused {
@@ -440,11 +445,13 @@ impl Pg {
                 continue;
             }
             let pulled: Vec<String> = batch.iter().map(|c| c.oid.clone()).collect();
+            let versions = self.versions_of_missing(&batch);
             if let Err(error) = self.apply_copies(store, batch) {
                 // They stay missing, to be recovered once active. (Forgotten, as
                 // before, the primary served and wrote on its stale copies: the
                 // simulator's space faults, seed 141.)
                 tracing::error!("{}: cannot apply pulled objects: {error}", self.pgid);
+                self.note_refused_needs(store, versions);
                 self.pull_not_applied.extend(pulled);
             }
         }
@@ -531,15 +538,18 @@ impl Pg {
     /// the persisted missing keys.
     fn keep_missing_only(&mut self, store: &mut dyn ObjectStore, names: &BTreeSet<String>) {
         let mut tx = Transaction::new();
-        let added: Vec<_> = names
-            .difference(&self.missing)
-            .map(|n| missing_key(n))
-            .collect();
+        let added: BTreeSet<String> = names.difference(&self.missing).cloned().collect();
+        let mut needs = self.needs_of(&added, &BTreeMap::new());
         if !added.is_empty() {
-            let entries = added.into_iter().map(|key| (key, bytes::Bytes::new()));
-            tx.omap_set(self.coll, crate::pglog::pgmeta_oid(), entries.collect());
+            let omap = Self::missing_omap(&added, &needs);
+            tx.omap_set(self.coll, crate::pglog::pgmeta_oid(), omap);
         }
+        needs.extend(
+            (std::mem::take(&mut self.missing_need).into_iter())
+                .filter(|(name, _)| names.contains(name)),
+        );
         self.missing = names.clone();
+        self.missing_need = needs;
         self.submit_meta(store, tx);
     }
 

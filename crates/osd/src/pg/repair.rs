@@ -383,7 +383,7 @@ impl Pg {
             return Some(entry.version);
         }
         if self.missing.contains(name) || self.missing.contains(crate::pglog::MISSING_ALL) {
-            return None;
+            return self.missing_need.get(name).copied();
         }
         let raw = store
             .getxattr(self.coll, &ObjectId::head(name), OBJECT_INFO_XATTR)

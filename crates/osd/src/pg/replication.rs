@@ -624,9 +624,21 @@ impl Pg {
             );
             tx.ops
                 .retain(|op| op.object().is_none_or(|oid| oid.name.is_empty()));
+            if reply.log_only {
+                // The object now needs this write's version; the log will not say so
+                // for ever (see `pg/missing.rs`).
+                let need = Some(rep.entry.version);
+                let key = crate::pglog::missing_key(&rep.entry.oid);
+                let value = crate::pglog::encode_need(need);
+                tx.omap_set(self.coll, crate::pglog::pgmeta_oid(), vec![(key, value)]);
+            }
         }
         match store.submit(tx) {
             Ok(seq) => {
+                if reply.log_only {
+                    let name = rep.entry.oid.clone();
+                    self.missing_need.insert(name, rep.entry.version);
+                }
                 self.last_submitted = seq;
                 self.info = rep.info;
                 self.log.push_trimmed_to(rep.entry, self.info.log_tail);
