@@ -232,9 +232,11 @@ pub struct Pg {
     local_corrupt: BTreeSet<String>,
     /// Primary: replica copies found unreadable and not yet replaced by a push.
     replica_corrupt: BTreeSet<(OsdId, String)>,
-    /// Primary: strays of this interval's peering asked for an object none of the
-    /// acting members can supply, and found without it at the version needed.
-    stray_lacks: BTreeSet<(OsdId, String)>,
+    /// Primary: copies found this interval without an object at the version needed:
+    /// strays of this interval's peering asked for an object none of the acting
+    /// members can supply, and replicas asked for exactly that version. Neither is
+    /// asked again for it this interval.
+    lacks_needed: BTreeSet<(OsdId, String)>,
     /// Primary, active: copies that strays announced after this interval's peering
     /// (an OSD back from a restart), as sources for objects no member holds.
     late_stray_notifies: BTreeMap<OsdId, carmine_proto::PgNotify>,
@@ -359,7 +361,7 @@ impl Pg {
             repairs: BTreeMap::new(),
             local_corrupt: BTreeSet::new(),
             replica_corrupt: BTreeSet::new(),
-            stray_lacks: BTreeSet::new(),
+            lacks_needed: BTreeSet::new(),
             late_stray_notifies: BTreeMap::new(),
             refused_for_space: BTreeSet::new(),
             refused_for_space_order: VecDeque::new(),
@@ -730,7 +732,7 @@ impl Pg {
         self.repairs.clear();
         self.local_corrupt.clear();
         self.replica_corrupt.clear();
-        self.stray_lacks.clear();
+        self.lacks_needed.clear();
         self.in_flight.clear();
         self.writes_per_object.clear();
         self.blocked_reads.clear();

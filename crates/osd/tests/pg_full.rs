@@ -532,6 +532,7 @@ fn a_replica_behind_the_rep_ops_it_ignored_refuses_pushes() {
         }],
         last: None,
         corrupt: Vec::new(),
+        lacking: Vec::new(),
     };
     let (from, to) = (cluster.addr(primary, pgid), cluster.addr(full, pgid));
     cluster.inject(from, to, carmine_proto::Msg::PgPush(push));

@@ -494,13 +494,23 @@ fn set_capacity(cluster: &mut Cluster, osds: &[OsdId], name: &str, capacity_byte
 /// answered this interval's peering with a log reaching the version needed: once there
 /// is room, a read repairs it from an old member. (Before, only acting members were
 /// asked: the object stayed unfound while a stray held it, the simulator's remap and
-/// space classes together.)
+/// space classes together.) The replica, which lacks it too, is asked first for that
+/// version; its answer that it holds another is not counted as a bad copy (it was,
+/// with a warning that its copy was corrupt), and it gets the object once the primary
+/// has it.
 #[test]
 fn an_object_no_member_holds_is_repaired_from_a_stray() {
     let (mut cluster, name, moved) = moved_onto_full_osds();
     set_capacity(&mut cluster, &moved, &name, u64::MAX);
     assert_eq!(read(&mut cluster, &name), Ok(vec![5; 64]));
     assert_eq!(cluster.local_data(moved[0], &name), Some(vec![5; 64]));
+    let found = counters(&cluster, moved[0], &name);
+    assert_eq!(found.corrupt_copies_found_total, 0, "{found:?}");
+    for _ in 0..150 {
+        cluster.advance(std::time::Duration::from_millis(100));
+        cluster.run();
+    }
+    assert_eq!(cluster.local_data(moved[1], &name), Some(vec![5; 64]));
 }
 
 /// The same for an object removed under a snapshot: its newest change is the removal,

@@ -169,6 +169,11 @@ pub struct PgPush {
     /// (it failed its checksum, or the sender knows it lacks the object). Added in
     /// version 2; empty from older senders.
     pub corrupt: Vec<String>,
+    /// Those of `corrupt` asked for at an exact version (`PgPull::exact`) that the
+    /// sender holds at another version or not at all: a copy that is not the one
+    /// needed, not a bad one. Also named in `corrupt`, which is all a receiver older
+    /// than version 4 reads.
+    pub lacking: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -623,7 +628,7 @@ impl Decode for ObjectCopy {
 
 impl Encode for PgPush {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(3, 1, |e| {
+        e.versioned(4, 1, |e| {
             header(e, self.pgid, self.interval, self.map_epoch);
             self.objects.encode(e);
             match &self.last {
@@ -639,13 +644,15 @@ impl Encode for PgPush {
             for object in &self.objects {
                 put_clones(e, &object.clones);
             }
+            // v4: the exact versions the sender does not hold.
+            put_names(e, &self.lacking);
         });
     }
 }
 
 impl Decode for PgPush {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgPush", 3, |d, version| {
+        d.versioned("PgPush", 4, |d, version| {
             let (pgid, interval, map_epoch) = get_header(d)?;
             let mut objects: Vec<ObjectCopy> = Vec::decode(d)?;
             let last = match d.get_u8()? {
@@ -668,6 +675,11 @@ impl Decode for PgPush {
                     object.clones = get_clones(d)?;
                 }
             }
+            let lacking = if version >= 4 {
+                get_names(d)?
+            } else {
+                Vec::new()
+            };
             Ok(PgPush {
                 pgid,
                 interval,
@@ -675,6 +687,7 @@ impl Decode for PgPush {
                 objects,
                 last,
                 corrupt,
+                lacking,
             })
         })
     }
@@ -724,8 +737,9 @@ impl Decode for PgPushReply {
 mod tests {
     use super::*;
 
-    /// Version 2 carries the unreadable objects; a version-1 body (no such field)
-    /// still decodes, with none.
+    /// Version 2 carries the unreadable objects and version 4 those of them the sender
+    /// holds at another version; older bodies (no such fields) still decode, with
+    /// none.
     #[test]
     fn push_messages_carry_corrupt_names_and_read_version_one() {
         let push = PgPush {
@@ -734,9 +748,20 @@ mod tests {
             map_epoch: Epoch(4),
             objects: Vec::new(),
             last: None,
-            corrupt: vec!["bad".into()],
+            corrupt: vec!["bad".into(), "other version".into()],
+            lacking: vec!["other version".into()],
         };
         assert_eq!(PgPush::from_shared(push.to_bytes()).unwrap(), push);
+        let mut e = Encoder::new();
+        e.versioned(3, 1, |e| {
+            header(e, push.pgid, push.interval, push.map_epoch);
+            push.objects.encode(e);
+            e.put_u8(0);
+            put_names(e, &push.corrupt);
+        });
+        let v3 = PgPush::from_shared(e.into_bytes()).unwrap();
+        assert_eq!(v3.corrupt, push.corrupt);
+        assert!(v3.lacking.is_empty());
         let reply = PgPushReply {
             pgid: PgId::new(1, 2),
             interval: Epoch(3),

@@ -310,6 +310,7 @@ mod tests {
             }],
             last: None,
             corrupt: Vec::new(),
+            lacking: Vec::new(),
         });
         assert_eq!(
             Msg::decode(push.msg_type(), push.encode_front()).unwrap(),

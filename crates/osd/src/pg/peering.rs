@@ -154,7 +154,7 @@ impl Pg {
         self.repairs.clear();
         self.local_corrupt.clear();
         self.replica_corrupt.clear();
-        self.stray_lacks.clear();
+        self.lacks_needed.clear();
         let mut probe: BTreeSet<OsdId> = self.acting.iter().copied().collect();
         if let Some(mapping) = map.pg_mapping(self.pgid) {
             probe.extend(mapping.up);

@@ -156,7 +156,7 @@ impl Pg {
         store: &dyn ObjectStore,
         name: &str,
         version: EVersion,
-    ) -> Result<ObjectCopy, String> {
+    ) -> Result<ObjectCopy, CopyMiss> {
         let ours = store
             .getxattr(self.coll, &ObjectId::head(name), OBJECT_INFO_XATTR)
             .ok()
@@ -172,14 +172,14 @@ impl Pg {
                 entry.version == version && !super::repair::is_plain_write(entry)
             });
         if vouched {
-            return read_copy(store, self.coll, name);
+            return read_copy(store, self.coll, name).map_err(CopyMiss::Unreadable);
         }
         if ours != Some(version) {
-            return Err(format!(
+            return Err(CopyMiss::OtherVersion(format!(
                 "{name} is not here at {version} (our copy: {ours:?})"
-            ));
+            )));
         }
-        read_copy(store, self.coll, name)
+        read_copy(store, self.coll, name).map_err(CopyMiss::Unreadable)
     }
 
     /// Replaces our copies of `objects` and forgets them as missing, in one transaction.
@@ -293,15 +293,21 @@ impl Pg {
         let chunks: Vec<&[String]> = names.chunks(self.tuning.objects_per_push_max).collect();
         let chunk_count = chunks.len().max(1);
         for index in 0..chunk_count {
-            let (mut objects, mut corrupt) = (Vec::new(), Vec::new());
+            let (mut objects, mut corrupt, mut lacking) = (Vec::new(), Vec::new(), Vec::new());
             for name in chunks.get(index).copied().unwrap_or_default() {
                 let copy = match exact.get(name.as_str()) {
                     Some(version) => self.exact_copy(store, name, *version),
-                    None => self.object_copy(store, name),
+                    None => self.object_copy(store, name).map_err(CopyMiss::Unreadable),
                 };
                 match copy {
                     Ok(copy) => objects.push(copy),
-                    Err(why) => {
+                    Err(CopyMiss::OtherVersion(why)) => {
+                        // A probe or a repair asking round: an answer, not a fault.
+                        tracing::debug!("{}: {why}", self.pgid);
+                        corrupt.push(name.clone());
+                        lacking.push(name.clone());
+                    }
+                    Err(CopyMiss::Unreadable(why)) => {
                         tracing::warn!("{}: cannot copy {why}", self.pgid);
                         corrupt.push(name.clone());
                     }
@@ -316,6 +322,7 @@ impl Pg {
                 objects,
                 last,
                 corrupt,
+                lacking,
             });
             out.push(peer_output(from, push));
         }
@@ -456,6 +463,11 @@ impl Pg {
             }
         }
         for name in push.corrupt {
+            if push.lacking.contains(&name) {
+                // Not the version asked for: the source lacks it (left among those
+                // still pulling, it counts as not sent), its copy is not bad.
+                continue;
+            }
             // The source cannot read its copy either: ours stays missing, to be
             // repaired from another member once active.
             self.pulling.remove(&name);
@@ -723,6 +735,7 @@ impl Pg {
             objects: vec![copy],
             last: None,
             corrupt: Vec::new(),
+            lacking: Vec::new(),
         })
     }
 
@@ -759,6 +772,14 @@ impl Pg {
         }
         pushed_all
     }
+}
+
+/// Why a pull of an exact version got no copy of an object.
+pub(super) enum CopyMiss {
+    /// The copy here is of another version, or there is none.
+    OtherVersion(String),
+    /// The copy here cannot be read (or this copy knows it lacks the object).
+    Unreadable(String),
 }
 
 /// One object's whole state as stored here, its snapshot clones included; `Err` when

@@ -272,8 +272,10 @@ impl Pg {
             return false;
         }
         let replicas = self.replicas();
-        let usable =
-            |replica: &OsdId| !self.replica_corrupt.contains(&(*replica, name.to_string()));
+        let usable = |replica: &OsdId| {
+            let copy = (*replica, name.to_string());
+            !self.replica_corrupt.contains(&copy) && !self.lacks_needed.contains(&copy)
+        };
         let current = |replica: &OsdId| {
             lacking != Some(*replica)
                 && !self
@@ -313,7 +315,7 @@ impl Pg {
     fn stray_source(&self, name: &str, version: EVersion) -> Option<OsdId> {
         (self.notifies.iter().chain(&self.late_stray_notifies))
             .filter(|(osd, _)| **osd != self.whoami && !self.acting.contains(osd))
-            .filter(|(osd, _)| !self.stray_lacks.contains(&(**osd, name.to_string())))
+            .filter(|(osd, _)| !self.lacks_needed.contains(&(**osd, name.to_string())))
             .find(|(_, notify)| {
                 notify.exists
                     && notify.info.last_update >= version
@@ -338,14 +340,21 @@ impl Pg {
         }
     }
 
-    /// Primary: `source`'s copy of `name` cannot repair ours. A replica gets ours once
-    /// ours is good; a stray is not asked again this interval.
-    fn note_source_lacks(&mut self, source: OsdId, name: String) {
-        if self.replicas().contains(&source) {
+    /// Primary: `source`'s copy of `name` cannot repair ours: it is unreadable
+    /// (`of_another_version` false), or of another version than the one we asked for
+    /// exactly. A replica gets ours once ours is good, counted as a bad copy found
+    /// only when it is one; no copy is asked again this interval for what it lacks.
+    fn note_source_lacks(&mut self, source: OsdId, name: String, of_another_version: bool) {
+        let replica = self.replicas().contains(&source);
+        if replica && !of_another_version {
             self.note_replica_corrupt(source, name);
-        } else {
-            self.stray_lacks.insert((source, name));
+            return;
         }
+        if replica {
+            // Not the version the history needs: it lacks the object.
+            (self.peer_missing.entry(source).or_default()).insert(name.clone());
+        }
+        self.lacks_needed.insert((source, name));
     }
 
     /// The pull that repairs our copy of `name` (of exactly `exact`, if named).
@@ -425,7 +434,7 @@ impl Pg {
             if self.replicas().contains(&from) {
                 (self.peer_missing.entry(from).or_default()).insert(copy.oid.clone());
             } else {
-                self.stray_lacks.insert((from, copy.oid.clone()));
+                self.lacks_needed.insert((from, copy.oid.clone()));
             }
             if !self.start_repair(&*store, &copy.oid, None, out) {
                 // No other source: the ops waiting on it run again and fail (EIO).
@@ -458,10 +467,12 @@ impl Pg {
         }
         for name in push.corrupt {
             if self.repair_source(&name) == Some(from) {
-                // That copy is bad too: it gets ours once ours is good, and the ops
-                // waiting on the object run again and try another source.
+                // That copy is bad too, or not the version asked for: it gets ours
+                // once ours is good, and the ops waiting on the object run again and
+                // try another source.
                 self.repairs.remove(&name);
-                self.note_source_lacks(from, name.clone());
+                let of_another_version = push.lacking.contains(&name);
+                self.note_source_lacks(from, name.clone(), of_another_version);
                 finished.push(name);
             }
         }
