@@ -237,6 +237,10 @@ pub struct Pg {
     /// members can supply, and replicas asked for exactly that version. Neither is
     /// asked again for it this interval.
     lacks_needed: BTreeSet<(OsdId, String)>,
+    /// Primary: objects whose push a replica's store refused for want of space this
+    /// interval, until a push of them lands there: client writes to them are refused
+    /// meanwhile (`pg/degraded.rs`).
+    pushes_refused_for_space: BTreeSet<(OsdId, String)>,
     /// Primary, active: copies that strays announced after this interval's peering
     /// (an OSD back from a restart), as sources for objects no member holds.
     late_stray_notifies: BTreeMap<OsdId, carmine_proto::PgNotify>,
@@ -362,6 +366,7 @@ impl Pg {
             local_corrupt: BTreeSet::new(),
             replica_corrupt: BTreeSet::new(),
             lacks_needed: BTreeSet::new(),
+            pushes_refused_for_space: BTreeSet::new(),
             late_stray_notifies: BTreeMap::new(),
             refused_for_space: BTreeSet::new(),
             refused_for_space_order: VecDeque::new(),
@@ -733,6 +738,7 @@ impl Pg {
         self.local_corrupt.clear();
         self.replica_corrupt.clear();
         self.lacks_needed.clear();
+        self.pushes_refused_for_space.clear();
         self.in_flight.clear();
         self.writes_per_object.clear();
         self.blocked_reads.clear();
@@ -951,6 +957,7 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
     Ok(())
 }
 
+mod degraded;
 mod lease;
 mod missing;
 pub(crate) mod peering;

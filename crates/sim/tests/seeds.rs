@@ -477,6 +477,19 @@ fn regression_a_missing_object_keeps_its_needed_version_past_the_log() {
     check(&[run_config(expansion_remaps_space_trims(36287))], 10, 100);
 }
 
+/// Seed 34338 of `--faults all,expansion,remaps,space --snap-trim` (MemStore, size
+/// 2, min_size 1): an acknowledged write was lost. osd.0's store had no room for
+/// `shared-0`, so osd.2, its primary, acknowledged writes to it with its own data
+/// alone (osd.0 logged them without the object); cut off, osd.2 went on as a stale
+/// primary and overwrote that only copy with writes nobody acknowledged, which the
+/// next peering rolled back, leaving no copy of the acknowledged version. A client
+/// write to an object a recovering replica lacks now waits for its push, and is
+/// refused for want of space if the replica's store refuses it (`pg/degraded.rs`).
+#[test]
+fn regression_a_write_the_primary_alone_would_hold_is_refused() {
+    check(&[run_config(expansion_remaps_space_trims(34338))], 10, 100);
+}
+
 /// Seed 26545 of `--faults all,expansion,remaps,space --snap-trim` (MemStore, 3
 /// monitors): the leader sent mon.2 a Raft snapshot just before a partition cut it
 /// off, and mon.2's answer was lost. raft-rs sends a follower nothing more while a

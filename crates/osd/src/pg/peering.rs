@@ -155,6 +155,7 @@ impl Pg {
         self.local_corrupt.clear();
         self.replica_corrupt.clear();
         self.lacks_needed.clear();
+        self.pushes_refused_for_space.clear();
         let mut probe: BTreeSet<OsdId> = self.acting.iter().copied().collect();
         if let Some(mapping) = map.pg_mapping(self.pgid) {
             probe.extend(mapping.up);

@@ -592,10 +592,17 @@ impl Pg {
                 pushing.remove(oid);
             }
         }
+        for oid in &reply.oids {
+            self.pushes_refused_for_space.remove(&(from, oid.clone()));
+        }
         if !reply.refused.is_empty() && self.phase == Phase::Active {
             // Still to push there, once it has room (or after a pause).
             let missing = self.peer_missing.entry(from).or_default();
             missing.extend(reply.refused.iter().cloned());
+            if reply.refused_for_space {
+                let refused = reply.refused.iter().map(|oid| (from, oid.clone()));
+                self.pushes_refused_for_space.extend(refused);
+            }
             self.push_refused_by(from, reply.refused_for_space, out);
         }
         // A write logged since the activation is the replica's once it has logged it
@@ -621,6 +628,10 @@ impl Pg {
         }
         self.schedule_recovery(store, out);
         self.complete_writes(store, out);
+        // Client writes waiting for these pushes (`pg/degraded.rs`) run again.
+        for oid in reply.oids.iter().chain(&reply.refused) {
+            self.release_reads(store, oid, out);
+        }
     }
 
     /// Primary: keep up to the limit of pushes in flight to each replica. Objects whose
@@ -694,7 +705,7 @@ impl Pg {
 
     /// Pushes our copy of `name` to `replica`. If our copy is unreadable, starts
     /// repairing it instead and returns `false` (the caller keeps `name` missing there).
-    fn push_now(
+    pub(super) fn push_now(
         &mut self,
         store: &dyn ObjectStore,
         replica: OsdId,
@@ -758,17 +769,7 @@ impl Pg {
                 // follows.
                 continue;
             }
-            let missing = self
-                .peer_missing
-                .get_mut(&replica)
-                .is_some_and(|m| m.remove(name));
-            if missing && !self.push_now(store, replica, name, out) {
-                self.peer_missing
-                    .entry(replica)
-                    .or_default()
-                    .insert(name.to_string());
-                pushed_all = false;
-            }
+            pushed_all &= self.push_ahead(store, replica, name, out);
         }
         pushed_all
     }

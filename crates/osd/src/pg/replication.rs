@@ -1,6 +1,7 @@
 //! The write path: ordering, local submission, replication, commit tracking and the
 //! client reply; and the replica's side of it.
 
+use super::degraded::DegradedWrite;
 use super::{peer_output, HeldMessage, InFlightWrite, Pg, Phase};
 use crate::exec::{self, store_error};
 use crate::osd_set::OsdSet;
@@ -61,29 +62,40 @@ impl Pg {
             // applying a write the client had been told failed (the simulator's remap
             // and space classes, seeds 2630 and 21752). A new request may run once
             // there is room.
-            if self.log_waits_for_room() {
-                // The log cannot take the entry until the write a replica refused
-                // lands: answer at once rather than stall every writer of the PG, and
-                // remember the request here (a primary change before then forgets it).
-                self.remember_refused_for_space(op.reqid);
-                out.push(self.reply(client, &op, Err(OpError::NoSpace)));
-            } else {
-                self.answer_failed_write(store, client, &op, OpError::NoSpace, out);
-            }
-            return;
+            return self.refuse_for_space(store, client, &op, out);
         }
-        if !self.push_before_write(store, &op.oid, out) {
-            // A replica lacks the object and our copy is unreadable: repair ours first.
-            if self.repairs.contains_key(&op.oid) {
-                self.block_read(client, op, out);
-            } else {
+        let removal = op.ops.iter().all(|code| matches!(code, OpCode::Remove));
+        match self.degraded_write(store, &op.oid, removal, out) {
+            DegradedWrite::Go => {}
+            // A push to a replica lacking the object, or the repair of our copy.
+            DegradedWrite::Wait => return self.block_read(client, op, out),
+            DegradedWrite::NoRoom => return self.refuse_for_space(store, client, &op, out),
+            DegradedWrite::Unfound => {
                 let error = super::repair::unfound_error(&op.oid);
-                self.answer_failed_write(store, client, &op, error, out);
+                return self.answer_failed_write(store, client, &op, error, out);
             }
-            return;
         }
         if let Err(error) = self.start_write(store, client, &op, out) {
             self.answer_failed_write(store, client, &op, error, out);
+        }
+    }
+
+    /// Refuses write `op` for want of space, before anything runs (see `handle_write`).
+    fn refuse_for_space(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        client: ClientRef,
+        op: &OsdOp,
+        out: &mut Vec<Output>,
+    ) {
+        if self.log_waits_for_room() {
+            // The log cannot take the entry until the write a replica refused
+            // lands: answer at once rather than stall every writer of the PG, and
+            // remember the request here (a primary change before then forgets it).
+            self.remember_refused_for_space(op.reqid);
+            out.push(self.reply(client, op, Err(OpError::NoSpace)));
+        } else {
+            self.answer_failed_write(store, client, op, OpError::NoSpace, out);
         }
     }
 
