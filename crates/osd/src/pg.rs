@@ -222,6 +222,9 @@ pub struct Pg {
     recovery_sent: (u64, u64),
     /// Primary: objects the peering source could not read (they stay missing here).
     pull_unreadable: BTreeSet<String>,
+    /// Primary: those of `pull_unreadable` the source holds at another version than
+    /// the exact one asked for: missing here still, but not a bad copy there.
+    pull_lacking: BTreeSet<String>,
     /// Primary: objects of the pull under way whose pulled copy our store refused (no
     /// room): they stay missing here.
     pull_not_applied: BTreeSet<String>,
@@ -361,6 +364,7 @@ impl Pg {
             waiting_for_budget: false,
             recovery_sent: (0, 0),
             pull_unreadable: BTreeSet::new(),
+            pull_lacking: BTreeSet::new(),
             pull_not_applied: BTreeSet::new(),
             repairs: BTreeMap::new(),
             local_corrupt: BTreeSet::new(),

@@ -474,7 +474,7 @@ fn regression_a_backfill_keeps_a_removed_object_with_clones_missing() {
 /// so the primary asks osd.1 for exactly those.
 #[test]
 fn regression_a_missing_object_keeps_its_needed_version_past_the_log() {
-    check(&[run_config(expansion_remaps_space_trims(36287))], 10, 100);
+    check(&[run_config(expansion_remaps_space_trims(36287))], 5, 100);
 }
 
 /// Seed 34338 of `--faults all,expansion,remaps,space --snap-trim` (MemStore, size

@@ -266,6 +266,7 @@ impl Pg {
     ) {
         self.pulling = names;
         self.pull_unreadable.clear();
+        self.pull_lacking.clear();
         self.pull_not_applied.clear();
         self.pull_exact = exact;
         out.push(peer_output(source, self.pull_message(all)));
@@ -463,14 +464,15 @@ impl Pg {
             }
         }
         for name in push.corrupt {
-            if push.lacking.contains(&name) {
-                // Not the version asked for: the source lacks it (left among those
-                // still pulling, it counts as not sent), its copy is not bad.
-                continue;
-            }
-            // The source cannot read its copy either: ours stays missing, to be
-            // repaired from another member once active.
+            // The source cannot read its copy either, or holds another version than
+            // the one asked for: ours stays missing, to be repaired from another
+            // member once active. (Taken as not sent, an object whose newest change
+            // was a removal was taken as absent, and a stale copy here served: seed
+            // 1437 of remaps and space.)
             self.pulling.remove(&name);
+            if push.lacking.contains(&name) {
+                self.pull_lacking.insert(name.clone());
+            }
             self.pull_unreadable.insert(name);
         }
         let Some(names) = push.last else { return };
@@ -510,6 +512,7 @@ impl Pg {
             );
         }
         let unreadable = std::mem::take(&mut self.pull_unreadable);
+        let lacking = std::mem::take(&mut self.pull_lacking);
         let mut still_missing = std::mem::take(&mut self.pull_not_applied);
         still_missing.extend(unsent);
         still_missing.extend(unreadable.iter().cloned());
@@ -522,7 +525,10 @@ impl Pg {
         let Phase::Pull { source, .. } = pulled_from else {
             unreachable!("receive_pulled runs in the pull phase");
         };
-        for name in unreadable {
+        for name in unreadable
+            .into_iter()
+            .filter(|name| !lacking.contains(name))
+        {
             self.note_replica_corrupt(source, name);
         }
     }
