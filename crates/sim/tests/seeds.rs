@@ -719,6 +719,13 @@ fn fixed_seeds_pass_with_remaps() {
 ///   again, and reads waited for good). Nothing is pushed to a replica that owes a
 ///   refused write, it refuses pushes while behind, and a push completes only writes
 ///   it logged.
+/// - 1437 again (session 41): a probe's answer that the source held another version
+///   was taken as not sent, and an object whose newest change was a removal as
+///   absent, while a stale copy stayed stored and was served.
+/// - 7404: once client writes to an object a full replica lacks were refused instead
+///   of pushing it ahead, nothing resumed the pushes held back while that replica
+///   owed a refused write: the PG stayed recovering with its reservation held. The
+///   pushes resume when the refused write lands.
 #[test]
 fn fixed_seeds_pass_with_remaps_and_space() {
     let classes = FaultClasses {
@@ -727,7 +734,7 @@ fn fixed_seeds_pass_with_remaps_and_space() {
         ..FaultClasses::ALL
     };
     let seeds = (0..20).chain([
-        95, 157, 302, 499, 517, 668, 1103, 1437, 2630, 3984, 7278, 7708,
+        95, 157, 302, 499, 517, 668, 1103, 1437, 2630, 3984, 7278, 7404, 7708,
     ]);
     let reports: Vec<SimReport> = seeds.map(|seed| run_on_memstores(seed, classes)).collect();
     check(&reports, 50, 2_000);

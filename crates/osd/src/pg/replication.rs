@@ -540,7 +540,7 @@ impl Pg {
             return;
         }
         let write = &mut self.in_flight[index];
-        write.refused_by.remove(&from);
+        let was_refused = write.refused_by.remove(&from);
         write.waiting_on.remove(&from);
         if reply.log_only && write.is_write {
             // It holds the entry, not the write: a push that lands there later
@@ -548,6 +548,13 @@ impl Pg {
             write.log_only.insert(from);
         }
         self.complete_writes(store, out);
+        if was_refused && !self.replica_behind(from) {
+            // Caught up: the pushes held back while it was behind may go now. (Nothing
+            // else resumed them: a client write to an object it lacks pushed it, until
+            // such writes were refused while its store refuses that push; seed 7404
+            // of remaps and space stayed recovering with its reservation held.)
+            self.schedule_recovery(store, out);
+        }
     }
 
     /// Primary tick: resends to each replica that refused a write for want of space
