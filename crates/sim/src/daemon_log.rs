@@ -7,6 +7,7 @@
 
 use std::cell::RefCell;
 use std::io::Write;
+use std::sync::OnceLock;
 
 thread_local! {
     static LINES: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
@@ -15,6 +16,7 @@ thread_local! {
 /// Captures the daemons' log lines matching `filter` (an `EnvFilter` directive) until
 /// the guard drops.
 pub(crate) fn capture(filter: &str) -> tracing::subscriber::DefaultGuard {
+    keep_a_second_dispatcher_registered();
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_ansi(false)
@@ -23,6 +25,20 @@ pub(crate) fn capture(filter: &str) -> tracing::subscriber::DefaultGuard {
         .with_writer(|| ThreadBuffer)
         .finish();
     tracing::subscriber::set_default(subscriber)
+}
+
+/// Keeps a do-nothing dispatcher registered for the life of the process, so that ours is
+/// never the only one.
+///
+/// Why: with exactly one registered dispatcher, `tracing-core` (0.1.36) works out a
+/// callsite's interest from the default of whichever thread first reaches it. A thread
+/// running a seed without capture (a test beside this one, say) would then mark the
+/// callsite "never" for every thread, and lines this thread should log would vanish:
+/// `daemon_log_lines_join_the_trace_without_changing_the_run` failed about one run in
+/// eight that way. With two registered, interest is asked of all of them.
+fn keep_a_second_dispatcher_registered() {
+    static SECOND: OnceLock<tracing::Dispatch> = OnceLock::new();
+    SECOND.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
 }
 
 /// Takes the lines logged since the last call.
