@@ -8,7 +8,7 @@ use carmine_clustermap::settings::{
 };
 use carmine_clustermap::{Fullness, OsdFlags, PoolSpec, WEIGHT_IN};
 use carmine_proto::{ClusterStatus, Command, CommandOutput};
-use carmine_types::OsdId;
+use carmine_types::{OsdId, PgId};
 use clap::Subcommand;
 use serde_json::json;
 
@@ -108,6 +108,13 @@ pub enum PgCommand {
     Stat,
     /// Every PG with its state, acting set, objects and bytes, as `ceph pg dump`.
     Dump,
+    /// The objects of a PG that no reachable OSD holds, with the version each needs,
+    /// as `ceph pg PGID list_unfound`. They come back when an OSD holding them does.
+    #[command(name = "list_unfound", alias = "list-unfound")]
+    ListUnfound {
+        /// The PG, as `pg dump` names it (POOL.SEED, the seed in hex).
+        pgid: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -500,6 +507,7 @@ pub async fn pg(client: &Client, command_: PgCommand, json: bool) -> Result<()> 
                             "last_update": pg.last_update.to_string(),
                             "acting": pg.acting.iter().map(|o| o.0).collect::<Vec<_>>(),
                             "acting_primary": pg.acting.first().map(|o| o.0),
+                            "num_objects_unfound": pg.unfound,
                             "reason": pg.reason,
                         })
                     })
@@ -510,15 +518,16 @@ pub async fn pg(client: &Client, command_: PgCommand, json: bool) -> Result<()> 
                 );
             } else {
                 println!(
-                    "{:<10} {:>8} {:>12} {:<28} {:<14} ACTING",
-                    "PG_STAT", "OBJECTS", "BYTES", "STATE", "LOG_HEAD"
+                    "{:<10} {:>8} {:>8} {:>12} {:<28} {:<14} ACTING",
+                    "PG_STAT", "OBJECTS", "UNFOUND", "BYTES", "STATE", "LOG_HEAD"
                 );
                 for pg in &pgs {
                     let acting: Vec<String> = pg.acting.iter().map(|o| o.0.to_string()).collect();
                     println!(
-                        "{:<10} {:>8} {:>12} {:<28} {:<14} [{}]",
+                        "{:<10} {:>8} {:>8} {:>12} {:<28} {:<14} [{}]",
                         pg.pgid.to_string(),
                         pg.object_count,
+                        pg.unfound,
                         pg.data_bytes,
                         pg.state.name(),
                         pg.last_update.to_string(),
@@ -532,7 +541,49 @@ pub async fn pg(client: &Client, command_: PgCommand, json: bool) -> Result<()> 
             }
             Ok(())
         }
+        PgCommand::ListUnfound { pgid } => list_unfound(client, &pgid, json).await,
     }
+}
+
+/// `pg list_unfound PGID`: every page of the primary's answer.
+async fn list_unfound(client: &Client, pgid: &str, json: bool) -> Result<()> {
+    let pgid: PgId = pgid.parse().map_err(anyhow::Error::msg)?;
+    let pool = client.map().pools.get(&pgid.pool).map(|pool| pool.pg_num);
+    match pool {
+        None => bail!("pg {pgid}: no pool {} (see `carmine pool ls`)", pgid.pool.0),
+        Some(pg_num) if pgid.seed >= pg_num => {
+            bail!("pg {pgid}: pool {} has {pg_num} pgs", pgid.pool.0)
+        }
+        Some(_) => {}
+    }
+    let mut objects = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (page, next) = client
+            .list_unfound(pgid, cursor, 1024)
+            .await
+            .with_context(|| format!("listing the unfound objects of pg {pgid}"))?;
+        objects.extend(page);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    if json {
+        let listed: Vec<_> = (objects.iter())
+            .map(|(name, need)| json!({"oid": {"oid": name}, "need": need.to_string()}))
+            .collect();
+        let answer = json!({"num_unfound": objects.len(), "objects": listed, "more": false});
+        println!("{answer}");
+    } else if objects.is_empty() {
+        println!("pg {pgid} has no unfound objects");
+    } else {
+        println!("{:<14} OBJECT", "NEED");
+        for (name, need) in &objects {
+            println!("{:<14} {name}", need.to_string());
+        }
+    }
+    Ok(())
 }
 
 fn osd_tree(client: &Client, json: bool) {

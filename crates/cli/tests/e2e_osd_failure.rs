@@ -138,7 +138,20 @@ fn a_killed_osd_goes_down_then_out_unless_noout() {
         osd["up"] == true && osd["in"] == true
     });
     let dump = json(&cluster, &["pg", "dump"]);
-    assert_eq!(dump["pg_map"]["pg_stats"].as_array().unwrap().len(), 16);
+    let pgs = dump["pg_map"]["pg_stats"].as_array().unwrap();
+    assert_eq!(pgs.len(), 16);
     cluster.ok(&["obj", "get", "rbd", "greeting", output.to_str().unwrap()]);
     assert_eq!(std::fs::read(&output).unwrap(), b"survives a dead OSD");
+
+    // Nothing was lost, and the primaries say so when asked.
+    assert!(pgs.iter().all(|pg| pg["num_objects_unfound"] == 0), "{dump}");
+    let pgid = pgs[0]["pgid"].as_str().unwrap();
+    let listed = cluster.ok(&["pg", "list_unfound", pgid]);
+    assert_eq!(listed.trim(), format!("pg {pgid} has no unfound objects"));
+    let listed = json(&cluster, &["pg", "list_unfound", pgid]);
+    assert_eq!(listed["num_unfound"], 0, "{listed}");
+    let error = cluster.fails(&["pg", "list_unfound", "99.0"]);
+    assert!(error.contains("no pool 99"), "{error}");
+    let error = cluster.fails(&["pg", "list_unfound", "1.zz"]);
+    assert!(error.contains("not hexadecimal"), "{error}");
 }

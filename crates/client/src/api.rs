@@ -10,7 +10,7 @@ use carmine_proto::{
     parse_snap_allocated, Command, CommandOutput, OpCode, OpOutput, OsdOp, OsdOpReply, SnapSet,
 };
 use carmine_types::limits::{LIST_ENTRIES_MAX, OBJECT_NAME_BYTES_MAX};
-use carmine_types::{OsdId, PgId, PoolId, SnapId};
+use carmine_types::{EVersion, OsdId, PgId, PoolId, SnapId};
 use std::collections::BTreeMap;
 
 /// What `stat` reports.
@@ -311,6 +311,35 @@ impl Client {
             .await?;
         match output(&reply, 0)? {
             OpOutput::List { names, next } => Ok((names.clone(), next.clone())),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// One page of PG `pg`'s unfound objects after `cursor`, each with the version the
+    /// PG's history needs (`pg PGID list_unfound`); the cursor to continue from, or
+    /// `None` at the end.
+    pub async fn list_unfound(
+        &self,
+        pg: PgId,
+        cursor: Option<String>,
+        max_entries: u32,
+    ) -> Result<(Vec<(String, EVersion)>, Option<String>), ClientError> {
+        let reply = self
+            .submit(OpRequest {
+                pool: pg.pool,
+                oid: String::new(),
+                list_pg: Some(pg),
+                ops: vec![OpCode::PgListUnfound {
+                    after: cursor,
+                    max_entries,
+                }],
+                flags: 0,
+                pinned_osd: None,
+                snaps: OpSnaps::default(),
+            })
+            .await?;
+        match output(&reply, 0)? {
+            OpOutput::Unfound { objects, next } => Ok((objects.clone(), next.clone())),
             _ => Err(unexpected()),
         }
     }

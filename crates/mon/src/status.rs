@@ -11,7 +11,7 @@ use std::time::Instant;
 pub const INACTIVE_PG_CHECKS_MAX: usize = 16;
 
 /// Health checks that make the cluster `HEALTH_ERR` rather than `HEALTH_WARN`.
-const ERROR_CHECKS: [&str; 2] = ["OSD_FULL", "POOL_FULL"];
+const ERROR_CHECKS: [&str; 3] = ["OSD_FULL", "POOL_FULL", "PG_DAMAGED"];
 
 impl Monitor {
     /// The cluster at a glance, with health checks as `ceph -s` words them.
@@ -93,6 +93,7 @@ impl Monitor {
                         want_acting: Vec::new(),
                         reason: self.stale_reason(pgid),
                         want_up_thru: Default::default(),
+                        unfound: 0,
                     }
                 });
                 pgs.push(stat);
@@ -278,9 +279,47 @@ impl Monitor {
                 detail.join(", ")
             ));
         }
+        checks.extend(self.unfound_checks());
         checks.extend(self.fullness_checks());
         checks.extend(self.inactive_pg_checks());
         checks
+    }
+
+    /// `OBJECT_UNFOUND` (a warning) with the PGs holding unfound objects, at most
+    /// [`INACTIVE_PG_CHECKS_MAX`] named, and `PG_DAMAGED` (an error) counting those
+    /// PGs, worded as Ceph words them: until an OSD holding the objects returns, ops on
+    /// them fail.
+    fn unfound_checks(&self) -> Vec<String> {
+        let stats = self.current_pg_stats();
+        let damaged: Vec<&PgStat> = stats.values().filter(|stat| stat.unfound > 0).collect();
+        if damaged.is_empty() {
+            return Vec::new();
+        }
+        let unfound: u64 = damaged.iter().map(|stat| stat.unfound).sum();
+        let objects: u64 = stats.values().map(|stat| stat.object_count).sum();
+        let objects = objects.max(unfound);
+        let mut pgs: Vec<String> = (damaged.iter())
+            .take(INACTIVE_PG_CHECKS_MAX)
+            .map(|stat| format!("pg {} has {} unfound objects", stat.pgid, stat.unfound))
+            .collect();
+        if damaged.len() > INACTIVE_PG_CHECKS_MAX {
+            pgs.push(format!(
+                "{} more pgs",
+                damaged.len() - INACTIVE_PG_CHECKS_MAX
+            ));
+        }
+        vec![
+            format!(
+                "OBJECT_UNFOUND: {unfound}/{objects} objects unfound ({:.3}%) ({}); \
+                 `carmine pg list_unfound PGID` names them",
+                unfound as f64 * 100.0 / objects as f64,
+                pgs.join(", ")
+            ),
+            format!(
+                "PG_DAMAGED: Possible data damage: {} pgs recovery_unfound",
+                damaged.len()
+            ),
+        ]
     }
 
     /// `OSD_FULL`, `OSD_BACKFILLFULL`, `OSD_NEARFULL` from the states the map

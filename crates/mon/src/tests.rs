@@ -427,6 +427,7 @@ fn primary_stat(
         want_acting: Vec::new(),
         reason: String::new(),
         want_up_thru: Epoch(0),
+        unfound: 0,
     }
 }
 
@@ -593,6 +594,7 @@ fn why_a_pg_cannot_serve_is_kept_and_shown_in_status_and_pg_dump() {
         want_acting: Vec::new(),
         reason: reason.into(),
         want_up_thru: Epoch(0),
+        unfound: 0,
     };
     report(&mut mon, now, primary, stat);
     let checks = mon.status(now).health_checks;
@@ -606,6 +608,59 @@ fn why_a_pg_cannot_serve_is_kept_and_shown_in_status_and_pg_dump() {
     // The PGs no primary reported on are stale, and say so.
     let other = pgs.iter().find(|pg| pg.pgid != pgid).unwrap();
     assert!(other.reason.starts_with("stale: "), "{}", other.reason);
+}
+
+/// A PG reporting unfound objects makes the cluster `HEALTH_ERR` with Ceph's two
+/// checks, the warning naming the PG and the error counting it, and `pg dump` carries
+/// the count; a report without them clears both.
+#[test]
+fn unfound_objects_are_a_health_error_naming_their_pgs() {
+    use carmine_proto::{PgStat, PgState};
+    let (mut mon, now) = cluster(3);
+    let (pgid, mapping) = first_pg_of_new_pool(&mut mon, now, 4);
+    let primary = mapping.primary.unwrap();
+    let stat = |unfound: u64| PgStat {
+        pgid,
+        state: PgState(PgState::ACTIVE | PgState::DEGRADED | PgState::RECOVERY_UNFOUND),
+        object_count: 8,
+        data_bytes: 0,
+        last_update: Default::default(),
+        acting: mapping.acting.clone(),
+        interval_start: Epoch(10),
+        want_acting: Vec::new(),
+        reason: String::new(),
+        want_up_thru: Epoch(0),
+        unfound,
+    };
+    report(&mut mon, now, primary, stat(2));
+    let status = mon.status(now);
+    assert_eq!(status.health, "HEALTH_ERR");
+    let checks = status.health_checks;
+    let unfound = checks.iter().find(|c| c.starts_with("OBJECT_UNFOUND:"));
+    let unfound = unfound.unwrap_or_else(|| panic!("{checks:?}"));
+    assert!(
+        unfound.contains("2/8 objects unfound (25.000%)"),
+        "{unfound}"
+    );
+    assert!(
+        unfound.contains(&format!("pg {pgid} has 2 unfound objects")),
+        "{unfound}"
+    );
+    let damaged = "PG_DAMAGED: Possible data damage: 1 pgs recovery_unfound";
+    assert!(checks.iter().any(|c| c == damaged), "{checks:?}");
+    let Ok(CommandOutput::PgStats { pgs, .. }) = command(&mut mon, now, Command::PgDump) else {
+        panic!("pg dump answers with stats");
+    };
+    assert_eq!(pgs.iter().find(|pg| pg.pgid == pgid).unwrap().unfound, 2);
+
+    report(&mut mon, now, primary, stat(0));
+    let checks = mon.status(now).health_checks;
+    assert!(
+        !checks
+            .iter()
+            .any(|c| c.starts_with("OBJECT_UNFOUND") || c.starts_with("PG_DAMAGED")),
+        "{checks:?}"
+    );
 }
 
 fn usage_report(mon: &mut Monitor, now: Instant, osd: OsdId, used_bytes: u64) {

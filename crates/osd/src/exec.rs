@@ -302,9 +302,9 @@ fn execute_read(
             OpOutput::None
         }
         OpCode::AssertExists => OpOutput::None,
-        OpCode::PgList { .. } => {
+        OpCode::PgList { .. } | OpCode::PgListUnfound { .. } => {
             return Err(OpError::Invalid(
-                "pg list must be sent without an object name".into(),
+                "a pg op must be sent without an object name".into(),
             ))
         }
         write => unreachable!("execute_read got a write op {write:?}"),

@@ -230,6 +230,9 @@ pub struct Pg {
     pull_not_applied: BTreeSet<String>,
     /// Primary: objects whose own copy is unreadable, and the pull repairing each.
     repairs: BTreeMap<String, repair::RepairPull>,
+    /// Primary: objects no reachable copy could supply at the last try to repair ours
+    /// (see [`Pg::unfound_objects`]).
+    unfound: BTreeSet<String>,
     /// Primary: objects whose own copy was found corrupt and not yet repaired (so one
     /// corruption is counted once, however often it is met).
     local_corrupt: BTreeSet<String>,
@@ -367,6 +370,7 @@ impl Pg {
             pull_lacking: BTreeSet::new(),
             pull_not_applied: BTreeSet::new(),
             repairs: BTreeMap::new(),
+            unfound: BTreeSet::new(),
             local_corrupt: BTreeSet::new(),
             replica_corrupt: BTreeSet::new(),
             lacks_needed: BTreeSet::new(),
@@ -538,7 +542,11 @@ impl Pg {
             };
             bits = self.reservation_state_bits(bits);
         }
-        if bits & PgState::ACTIVE != 0 && !undersized && self.fully_recovered() {
+        let unfound = bits & PgState::ACTIVE != 0 && self.unfound_objects().next().is_some();
+        if unfound {
+            bits |= PgState::RECOVERY_UNFOUND | PgState::DEGRADED;
+        }
+        if bits & PgState::ACTIVE != 0 && !undersized && self.fully_recovered() && !unfound {
             bits |= PgState::CLEAN;
         }
         if self.acting != self.up {
@@ -569,6 +577,7 @@ impl Pg {
             want_acting: self.want_acting.clone(),
             reason: self.inactive_reason(),
             want_up_thru: self.want_up_thru(),
+            unfound: self.unfound_objects().count() as u64,
         }
     }
 
@@ -739,6 +748,7 @@ impl Pg {
         self.backfilling.clear();
         self.pulling.clear();
         self.repairs.clear();
+        self.unfound.clear();
         self.local_corrupt.clear();
         self.replica_corrupt.clear();
         self.lacks_needed.clear();
@@ -882,8 +892,11 @@ impl Pg {
                 let at_snapshot = op.snapid != carmine_types::SnapId::HEAD;
                 self.list_names(store, after.as_deref(), *max_entries, at_snapshot)
             }
+            [OpCode::PgListUnfound { after, max_entries }] => {
+                Ok(self.list_unfound(store, after.as_deref(), *max_entries))
+            }
             _ => Err(OpError::Invalid(
-                "an op without an object name must be a single pg list".into(),
+                "an op without an object name must be a single pg op".into(),
             )),
         };
         let (result, outputs) = match result {
@@ -944,11 +957,11 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
     if op.ops.is_empty() {
         return Err(OpError::Invalid("request has no ops".into()));
     }
-    if op.oid.is_empty() && !matches!(op.ops.as_slice(), [OpCode::PgList { .. }]) {
+    if op.oid.is_empty() && !matches!(op.ops.as_slice(), [pg_op] if pg_op.is_pg_op()) {
         return Err(OpError::Invalid("object name is empty".into()));
     }
-    if !op.oid.is_empty() && op.ops.iter().any(|o| matches!(o, OpCode::PgList { .. })) {
-        return Err(OpError::Invalid("pg list takes no object name".into()));
+    if !op.oid.is_empty() && op.ops.iter().any(OpCode::is_pg_op) {
+        return Err(OpError::Invalid("a pg op takes no object name".into()));
     }
     if op.is_write() {
         if op.snapid != carmine_types::SnapId::HEAD {

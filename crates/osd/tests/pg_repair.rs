@@ -420,12 +420,43 @@ fn a_removed_object_still_reads_as_absent_with_no_repair() {
 fn an_object_lost_from_every_copy_is_unfound_not_absent() {
     let mut cluster = Cluster::new(Config::default());
     write(&mut cluster, "lost", b"data");
+    let pgid = cluster.pg_of("lost");
+    let written = cluster.pg_stat(pgid).last_update;
+    write(&mut cluster, "kept", b"data");
     for osd in acting(&cluster, "lost") {
         cluster.lose(osd, "lost");
     }
+    assert_eq!(list_unfound(&mut cluster, pgid, None, 10), (vec![], None));
     match read(&mut cluster, "lost") {
         Err(OpError::Io(message)) => assert!(message.contains("no readable copy"), "{message}"),
         other => panic!("{other:?}"),
+    }
+    // Reported as Ceph reports it: counted, named with the version the history
+    // needs, and the PG `recovery_unfound`, never clean.
+    let stat = cluster.pg_stat(pgid);
+    assert_eq!(stat.unfound, 1);
+    assert!(
+        stat.state.contains(PgState::RECOVERY_UNFOUND) && !stat.state.contains(PgState::CLEAN),
+        "{}",
+        stat.state.name()
+    );
+    let listed = list_unfound(&mut cluster, pgid, None, 10);
+    assert_eq!(listed, (vec![("lost".to_string(), written)], None));
+}
+
+/// A page of `pg list_unfound`.
+fn list_unfound(
+    cluster: &mut Cluster,
+    pgid: carmine_types::PgId,
+    after: Option<String>,
+    max_entries: u32,
+) -> (Vec<(String, carmine_types::EVersion)>, Option<String>) {
+    let mut op = cluster.op("", vec![OpCode::PgListUnfound { after, max_entries }]);
+    op.pgid = pgid;
+    let reply = cluster.call_op(op);
+    match (reply.result, reply.outputs.as_slice()) {
+        (Ok(()), [OpOutput::Unfound { objects, next }]) => (objects.clone(), next.clone()),
+        other => panic!("list_unfound answered {other:?}"),
     }
 }
 
@@ -658,6 +689,17 @@ fn a_pull_of_everything_keeps_what_the_source_lacks_missing() {
     assert!(!state.contains(PgState::CLEAN), "{}", state.name());
     let read_back = read(&mut cluster, &name);
     assert!(matches!(read_back, Err(OpError::Io(_))), "{read_back:?}");
+    // The read asked the strays too (their announcements did not list the object as
+    // missing), so it is now known to be unfound, and reported so.
+    let stat = cluster.pg_stat(pgid);
+    assert!(
+        stat.state.contains(PgState::RECOVERY_UNFOUND),
+        "{}",
+        stat.state.name()
+    );
+    assert_eq!(stat.unfound, 1);
+    let listed = list_unfound(&mut cluster, pgid, None, 10);
+    assert_eq!(listed.0.iter().map(|(n, _)| n).collect::<Vec<_>>(), [&name]);
 }
 
 /// The same with the old members' copies intact. The log has trimmed every entry

@@ -116,8 +116,12 @@ impl PgState {
     /// Clones to trim, but trimming waits (here: for the PG to be clean, as a trim is
     /// a write every copy must take; Ceph's `snaptrim_wait`).
     pub const SNAPTRIM_WAIT: u32 = 1 << 20;
+    /// Active, but objects the PG's history holds have no reachable copy: reads and
+    /// writes of them fail until an OSD holding them returns (Ceph's
+    /// `recovery_unfound`).
+    pub const RECOVERY_UNFOUND: u32 = 1 << 21;
 
-    const NAMES: [(u32, &'static str); 21] = [
+    const NAMES: [(u32, &'static str); 22] = [
         (Self::CREATING, "creating"),
         (Self::ACTIVE, "active"),
         (Self::CLEAN, "clean"),
@@ -135,6 +139,7 @@ impl PgState {
         (Self::BACKFILL_TOOFULL, "backfill_toofull"),
         (Self::RECOVERY_WAIT, "recovery_wait"),
         (Self::RECOVERY_TOOFULL, "recovery_toofull"),
+        (Self::RECOVERY_UNFOUND, "recovery_unfound"),
         (Self::WAIT, "wait"),
         (Self::LAGGY, "laggy"),
         (Self::SNAPTRIM, "snaptrim"),
@@ -184,6 +189,9 @@ pub struct PgStat {
     /// start; see `OsdInfo::up_thru`), repeated by every report until a map brings it.
     /// `Epoch(0)`: it waits for none (encoding v5; 0 from older).
     pub want_up_thru: Epoch,
+    /// Objects of the PG with no reachable copy (Ceph's unfound objects; encoding v6,
+    /// 0 from older).
+    pub unfound: u64,
 }
 
 /// The longest [`PgStat::reason`] carried (a reporter cuts a longer one short).
@@ -529,7 +537,7 @@ impl Encode for PgStat {
             self.reason.len() <= PG_STAT_REASON_BYTES_MAX,
             "reason too long"
         );
-        e.versioned(5, 1, |e| {
+        e.versioned(6, 1, |e| {
             self.pgid.encode(e);
             e.put_u32(self.state.0);
             e.put_u64(self.object_count);
@@ -540,13 +548,14 @@ impl Encode for PgStat {
             self.want_acting.encode(e);
             self.reason.encode(e);
             self.want_up_thru.encode(e);
+            e.put_u64(self.unfound);
         });
     }
 }
 
 impl Decode for PgStat {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        d.versioned("PgStat", 5, |d, version| {
+        d.versioned("PgStat", 6, |d, version| {
             Ok(PgStat {
                 pgid: PgId::decode(d)?,
                 state: PgState(d.get_u32()?),
@@ -574,6 +583,7 @@ impl Decode for PgStat {
                 } else {
                     Epoch(0)
                 },
+                unfound: if version >= 6 { d.get_u64()? } else { 0 },
             })
         })
     }
@@ -1036,11 +1046,12 @@ mod tests {
             want_acting: vec![OsdId(2)],
             reason: "down: waiting for osd.3".into(),
             want_up_thru: Epoch(12),
+            unfound: 7,
         }
     }
 
     #[test]
-    fn pg_stat_v5_carries_want_up_thru_and_older_versions_decode_without_it() {
+    fn pg_stat_v6_carries_unfound_and_older_versions_decode_without_it() {
         let stat = down_stat();
         assert_eq!(PgStat::from_bytes(&stat.to_bytes()).unwrap(), stat);
         // A version 3 body is the version 4 body without the trailing reason (a
@@ -1053,17 +1064,23 @@ mod tests {
             bytes[2..6].copy_from_slice(&length.to_le_bytes());
             PgStat::from_bytes(&bytes).unwrap()
         };
-        // Version 4 lacks the trailing want_up_thru (4 bytes).
-        let v4_source = PgStat {
-            want_up_thru: Epoch(0),
+        // Version 5 lacks the trailing unfound count (8 bytes), version 4 the
+        // want_up_thru before it (4 bytes).
+        let v5_source = PgStat {
+            unfound: 0,
             ..stat.clone()
         };
-        assert_eq!(older(&v4_source, 4, 4), v4_source);
+        assert_eq!(older(&v5_source, 5, 8), v5_source);
+        let v4_source = PgStat {
+            want_up_thru: Epoch(0),
+            ..v5_source.clone()
+        };
+        assert_eq!(older(&v4_source, 4, 12), v4_source);
         let v3_source = PgStat {
             reason: String::new(),
             ..v4_source
         };
-        assert_eq!(older(&v3_source, 3, 8), v3_source);
+        assert_eq!(older(&v3_source, 3, 16), v3_source);
     }
 
     #[test]

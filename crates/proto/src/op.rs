@@ -88,9 +88,21 @@ pub enum OpCode {
         after: Option<String>,
         max_entries: u32,
     },
+    /// Lists the PG's unfound objects after `after`, with the version each needs (sent
+    /// with an empty object name to the primary; Ceph's `pg PGID list_unfound`).
+    PgListUnfound {
+        after: Option<String>,
+        max_entries: u32,
+    },
 }
 
 impl OpCode {
+    /// Whether the op addresses the PG rather than an object (sent alone, with an
+    /// empty object name).
+    pub fn is_pg_op(&self) -> bool {
+        matches!(self, OpCode::PgList { .. } | OpCode::PgListUnfound { .. })
+    }
+
     /// Whether the op may add data to the store (refused while a PG's OSD is full);
     /// removals, truncates, zeroes and key/xattr removals free space and are not.
     pub fn adds_data(&self) -> bool {
@@ -150,6 +162,13 @@ pub enum OpOutput {
     Snaps {
         snapset: SnapSet,
         head_exists: bool,
+    },
+    /// The answer to [`OpCode::PgListUnfound`]: each unfound object with the version
+    /// the PG's history needs of it (`EVersion::ZERO` when no copy still records it).
+    Unfound {
+        objects: Vec<(String, EVersion)>,
+        /// Where to continue; `None` when the list is exhausted.
+        next: Option<String>,
     },
 }
 
@@ -332,6 +351,11 @@ impl Encode for OpCode {
                 after.encode(e);
                 e.put_u32(*max_entries);
             }
+            OpCode::PgListUnfound { after, max_entries } => {
+                e.put_u8(41);
+                after.encode(e);
+                e.put_u32(*max_entries);
+            }
         }
     }
 }
@@ -410,25 +434,31 @@ fn decode_write_op(tag: u8, d: &mut Decoder) -> Result<OpCode, DecodeError> {
         },
         30 => OpCode::OmapRm { keys: get_keys(d)? },
         31 => OpCode::OmapClear,
-        40 => {
-            let after = match d.get_u8()? {
-                0 => None,
-                1 => Some(d.get_string("list cursor", OBJECT_NAME_BYTES_MAX)?),
-                other => {
-                    return Err(DecodeError::Invalid {
-                        what: "option tag",
-                        value: u64::from(other),
-                    })
-                }
-            };
-            OpCode::PgList {
-                after,
-                max_entries: d.get_u32()?.min(LIST_ENTRIES_MAX as u32),
-            }
-        }
+        40 => OpCode::PgList {
+            after: get_list_cursor(d)?,
+            max_entries: d.get_u32()?.min(LIST_ENTRIES_MAX as u32),
+        },
+        41 => OpCode::PgListUnfound {
+            after: get_list_cursor(d)?,
+            max_entries: d.get_u32()?.min(LIST_ENTRIES_MAX as u32),
+        },
         other => {
             return Err(DecodeError::Invalid {
                 what: "op code",
+                value: u64::from(other),
+            })
+        }
+    })
+}
+
+/// A listing's cursor: an object name, or none to start from the beginning.
+fn get_list_cursor(d: &mut Decoder) -> Result<Option<String>, DecodeError> {
+    Ok(match d.get_u8()? {
+        0 => None,
+        1 => Some(d.get_string("list cursor", OBJECT_NAME_BYTES_MAX)?),
+        other => {
+            return Err(DecodeError::Invalid {
+                what: "option tag",
                 value: u64::from(other),
             })
         }
@@ -479,6 +509,15 @@ impl Encode for OpOutput {
                 snapset.encode(e);
                 head_exists.encode(e);
             }
+            OpOutput::Unfound { objects, next } => {
+                e.put_u8(8);
+                e.put_u32(objects.len() as u32);
+                for (name, need) in objects {
+                    name.encode(e);
+                    need.encode(e);
+                }
+                next.encode(e);
+            }
         }
     }
 }
@@ -507,6 +546,24 @@ impl Decode for OpOutput {
                 snapset: SnapSet::decode(d)?,
                 head_exists: bool::decode(d)?,
             },
+            8 => {
+                let count = d.get_u32()? as usize;
+                if count > LIST_ENTRIES_MAX {
+                    return Err(DecodeError::Invalid {
+                        what: "unfound list length",
+                        value: count as u64,
+                    });
+                }
+                let mut objects = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let name = d.get_string("unfound object name", OBJECT_NAME_BYTES_MAX)?;
+                    objects.push((name, EVersion::decode(d)?));
+                }
+                OpOutput::Unfound {
+                    objects,
+                    next: Option::decode(d)?,
+                }
+            }
             other => {
                 return Err(DecodeError::Invalid {
                     what: "op output",
@@ -634,5 +691,38 @@ mod tests {
             assert_eq!(OpError::decode(&mut d).unwrap(), error);
             d.finish().unwrap();
         }
+    }
+
+    #[test]
+    fn the_unfound_listing_round_trips_and_an_overlong_one_is_refused() {
+        let op = OpCode::PgListUnfound {
+            after: Some("obj".into()),
+            max_entries: 100,
+        };
+        let mut e = Encoder::new();
+        op.encode(&mut e);
+        let mut d = Decoder::new(e.into_bytes());
+        assert_eq!(OpCode::decode(&mut d).unwrap(), op);
+        assert!(op.is_pg_op() && !op.is_write());
+
+        let output = OpOutput::Unfound {
+            objects: vec![
+                ("a".into(), EVersion::new(3, 9)),
+                ("b".into(), EVersion::ZERO),
+            ],
+            next: Some("b".into()),
+        };
+        let mut e = Encoder::new();
+        output.encode(&mut e);
+        let mut d = Decoder::new(e.into_bytes());
+        assert_eq!(OpOutput::decode(&mut d).unwrap(), output);
+        d.finish().unwrap();
+
+        // A count beyond what a page may hold is refused before anything is read.
+        let mut e = Encoder::new();
+        e.put_u8(8);
+        e.put_u32(LIST_ENTRIES_MAX as u32 + 1);
+        let mut d = Decoder::new(e.into_bytes());
+        assert!(OpOutput::decode(&mut d).is_err());
     }
 }

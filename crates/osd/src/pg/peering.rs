@@ -152,6 +152,7 @@ impl Pg {
         self.pushing.clear();
         self.backfilling.clear();
         self.repairs.clear();
+        self.unfound.clear();
         self.local_corrupt.clear();
         self.replica_corrupt.clear();
         self.lacks_needed.clear();

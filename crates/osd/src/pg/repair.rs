@@ -30,10 +30,12 @@ use super::{peer_output, Pg, Phase};
 use crate::exec::OBJECT_INFO_XATTR;
 use crate::{ClientRef, Output};
 use carmine_proto::{
-    LogEntry, LogOp, Msg, ObjectCopy, ObjectInfo, OpError, OsdOp, PgPull, PgPush, PgPushReply,
+    LogEntry, LogOp, Msg, ObjectCopy, ObjectInfo, OpError, OpOutput, OsdOp, PgPull, PgPush,
+    PgPushReply,
 };
 use carmine_store::{ObjectStore, StoreError};
 use carmine_types::encoding::Decode;
+use carmine_types::limits::LIST_ENTRIES_MAX;
 use carmine_types::{EVersion, ObjectId, OsdId, SnapId};
 use std::collections::BTreeSet;
 
@@ -271,6 +273,23 @@ impl Pg {
         if self.phase != Phase::Active {
             return false;
         }
+        let Some(pull) = self.repair_source_for(store, name, lacking) else {
+            self.note_unfound(name);
+            return false;
+        };
+        out.push(peer_output(pull.source, self.repair_pull(name, pull.exact)));
+        self.repairs.insert(name.to_string(), pull);
+        self.unfound.remove(name);
+        true
+    }
+
+    /// The pull [`Pg::start_repair`] would make for `name`, if any copy can supply it.
+    fn repair_source_for(
+        &self,
+        store: &dyn ObjectStore,
+        name: &str,
+        lacking: Option<OsdId>,
+    ) -> Option<RepairPull> {
         let replicas = self.replicas();
         let usable = |replica: &OsdId| {
             let copy = (*replica, name.to_string());
@@ -284,7 +303,7 @@ impl Pg {
                     .is_some_and(|missing| missing.contains(name))
                 && !self.owes_write_ack(*replica, name)
         };
-        let pull = match replicas.iter().find(|r| usable(r) && current(r)) {
+        match replicas.iter().find(|r| usable(r) && current(r)) {
             Some(&source) => Some(RepairPull {
                 source,
                 exact: None,
@@ -297,17 +316,55 @@ impl Pg {
                         exact: Some(version),
                     })
             }),
-        };
-        let Some(pull) = pull else {
+        }
+    }
+
+    /// Primary: no reachable copy can supply `name` now (logged once per interval).
+    fn note_unfound(&mut self, name: &str) {
+        if self.unfound.insert(name.to_string()) {
             tracing::error!(
                 "{}: no acting replica or stray has a readable copy of {name}; it is unfound",
                 self.pgid
             );
-            return false;
+        }
+    }
+
+    /// Primary, active: the objects of the PG's history that no reachable copy could
+    /// supply at the last try (Ceph's unfound objects): our copy lacks them or is
+    /// unreadable, and no pull for them is under way. Ops on them fail with `Io`
+    /// until an OSD holding them announces itself (see [`Pg::retry_unfound`]).
+    pub(super) fn unfound_objects(&self) -> impl Iterator<Item = &String> + '_ {
+        (self.unfound.iter()).filter(|name| {
+            (self.missing.contains(*name) || self.local_corrupt.contains(*name))
+                && !self.repairs.contains_key(*name)
+        })
+    }
+
+    /// Primary: up to `max_entries` unfound objects after `after`, each with the
+    /// version the history needs (`pg PGID list_unfound`).
+    pub(super) fn list_unfound(
+        &self,
+        store: &dyn ObjectStore,
+        after: Option<&str>,
+        max_entries: u32,
+    ) -> OpOutput {
+        let max = (max_entries as usize).clamp(1, LIST_ENTRIES_MAX);
+        let mut objects: Vec<(String, EVersion)> = (self.unfound_objects())
+            .filter(|name| after.is_none_or(|after| name.as_str() > after))
+            .take(max + 1)
+            .map(|name| {
+                let need = self.version_needed(store, name);
+                (name.clone(), need.unwrap_or(EVersion::ZERO))
+            })
+            .collect();
+        let more = objects.len() > max;
+        objects.truncate(max);
+        let next = if more {
+            objects.last().map(|(name, _)| name.clone())
+        } else {
+            None
         };
-        out.push(peer_output(pull.source, self.repair_pull(name, pull.exact)));
-        self.repairs.insert(name.to_string(), pull);
-        true
+        OpOutput::Unfound { objects, next }
     }
 
     /// A stray of this interval's peering whose log reaches `version` and does not
@@ -468,11 +525,15 @@ impl Pg {
         for name in push.corrupt {
             if self.repair_source(&name) == Some(from) {
                 // That copy is bad too, or not the version asked for: it gets ours
-                // once ours is good, and the ops waiting on the object run again and
-                // try another source.
+                // once ours is good.
                 self.repairs.remove(&name);
                 let of_another_version = push.lacking.contains(&name);
                 self.note_source_lacks(from, name.clone(), of_another_version);
+                // The ops waiting on the object run again and try another source; if
+                // there is none, it is unfound now, ops or not.
+                if self.repair_source_for(&*store, &name, None).is_none() {
+                    self.note_unfound(&name);
+                }
                 finished.push(name);
             }
         }
