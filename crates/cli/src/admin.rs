@@ -131,6 +131,15 @@ pub enum OsdCommand {
     In { id: u32 },
     /// Mark an OSD down (it asserts itself up again if it is running).
     Down { id: u32 },
+    /// Declare a down OSD's data lost, as `ceph osd lost`: PGs waiting for it go on
+    /// without it, and objects only it held become unfound. For an OSD that will not
+    /// return (a dead disk); one that does comes back as an ordinary stray copy.
+    Lost {
+        id: u32,
+        /// Confirms that what only this OSD holds may be lost for good.
+        #[arg(long = "yes-i-really-mean-it")]
+        yes_i_really_mean_it: bool,
+    },
     /// Where an object lives: its PG and the OSDs serving it, as `ceph osd map`.
     Map { pool: String, object: String },
     /// Set how willing an OSD is to be primary, 0.0..=1.0, as `ceph osd primary-affinity`.
@@ -363,6 +372,16 @@ pub async fn osd(client: &Client, command_: OsdCommand, json: bool) -> Result<()
         OsdCommand::Out { id } => done(client, Command::OsdOut(OsdId(id)), json).await,
         OsdCommand::In { id } => done(client, Command::OsdIn(OsdId(id)), json).await,
         OsdCommand::Down { id } => done(client, Command::OsdDown(OsdId(id)), json).await,
+        OsdCommand::Lost {
+            id,
+            yes_i_really_mean_it,
+        } => {
+            let lost = Command::OsdLost {
+                osd: OsdId(id),
+                confirm: yes_i_really_mean_it,
+            };
+            done(client, lost, json).await
+        }
         OsdCommand::Map { pool, object } => osd_map(client, &pool, &object, json),
         OsdCommand::PrimaryAffinity { id, weight } => {
             if !(0.0..=1.0).contains(&weight) {
@@ -635,7 +654,7 @@ fn osd_dump(client: &Client, json: bool) {
         let osds: Vec<_> = map
             .osds
             .values()
-            .map(|o| json!({"osd": o.id.0, "up": o.up, "in": o.is_in(), "weight": f64::from(o.weight) / f64::from(WEIGHT_IN), "up_from": o.up_from.0, "up_thru": o.up_thru.0, "down_at": o.down_at.0, "host": o.host, "primary_affinity": f64::from(o.primary_affinity) / 65536.0, "state": o.fullness.name(), "addrs": o.shard_addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>()}))
+            .map(|o| json!({"osd": o.id.0, "up": o.up, "in": o.is_in(), "weight": f64::from(o.weight) / f64::from(WEIGHT_IN), "up_from": o.up_from.0, "up_thru": o.up_thru.0, "down_at": o.down_at.0, "lost_at": o.lost_at.0, "host": o.host, "primary_affinity": f64::from(o.primary_affinity) / 65536.0, "state": o.fullness.name(), "addrs": o.shard_addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>()}))
             .collect();
         let pools: Vec<_> = map
             .pools
@@ -670,7 +689,7 @@ fn osd_dump(client: &Client, json: bool) {
     for osd in map.osds.values() {
         let addrs: Vec<String> = osd.shard_addrs.iter().map(|a| a.to_string()).collect();
         println!(
-            "{} {} {}{} weight {:.5} up_from {} up_thru {} down_at {} host {} shards [{}]",
+            "{} {} {}{} weight {:.5} up_from {} up_thru {} down_at {} lost_at {} host {} shards [{}]",
             osd.id,
             if osd.up { "up" } else { "down" },
             if osd.is_in() { "in" } else { "out" },
@@ -682,6 +701,7 @@ fn osd_dump(client: &Client, json: bool) {
             osd.up_from.0,
             osd.up_thru.0,
             osd.down_at.0,
+            osd.lost_at.0,
             osd.host,
             addrs.join(",")
         );

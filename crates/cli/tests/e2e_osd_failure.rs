@@ -124,6 +124,16 @@ fn a_killed_osd_goes_down_then_out_unless_noout() {
         || osd2(&cluster)["in"] == false,
     );
 
+    // Declared lost while down (as for a dead disk): refused without the flag, and
+    // recorded in the map with it. Its return below is then an ordinary stray's.
+    let error = cluster.fails(&["osd", "lost", "2"]);
+    assert!(error.contains("--yes-i-really-mean-it"), "{error}");
+    let marked = cluster.ok(&["osd", "lost", "2", "--yes-i-really-mean-it"]);
+    assert!(marked.contains("marked osd.2 lost"), "{marked}");
+    assert_ne!(osd2(&cluster)["lost_at"], 0);
+    let error = cluster.fails(&["osd", "lost", "0", "--yes-i-really-mean-it"]);
+    assert!(error.contains("only a down OSD"), "{error}");
+
     // Back: restart, mark in, and every PG is listed by `pg dump`.
     cluster.ok(&[
         "vstart",
@@ -144,7 +154,10 @@ fn a_killed_osd_goes_down_then_out_unless_noout() {
     assert_eq!(std::fs::read(&output).unwrap(), b"survives a dead OSD");
 
     // Nothing was lost, and the primaries say so when asked.
-    assert!(pgs.iter().all(|pg| pg["num_objects_unfound"] == 0), "{dump}");
+    assert!(
+        pgs.iter().all(|pg| pg["num_objects_unfound"] == 0),
+        "{dump}"
+    );
     let pgid = pgs[0]["pgid"].as_str().unwrap();
     let listed = cluster.ok(&["pg", "list_unfound", pgid]);
     assert_eq!(listed.trim(), format!("pg {pgid} has no unfound objects"));

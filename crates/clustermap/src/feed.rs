@@ -179,6 +179,7 @@ mod tests {
                 primary_affinity: crate::OsdInfo::PRIMARY_AFFINITY_DEFAULT,
                 instance: 0,
                 fullness: crate::Fullness::None,
+                lost_at: carmine_types::Epoch(0),
             },
         );
         let step = advance(Some(&Arc::new(diverged)), None, &incs);

@@ -95,6 +95,11 @@ pub struct OsdInfo {
     /// How full the monitor last found its store (Ceph's `CEPH_OSD_FULL`,
     /// `BACKFILLFULL`, `NEARFULL` state bits; encoding v4, `None` from older).
     pub fullness: Fullness,
+    /// The epoch at which an operator declared the data of this down OSD lost (Ceph's
+    /// `lost_at`, set by `ceph osd lost`): peering no longer waits for it in past
+    /// intervals that began before it. Kept when the OSD returns: what it brings back
+    /// is then a stray's copy like any other. 0 when never (encoding v6, 0 from older).
+    pub lost_at: Epoch,
 }
 
 /// An OSD's fullness as the map publishes it, from its usage reports against the
@@ -251,6 +256,8 @@ pub enum OsdMapError {
     InvalidConfig(String),
     #[error("invalid pg_temp: {0}")]
     InvalidPgTemp(String),
+    #[error("{0} is up; only a down OSD can be marked lost")]
+    OsdIsUp(OsdId),
 }
 
 /// The cluster map at one epoch.
@@ -614,6 +621,7 @@ impl OsdMap {
             primary_affinity: OsdInfo::PRIMARY_AFFINITY_DEFAULT,
             instance: 0,
             fullness: Fullness::None,
+            lost_at: Epoch(0),
         });
         entry.up = true;
         entry.up_from = next;
@@ -634,6 +642,19 @@ impl OsdMap {
         let osd = self.osds.get_mut(&id).ok_or(OsdMapError::NoSuchOsd(id))?;
         osd.up = false;
         osd.down_at = next;
+        Ok(())
+    }
+
+    /// `ceph osd lost`: declares the data of down OSD `id` lost as of the next epoch, so
+    /// that PGs waiting for it to learn what a past interval wrote go on without it
+    /// (and lose what only it held).
+    pub fn mark_lost(&mut self, id: OsdId) -> Result<(), OsdMapError> {
+        let next = self.epoch.next();
+        let osd = self.osds.get_mut(&id).ok_or(OsdMapError::NoSuchOsd(id))?;
+        if osd.up {
+            return Err(OsdMapError::OsdIsUp(id));
+        }
+        osd.lost_at = next;
         Ok(())
     }
 
@@ -690,7 +711,8 @@ impl OsdMap {
 /// Version 4 appended `fullness` as a u8 (older versions decode as `None`).
 /// Version 5 appended `up_thru` (older versions decode as 0: a cluster whose monitor
 /// records it runs OSDs that ask for it, so mixing versions is not supported).
-const OSD_INFO_VERSION: u8 = 5;
+/// Version 6 appended `lost_at` (older versions decode as 0: never lost).
+const OSD_INFO_VERSION: u8 = 6;
 
 impl Encode for OsdInfo {
     fn encode(&self, e: &mut Encoder) {
@@ -707,6 +729,7 @@ impl Encode for OsdInfo {
             e.put_u64(self.instance);
             e.put_u8(self.fullness as u8);
             self.up_thru.encode(e);
+            self.lost_at.encode(e);
         });
     }
 }
@@ -738,6 +761,11 @@ impl Decode for OsdInfo {
                     Fullness::None
                 },
                 up_thru: if version >= 5 {
+                    Epoch::decode(d)?
+                } else {
+                    Epoch(0)
+                },
+                lost_at: if version >= 6 {
                     Epoch::decode(d)?
                 } else {
                     Epoch(0)
@@ -877,17 +905,18 @@ mod tests {
             primary_affinity: 0x8000,
             instance: 42,
             fullness: Fullness::NearFull,
+            lost_at: Epoch(4),
         }
     }
 
     #[test]
-    fn osd_info_v3_decodes_without_fullness_and_v4_round_trips_it() {
+    fn osd_info_v6_round_trips_lost_at_and_older_versions_decode_without_it() {
         let info = booted_info();
         let bytes = info.to_bytes();
-        assert_eq!(bytes[0], 5, "version");
+        assert_eq!(bytes[0], 6, "version");
         assert_eq!(OsdInfo::from_bytes(&bytes).unwrap(), info);
-        // Version 4 wrote the same fields less the trailing up_thru (4 bytes), and
-        // version 3 less the fullness byte before it as well.
+        // Version 5 wrote the same fields less the trailing lost_at (4 bytes), version
+        // 4 less the up_thru before it, and version 3 less the fullness byte as well.
         let older = |version: u8, cut: usize| {
             let mut old = bytes.to_vec();
             old.truncate(old.len() - cut);
@@ -896,12 +925,35 @@ mod tests {
             old[2..6].copy_from_slice(&body.to_le_bytes());
             OsdInfo::from_bytes(&old).unwrap()
         };
-        let v4 = older(4, 4);
+        let v5 = older(5, 4);
+        assert_eq!((v5.lost_at, v5.up_thru), (Epoch(0), Epoch(5)));
+        let v4 = older(4, 8);
         assert_eq!(v4.up_thru, Epoch(0));
         assert_eq!(v4.fullness, Fullness::NearFull);
-        let v3 = older(3, 5);
+        let v3 = older(3, 9);
         assert_eq!(v3.fullness, Fullness::None);
         assert_eq!(v3.instance, 42);
+    }
+
+    #[test]
+    fn only_a_down_osd_is_marked_lost_and_the_mark_stays_when_it_returns() {
+        let mut map = OsdMap::new_dev(2);
+        let addrs = vec!["127.0.0.1:6800".parse().unwrap()];
+        map.boot_osd(OsdId(0), addrs.clone(), "h0".into()).unwrap();
+        map.epoch = map.epoch.next();
+        assert_eq!(map.mark_lost(OsdId(0)), Err(OsdMapError::OsdIsUp(OsdId(0))));
+        assert_eq!(
+            map.mark_lost(OsdId(5)),
+            Err(OsdMapError::NoSuchOsd(OsdId(5)))
+        );
+        map.mark_down(OsdId(0)).unwrap();
+        map.epoch = map.epoch.next();
+        map.mark_lost(OsdId(0)).unwrap();
+        let lost_at = map.epoch.next();
+        assert_eq!(map.osd(OsdId(0)).unwrap().lost_at, lost_at);
+        map.epoch = map.epoch.next();
+        map.boot_osd(OsdId(0), addrs, "h0".into()).unwrap();
+        assert_eq!(map.osd(OsdId(0)).unwrap().lost_at, lost_at);
     }
 
     #[test]
@@ -974,6 +1026,7 @@ mod tests {
             instance: 0,
             fullness: Fullness::None,
             up_thru: Epoch(0),
+            lost_at: Epoch(0),
             ..booted_info()
         };
         assert_eq!(info, expected);
@@ -1001,9 +1054,9 @@ mod tests {
         assert_eq!(map.osd(OsdId(0)).unwrap().primary_affinity, 0);
         assert!(map.has_primary_affinity());
         let mut corrupt = map.osd(OsdId(0)).unwrap().to_bytes().to_vec();
-        // The affinity is the u32 before the trailing u64 instance id, u8 fullness and
-        // u32 up_thru.
-        let at = corrupt.len() - 17;
+        // The affinity is the u32 before the trailing u64 instance id, u8 fullness,
+        // u32 up_thru and u32 lost_at.
+        let at = corrupt.len() - 21;
         corrupt[at..at + 4].copy_from_slice(&0x10001u32.to_le_bytes());
         assert!(OsdInfo::from_bytes(&corrupt).is_err());
     }

@@ -472,6 +472,17 @@ impl Monitor {
                 builder.step(|next| next.mark_down(id))?;
                 format!("marked down {id}")
             }
+            Command::OsdLost { osd, confirm } => {
+                if !confirm {
+                    return Err(format!(
+                        "marking {osd} lost gives up whatever only it holds: PGs that wait \
+                         for it go on without it, and objects no other copy holds are \
+                         unfound; repeat with --yes-i-really-mean-it"
+                    ));
+                }
+                builder.step(|next| next.mark_lost(osd))?;
+                format!("marked {osd} lost")
+            }
             Command::OsdOut(id) => {
                 builder.step(|next| next.set_weight(id, 0))?;
                 format!("marked out {id}")

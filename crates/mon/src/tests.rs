@@ -610,6 +610,39 @@ fn why_a_pg_cannot_serve_is_kept_and_shown_in_status_and_pg_dump() {
     assert!(other.reason.starts_with("stale: "), "{}", other.reason);
 }
 
+/// `osd lost` needs the confirmation and a down OSD, and records the epoch of the
+/// mark in the map.
+#[test]
+fn only_a_down_osd_is_marked_lost_and_only_when_confirmed() {
+    let (mut mon, now) = cluster(3);
+    let lost = |confirm| Command::OsdLost {
+        osd: OsdId(2),
+        confirm,
+    };
+    let error = command(&mut mon, now, lost(true)).unwrap_err();
+    assert!(error.contains("only a down OSD"), "{error}");
+    command(&mut mon, now, Command::OsdDown(OsdId(2))).unwrap();
+    let error = command(&mut mon, now, lost(false)).unwrap_err();
+    assert!(error.contains("--yes-i-really-mean-it"), "{error}");
+    assert_eq!(mon.map().osd(OsdId(2)).unwrap().lost_at, Epoch(0));
+    let before = mon.map().epoch;
+    let Ok(CommandOutput::Done { message, .. }) = command(&mut mon, now, lost(true)) else {
+        panic!("marked lost");
+    };
+    assert_eq!(message, "marked osd.2 lost");
+    assert_eq!(mon.map().epoch, before.next());
+    assert_eq!(mon.map().osd(OsdId(2)).unwrap().lost_at, before.next());
+    let error = command(
+        &mut mon,
+        now,
+        Command::OsdLost {
+            osd: OsdId(9),
+            confirm: true,
+        },
+    );
+    assert!(error.unwrap_err().contains("does not exist"));
+}
+
 /// A PG reporting unfound objects makes the cluster `HEALTH_ERR` with Ceph's two
 /// checks, the warning naming the PG and the error counting it, and `pg dump` carries
 /// the count; a report without them clears both.

@@ -162,6 +162,9 @@ pub struct Pg {
     /// Members of the acting set that the map marks full; while any is, writes that
     /// add data are refused with `NoSpace` before they run.
     full_members: Vec<OsdId>,
+    /// OSDs an operator declared lost (`osd lost`), with the epoch of the mark, from
+    /// the current map: peering does not wait for them in intervals that began before.
+    lost_osds: BTreeMap<OsdId, Epoch>,
     /// The map's `osd_failsafe_full_ratio`: above it this OSD's own store refuses
     /// writes that add data, whatever the map says.
     failsafe_full_ratio: f64,
@@ -341,6 +344,7 @@ impl Pg {
             held_until_commit: VecDeque::new(),
             activation_record: None,
             full_members: Vec::new(),
+            lost_osds: BTreeMap::new(),
             failsafe_full_ratio: carmine_clustermap::FullRatios::default().failsafe,
             last_submitted: 0,
             next_rep_tid: 1,
@@ -657,6 +661,10 @@ impl Pg {
             .filter(|&osd| map.fullness(osd) == carmine_clustermap::Fullness::Full)
             .collect();
         self.failsafe_full_ratio = map.full_ratios().failsafe;
+        self.lost_osds = (map.osds.values())
+            .filter(|osd| osd.lost_at > Epoch(0))
+            .map(|osd| (osd.id, osd.lost_at))
+            .collect();
         self.past_intervals = map.pg_history.get(&self.pgid).cloned().unwrap_or_default();
         self.up = mapping.up;
         if changed {

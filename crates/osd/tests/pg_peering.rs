@@ -205,6 +205,64 @@ fn a_pg_whose_only_current_copy_is_down_stays_down_until_it_returns() {
     assert_clean_everywhere(&cluster);
 }
 
+/// The same down PG, and an operator who declares the OSD with the newer copy lost
+/// (`osd lost`): peering stops waiting for it and the PG serves what the remaining
+/// copy holds, the write only the lost OSD held given up, as Ceph does. When the OSD
+/// returns, the history the PG went on with stands (it was activated later): the
+/// returning copy's write is divergent and rolled back, with or without newer writes
+/// (Ceph would take the returning copy's newer history back where no write followed;
+/// Carmine's peering ranks by the last activation first).
+#[test]
+fn a_down_pg_goes_on_without_an_osd_marked_lost() {
+    for write_before_return in [true, false] {
+        let mut cluster = Cluster::new(Config {
+            osd_count: 3,
+            size: 2,
+            min_size: Some(1),
+            pg_num: 1,
+            ..Config::default()
+        });
+        let pgid = cluster.pg_of("x");
+        write(&mut cluster, "x", "v1");
+        let [a, b] = cluster.acting(pgid)[..] else {
+            panic!("size 2")
+        };
+        cluster.crash(b);
+        cluster.run();
+        write(&mut cluster, "x", "v2"); // acknowledged by `a` alone (min_size 1)
+        cluster.crash(a);
+        cluster.run();
+        cluster.revive(b);
+        cluster.run();
+        let state = cluster.pg_stat(pgid).state;
+        assert!(state.contains(PgState::DOWN), "{}", state.name());
+        // Another OSD marked lost changes nothing: the PG still waits for `a`.
+        let other = (cluster.osds().into_iter()).find(|o| *o != a && *o != b);
+        let other = other.expect("three OSDs");
+        cluster.crash(other);
+        cluster.change_map(|map| map.mark_lost(other).expect("down"));
+        cluster.run();
+        let state = cluster.pg_stat(pgid).state;
+        assert!(state.contains(PgState::DOWN), "{}", state.name());
+
+        cluster.change_map(|map| map.mark_lost(a).expect("down"));
+        cluster.run();
+        cluster.run_ticks(5);
+        let state = cluster.pg_stat(pgid).state;
+        assert!(state.contains(PgState::ACTIVE), "{}", state.name());
+        assert_eq!(read(&mut cluster, "x").as_deref(), Some(&b"v1"[..]));
+        if write_before_return {
+            write(&mut cluster, "x", "v3");
+        }
+        cluster.revive(a);
+        cluster.run();
+        cluster.run_ticks(10);
+        let expected: &[u8] = if write_before_return { b"v3" } else { b"v1" };
+        assert_eq!(read(&mut cluster, "x").as_deref(), Some(expected));
+        assert_clean_everywhere(&cluster);
+    }
+}
+
 #[test]
 fn an_unacknowledged_write_on_a_failed_primary_is_rolled_back() {
     let mut cluster = Cluster::new(Config {

@@ -291,6 +291,12 @@ pub enum Command {
         pool: String,
         snap: u64,
     },
+    /// Declare a down OSD's data lost, as `ceph osd lost N`; needs `confirm`, as
+    /// Ceph's `--yes-i-really-mean-it`.
+    OsdLost {
+        osd: OsdId,
+        confirm: bool,
+    },
 }
 
 /// The message of a successful [`Command::PoolSnapCreate`].
@@ -717,6 +723,11 @@ impl Encode for Command {
                 pool.encode(e);
                 e.put_u64(*snap);
             }
+            Command::OsdLost { osd, confirm } => {
+                e.put_u8(15);
+                osd.encode(e);
+                confirm.encode(e);
+            }
         });
     }
 }
@@ -759,6 +770,10 @@ impl Decode for Command {
                 14 => Command::PoolSnapRemove {
                     pool: d.get_string("pool name", POOL_NAME_BYTES_MAX)?,
                     snap: d.get_u64()?,
+                },
+                15 => Command::OsdLost {
+                    osd: OsdId::decode(d)?,
+                    confirm: bool::decode(d)?,
                 },
                 other => {
                     return Err(DecodeError::Invalid {
@@ -1081,6 +1096,23 @@ mod tests {
             ..v4_source
         };
         assert_eq!(older(&v3_source, 3, 16), v3_source);
+    }
+
+    #[test]
+    fn osd_lost_round_trips_with_its_confirmation() {
+        for confirm in [false, true] {
+            let command = MonCommand {
+                tid: 9,
+                command: Command::OsdLost {
+                    osd: OsdId(4),
+                    confirm,
+                },
+            };
+            assert_eq!(
+                MonCommand::from_bytes(&command.to_bytes()).unwrap(),
+                command
+            );
+        }
     }
 
     #[test]

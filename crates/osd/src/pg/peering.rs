@@ -402,12 +402,25 @@ impl Pg {
             if covered || self.never_activated_in(interval) {
                 continue;
             }
-            let silent: Vec<String> = interval
-                .acting
-                .iter()
+            let (lost, silent): (Vec<OsdId>, Vec<OsdId>) = (interval.acting.iter())
                 .filter(|osd| !self.notifies.contains_key(osd))
-                .map(|osd| osd.to_string())
-                .collect();
+                .partition(|osd| self.lost_in(**osd, interval));
+            if silent.is_empty() && !lost.is_empty() {
+                // Ceph's PriorSet likewise leaves out members lost since the interval:
+                // what only they hold of it is given up (objects are then unfound).
+                tracing::warn!(
+                    "{}: going on without interval e{}-e{}: {} marked lost",
+                    self.pgid,
+                    interval.first.0,
+                    interval.last.0,
+                    lost.iter()
+                        .map(OsdId::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                continue;
+            }
+            let silent: Vec<String> = silent.iter().map(OsdId::to_string).collect();
             if !silent.is_empty() {
                 return Err(format!(
                     "interval e{}-e{} may have accepted writes and none of its answering \
@@ -419,6 +432,13 @@ impl Pg {
             }
         }
         Ok(())
+    }
+
+    /// Whether an operator declared `osd` lost after `interval` began (`osd lost`).
+    fn lost_in(&self, osd: OsdId, interval: &carmine_clustermap::PastInterval) -> bool {
+        self.lost_osds
+            .get(&osd)
+            .is_some_and(|&lost_at| lost_at > interval.first)
     }
 
     /// Whether the PG provably never went active in `interval`: a member of it answered
