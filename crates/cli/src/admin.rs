@@ -115,6 +115,16 @@ pub enum PgCommand {
         /// The PG, as `pg dump` names it (POOL.SEED, the seed in hex).
         pgid: String,
     },
+    /// Gives up a PG's unfound objects, as `ceph pg PGID mark_unfound_lost delete`:
+    /// their removal is logged, so the PG can recover and go clean without them. For
+    /// objects whose every holder is gone for good (see `osd lost`).
+    #[command(name = "mark_unfound_lost", alias = "mark-unfound-lost")]
+    MarkUnfoundLost {
+        /// The PG, as `pg dump` names it.
+        pgid: String,
+        /// `delete` (Ceph's `revert`, back to an older version, is not built).
+        mode: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -561,11 +571,14 @@ pub async fn pg(client: &Client, command_: PgCommand, json: bool) -> Result<()> 
             Ok(())
         }
         PgCommand::ListUnfound { pgid } => list_unfound(client, &pgid, json).await,
+        PgCommand::MarkUnfoundLost { pgid, mode } => {
+            mark_unfound_lost(client, &pgid, &mode, json).await
+        }
     }
 }
 
-/// `pg list_unfound PGID`: every page of the primary's answer.
-async fn list_unfound(client: &Client, pgid: &str, json: bool) -> Result<()> {
+/// A PG id the map holds.
+fn existing_pg(client: &Client, pgid: &str) -> Result<PgId> {
     let pgid: PgId = pgid.parse().map_err(anyhow::Error::msg)?;
     let pool = client.map().pools.get(&pgid.pool).map(|pool| pool.pg_num);
     match pool {
@@ -573,8 +586,47 @@ async fn list_unfound(client: &Client, pgid: &str, json: bool) -> Result<()> {
         Some(pg_num) if pgid.seed >= pg_num => {
             bail!("pg {pgid}: pool {} has {pg_num} pgs", pgid.pool.0)
         }
-        Some(_) => {}
+        Some(_) => Ok(pgid),
     }
+}
+
+/// `pg mark_unfound_lost PGID delete`.
+async fn mark_unfound_lost(client: &Client, pgid: &str, mode: &str, json: bool) -> Result<()> {
+    match mode {
+        "delete" => {}
+        "revert" => bail!(
+            "mark_unfound_lost revert is not built: Carmine keeps no older versions of an \
+             object outside snapshots; `delete` gives the objects up"
+        ),
+        other => bail!("mark_unfound_lost takes `delete`, not {other:?}"),
+    }
+    let pgid = existing_pg(client, pgid)?;
+    let lost = client
+        .mark_unfound_lost(pgid)
+        .await
+        .with_context(|| format!("marking the unfound objects of pg {pgid} lost"))?;
+    if json {
+        let listed: Vec<_> = (lost.iter())
+            .map(|(name, need)| json!({"oid": name, "need": need.to_string()}))
+            .collect();
+        println!("{}", json!({"pgid": pgid.to_string(), "deleted": listed}));
+    } else if lost.is_empty() {
+        println!("pg {pgid} has no unfound objects");
+    } else {
+        println!(
+            "pg {pgid} has {} objects unfound and apparently lost; deleted them",
+            lost.len()
+        );
+        for (name, need) in &lost {
+            println!("  {name} (needed {need})");
+        }
+    }
+    Ok(())
+}
+
+/// `pg list_unfound PGID`: every page of the primary's answer.
+async fn list_unfound(client: &Client, pgid: &str, json: bool) -> Result<()> {
+    let pgid = existing_pg(client, pgid)?;
     let mut objects = Vec::new();
     let mut cursor = None;
     loop {

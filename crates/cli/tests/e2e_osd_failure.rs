@@ -167,4 +167,8 @@ fn a_killed_osd_goes_down_then_out_unless_noout() {
     assert!(error.contains("no pool 99"), "{error}");
     let error = cluster.fails(&["pg", "list_unfound", "1.zz"]);
     assert!(error.contains("not hexadecimal"), "{error}");
+    let marked = cluster.ok(&["pg", "mark_unfound_lost", pgid, "delete"]);
+    assert_eq!(marked.trim(), format!("pg {pgid} has no unfound objects"));
+    let error = cluster.fails(&["pg", "mark_unfound_lost", pgid, "revert"]);
+    assert!(error.contains("revert is not built"), "{error}");
 }

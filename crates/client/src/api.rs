@@ -344,6 +344,30 @@ impl Client {
         }
     }
 
+    /// Gives up PG `pg`'s unfound objects (`pg PGID mark_unfound_lost delete`): the
+    /// primary logs the removal of each. Returns those removed, with the version each
+    /// needed, once every member holds the removals.
+    pub async fn mark_unfound_lost(
+        &self,
+        pg: PgId,
+    ) -> Result<Vec<(String, EVersion)>, ClientError> {
+        let reply = self
+            .submit(OpRequest {
+                pool: pg.pool,
+                oid: String::new(),
+                list_pg: Some(pg),
+                ops: vec![OpCode::PgMarkUnfoundLost],
+                flags: 0,
+                pinned_osd: None,
+                snaps: OpSnaps::default(),
+            })
+            .await?;
+        match output(&reply, 0)? {
+            OpOutput::Unfound { objects, .. } => Ok(objects.clone()),
+            _ => Err(unexpected()),
+        }
+    }
+
     /// Every object name in the pool, PG by PG (not a snapshot: objects written
     /// during the listing may or may not appear).
     pub async fn list(&self, pool: &str) -> Result<Vec<String>, ClientError> {

@@ -302,7 +302,7 @@ fn execute_read(
             OpOutput::None
         }
         OpCode::AssertExists => OpOutput::None,
-        OpCode::PgList { .. } | OpCode::PgListUnfound { .. } => {
+        OpCode::PgList { .. } | OpCode::PgListUnfound { .. } | OpCode::PgMarkUnfoundLost => {
             return Err(OpError::Invalid(
                 "a pg op must be sent without an object name".into(),
             ))

@@ -831,6 +831,9 @@ impl Pg {
             out.push(self.reply(client, &op, Err(error)));
             return;
         }
+        if op.oid.is_empty() && matches!(op.ops.as_slice(), [OpCode::PgMarkUnfoundLost]) {
+            return self.mark_unfound_lost(store, client, &op, out);
+        }
         if op.oid.is_empty() {
             let reply = self.list(store, &op);
             out.push(Output::Client(client, reply));
@@ -984,6 +987,7 @@ pub(crate) fn validate(op: &OsdOp) -> Result<(), OpError> {
 
 mod degraded;
 mod lease;
+mod lost;
 mod missing;
 pub(crate) mod peering;
 pub(crate) mod purge;

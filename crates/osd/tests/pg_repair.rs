@@ -444,6 +444,73 @@ fn an_object_lost_from_every_copy_is_unfound_not_absent() {
     assert_eq!(listed, (vec![("lost".to_string(), written)], None));
 }
 
+/// An operator gives the unfound object up (`pg mark_unfound_lost delete`): its
+/// removal is logged on every member, the PG goes clean with every copy alike, and
+/// the object is gone for good, through restarts too; the other object is untouched.
+/// (Before, nothing could: the PG stayed degraded until a copy returned.)
+#[test]
+fn an_unfound_object_marked_lost_is_deleted_everywhere() {
+    let mut cluster = Cluster::new(Config {
+        pg_num: 1,
+        ..Config::default()
+    });
+    write(&mut cluster, "lost", b"data");
+    write(&mut cluster, "kept", b"kept");
+    let pgid = cluster.pg_of("lost");
+    let written = cluster.pg_stat(pgid).last_update;
+    let members = acting(&cluster, "lost");
+    // One replica keeps an unreadable copy, the others lose theirs.
+    for &osd in &members[..2] {
+        cluster.lose(osd, "lost");
+    }
+    cluster.decay(members[2], "lost");
+    assert!(matches!(read(&mut cluster, "lost"), Err(OpError::Io(_))));
+    assert_eq!(cluster.pg_stat(pgid).unfound, 1);
+
+    let marked = mark_unfound_lost(&mut cluster, pgid);
+    assert_eq!(marked.len(), 1, "{marked:?}");
+    assert_eq!(marked[0].0, "lost");
+    assert!(marked[0].1 < written, "it needed the write before `kept`");
+    cluster.run_ticks(10);
+    assert_clean_and_identical(&cluster, "lost");
+    assert_eq!(cluster.pg_stat(pgid).unfound, 0);
+    assert_eq!(read(&mut cluster, "lost"), Err(OpError::NotFound));
+    assert_eq!(read(&mut cluster, "kept"), Ok(b"kept".to_vec()));
+    for &osd in &members {
+        assert_eq!(cluster.local_data(osd, "lost"), None, "{osd}");
+    }
+    // Nothing left to give up; and the removal holds when the members restart.
+    assert!(mark_unfound_lost(&mut cluster, pgid).is_empty());
+    for &osd in &members {
+        cluster.restart(osd, false);
+        cluster.run();
+    }
+    cluster.run_ticks(10);
+    assert_clean_and_identical(&cluster, "lost");
+    assert_eq!(read(&mut cluster, "lost"), Err(OpError::NotFound));
+    assert_eq!(read(&mut cluster, "kept"), Ok(b"kept".to_vec()));
+}
+
+/// `pg mark_unfound_lost` as a client sends it.
+fn mark_unfound_lost(
+    cluster: &mut Cluster,
+    pgid: carmine_types::PgId,
+) -> Vec<(String, carmine_types::EVersion)> {
+    let mut op = cluster.op("", vec![OpCode::PgMarkUnfoundLost]);
+    op.pgid = pgid;
+    let reply = cluster.call_op(op);
+    match (reply.result, reply.outputs.as_slice()) {
+        (
+            Ok(()),
+            [OpOutput::Unfound {
+                objects,
+                next: None,
+            }],
+        ) => objects.clone(),
+        other => panic!("mark_unfound_lost answered {other:?}"),
+    }
+}
+
 /// A page of `pg list_unfound`.
 fn list_unfound(
     cluster: &mut Cluster,
@@ -700,6 +767,14 @@ fn a_pull_of_everything_keeps_what_the_source_lacks_missing() {
     assert_eq!(stat.unfound, 1);
     let listed = list_unfound(&mut cluster, pgid, None, 10);
     assert_eq!(listed.0.iter().map(|(n, _)| n).collect::<Vec<_>>(), [&name]);
+    // Given up, it is gone: the PG no longer waits for it.
+    let marked = mark_unfound_lost(&mut cluster, pgid);
+    assert_eq!(marked.iter().map(|(n, _)| n).collect::<Vec<_>>(), [&name]);
+    cluster.run_ticks(10);
+    let stat = cluster.pg_stat(pgid);
+    assert_eq!(stat.unfound, 0);
+    assert_eq!(stat.state.name(), "active+degraded+undersized");
+    assert_eq!(read(&mut cluster, &name), Err(OpError::NotFound));
 }
 
 /// The same with the old members' copies intact. The log has trimmed every entry

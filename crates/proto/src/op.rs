@@ -94,13 +94,20 @@ pub enum OpCode {
         after: Option<String>,
         max_entries: u32,
     },
+    /// Gives up the PG's unfound objects: the primary logs the removal of each (sent
+    /// with an empty object name; Ceph's `pg PGID mark_unfound_lost delete`). The
+    /// answer, [`OpOutput::Unfound`], names those removed.
+    PgMarkUnfoundLost,
 }
 
 impl OpCode {
     /// Whether the op addresses the PG rather than an object (sent alone, with an
     /// empty object name).
     pub fn is_pg_op(&self) -> bool {
-        matches!(self, OpCode::PgList { .. } | OpCode::PgListUnfound { .. })
+        matches!(
+            self,
+            OpCode::PgList { .. } | OpCode::PgListUnfound { .. } | OpCode::PgMarkUnfoundLost
+        )
     }
 
     /// Whether the op may add data to the store (refused while a PG's OSD is full);
@@ -356,6 +363,7 @@ impl Encode for OpCode {
                 after.encode(e);
                 e.put_u32(*max_entries);
             }
+            OpCode::PgMarkUnfoundLost => e.put_u8(42),
         }
     }
 }
@@ -442,6 +450,7 @@ fn decode_write_op(tag: u8, d: &mut Decoder) -> Result<OpCode, DecodeError> {
             after: get_list_cursor(d)?,
             max_entries: d.get_u32()?.min(LIST_ENTRIES_MAX as u32),
         },
+        42 => OpCode::PgMarkUnfoundLost,
         other => {
             return Err(DecodeError::Invalid {
                 what: "op code",

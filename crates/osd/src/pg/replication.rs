@@ -334,6 +334,34 @@ impl Pg {
         self.log_and_replicate(store, logged, out)
     }
 
+    /// Logs and replicates the removal of an object the PG gave up (`pg
+    /// mark_unfound_lost delete`, see `pg/lost.rs`): `tx` removes whatever we still
+    /// store of it; `clients` get `reply` once every member committed.
+    pub(super) fn log_lost_removal(
+        &mut self,
+        store: &mut dyn ObjectStore,
+        entry: LogEntry,
+        tx: Transaction,
+        clients: Vec<ClientRef>,
+        reply: OsdOpReply,
+        out: &mut Vec<Output>,
+    ) -> Result<(), OpError> {
+        let mut info = self.info.clone();
+        info.last_update = entry.version;
+        info.log_tail = self.plan_log_trim();
+        // Its head counted as one object; its size, and any clones only other copies
+        // held, are not known here (the counts overstate the bytes until a recount).
+        info.object_count = info.object_count.saturating_sub(1);
+        let logged = Logged {
+            entry,
+            info,
+            tx,
+            clients,
+            reply,
+        };
+        self.log_and_replicate(store, logged, out)
+    }
+
     /// Persists `logged` (its entry added to its transaction), sends it to the
     /// replicas and tracks it until every member has committed it.
     fn log_and_replicate(
