@@ -30,8 +30,9 @@ impl Pg {
         op: &OsdOp,
         out: &mut Vec<Output>,
     ) {
-        let lost: Vec<(String, EVersion)> = (self.unfound_objects().cloned().collect::<Vec<_>>())
-            .into_iter()
+        let unfound: Vec<String> = self.unfound_objects().cloned().collect();
+        let lost: Vec<(String, EVersion)> = (unfound.into_iter())
+            .filter(|name| self.still_unreadable(&*store, name))
             .map(|name| {
                 let need = self.version_needed(&*store, &name);
                 (name, need.unwrap_or(EVersion::ZERO))
@@ -89,6 +90,17 @@ impl Pg {
             );
         }
         self.schedule_recovery(store, out);
+    }
+
+    /// Whether our copy of `name` is still missing, absent or unreadable, with no
+    /// write to it in flight. Defensive: writes to an unfound object are refused
+    /// (`Gate::Unfound`) and a repair takes it off the unfound set, but a removal
+    /// based on a stale mark would destroy a good copy.
+    fn still_unreadable(&self, store: &dyn ObjectStore, name: &str) -> bool {
+        !self.writes_per_object.contains_key(name)
+            && (self.missing.contains(name)
+                || !store.exists(self.coll, &ObjectId::head(name))
+                || self.copy_is_corrupt(store, name))
     }
 
     /// Drops our bookkeeping of unfound `name` and returns the transaction every

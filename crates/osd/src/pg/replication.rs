@@ -405,6 +405,11 @@ impl Pg {
                 out.push(peer_output(osd, Msg::RepOp(rep.clone())));
             }
         }
+        if changes_object {
+            // A write landed on it (one replacing an unreadable copy, say): no longer
+            // known unfound; a read finds it again if it still is.
+            self.unfound.remove(&name);
+        }
         *self.writes_per_object.entry(name.clone()).or_default() += 1;
         self.in_flight.push_back(InFlightWrite {
             version,
