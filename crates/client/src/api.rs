@@ -292,23 +292,11 @@ impl Client {
         max_entries: u32,
         snapid: SnapId,
     ) -> Result<(Vec<String>, Option<String>), ClientError> {
-        let reply = self
-            .submit(OpRequest {
-                pool: pg.pool,
-                oid: String::new(),
-                list_pg: Some(pg),
-                ops: vec![OpCode::PgList {
-                    after: cursor,
-                    max_entries,
-                }],
-                flags: 0,
-                pinned_osd: None,
-                snaps: OpSnaps {
-                    snapc: Default::default(),
-                    snapid,
-                },
-            })
-            .await?;
+        let list = OpCode::PgList {
+            after: cursor,
+            max_entries,
+        };
+        let reply = self.submit_pg_op(pg, list, snapid).await?;
         match output(&reply, 0)? {
             OpOutput::List { names, next } => Ok((names.clone(), next.clone())),
             _ => Err(unexpected()),
@@ -324,20 +312,11 @@ impl Client {
         cursor: Option<String>,
         max_entries: u32,
     ) -> Result<(Vec<(String, EVersion)>, Option<String>), ClientError> {
-        let reply = self
-            .submit(OpRequest {
-                pool: pg.pool,
-                oid: String::new(),
-                list_pg: Some(pg),
-                ops: vec![OpCode::PgListUnfound {
-                    after: cursor,
-                    max_entries,
-                }],
-                flags: 0,
-                pinned_osd: None,
-                snaps: OpSnaps::default(),
-            })
-            .await?;
+        let list = OpCode::PgListUnfound {
+            after: cursor,
+            max_entries,
+        };
+        let reply = self.submit_pg_op(pg, list, SnapId::HEAD).await?;
         match output(&reply, 0)? {
             OpOutput::Unfound { objects, next } => Ok((objects.clone(), next.clone())),
             _ => Err(unexpected()),
@@ -351,21 +330,34 @@ impl Client {
         &self,
         pg: PgId,
     ) -> Result<Vec<(String, EVersion)>, ClientError> {
-        let reply = self
-            .submit(OpRequest {
-                pool: pg.pool,
-                oid: String::new(),
-                list_pg: Some(pg),
-                ops: vec![OpCode::PgMarkUnfoundLost],
-                flags: 0,
-                pinned_osd: None,
-                snaps: OpSnaps::default(),
-            })
-            .await?;
+        let mark = OpCode::PgMarkUnfoundLost;
+        let reply = self.submit_pg_op(pg, mark, SnapId::HEAD).await?;
         match output(&reply, 0)? {
             OpOutput::Unfound { objects, .. } => Ok(objects.clone()),
             _ => Err(unexpected()),
         }
+    }
+
+    /// Sends `op`, an op on PG `pg` itself (no object name), to its primary.
+    async fn submit_pg_op(
+        &self,
+        pg: PgId,
+        op: OpCode,
+        snapid: SnapId,
+    ) -> Result<OsdOpReply, ClientError> {
+        self.submit(OpRequest {
+            pool: pg.pool,
+            oid: String::new(),
+            list_pg: Some(pg),
+            ops: vec![op],
+            flags: 0,
+            pinned_osd: None,
+            snaps: OpSnaps {
+                snapc: Default::default(),
+                snapid,
+            },
+        })
+        .await
     }
 
     /// Every object name in the pool, PG by PG (not a snapshot: objects written

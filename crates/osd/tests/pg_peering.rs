@@ -156,8 +156,10 @@ fn writes_that_reach_objects_before_recovery_does_are_pushed_first() {
     }
 }
 
-#[test]
-fn a_pg_whose_only_current_copy_is_down_stays_down_until_it_returns() {
+/// A size-2 PG whose object `x` is at v1 on `b` and at v2 on `a` alone (acknowledged
+/// with min_size 1), with `a` crashed and `b` back: down, since serving `b` would lose
+/// the acknowledged v2. Returns the cluster, the PG, `a` and `b`.
+fn down_for_the_newer_copy() -> (Cluster, carmine_types::PgId, OsdId, OsdId) {
     let mut cluster = Cluster::new(Config {
         osd_count: 3,
         size: 2,
@@ -177,9 +179,14 @@ fn a_pg_whose_only_current_copy_is_down_stays_down_until_it_returns() {
     cluster.run();
     cluster.revive(b);
     cluster.run();
-    // `b` holds only v1: serving it would lose the acknowledged v2.
     let state = cluster.pg_stat(pgid).state;
     assert!(state.contains(PgState::DOWN), "{}", state.name());
+    (cluster, pgid, a, b)
+}
+
+#[test]
+fn a_pg_whose_only_current_copy_is_down_stays_down_until_it_returns() {
+    let (mut cluster, _, a, _) = down_for_the_newer_copy();
     let op = cluster.op(
         "x",
         vec![OpCode::Read {
@@ -215,27 +222,7 @@ fn a_pg_whose_only_current_copy_is_down_stays_down_until_it_returns() {
 #[test]
 fn a_down_pg_goes_on_without_an_osd_marked_lost() {
     for write_before_return in [true, false] {
-        let mut cluster = Cluster::new(Config {
-            osd_count: 3,
-            size: 2,
-            min_size: Some(1),
-            pg_num: 1,
-            ..Config::default()
-        });
-        let pgid = cluster.pg_of("x");
-        write(&mut cluster, "x", "v1");
-        let [a, b] = cluster.acting(pgid)[..] else {
-            panic!("size 2")
-        };
-        cluster.crash(b);
-        cluster.run();
-        write(&mut cluster, "x", "v2"); // acknowledged by `a` alone (min_size 1)
-        cluster.crash(a);
-        cluster.run();
-        cluster.revive(b);
-        cluster.run();
-        let state = cluster.pg_stat(pgid).state;
-        assert!(state.contains(PgState::DOWN), "{}", state.name());
+        let (mut cluster, pgid, a, b) = down_for_the_newer_copy();
         // Another OSD marked lost changes nothing: the PG still waits for `a`.
         let other = (cluster.osds().into_iter()).find(|o| *o != a && *o != b);
         let other = other.expect("three OSDs");
