@@ -611,6 +611,21 @@ fn an_object_no_member_holds_is_repaired_from_a_stray() {
     assert_eq!(cluster.local_data(moved[1], &name), Some(vec![5; 64]));
 }
 
+/// The same without any read: once its store has room, the primary pulls the object
+/// from the stray in the background, and then pushes it to the replica. (Before, the
+/// replica's answer that it lacked it ended the repair: the object stayed on the
+/// stray alone, the PG recovering, until an op reached it.)
+#[test]
+fn an_object_no_member_holds_is_recovered_from_a_stray_without_a_read() {
+    let (mut cluster, name, moved) = moved_onto_full_osds();
+    set_capacity(&mut cluster, &moved, &name, u64::MAX);
+    cluster.run_ticks(5);
+    assert_eq!(cluster.local_data(moved[0], &name), Some(vec![5; 64]));
+    cluster.run_ticks(150);
+    assert_eq!(cluster.local_data(moved[1], &name), Some(vec![5; 64]));
+    assert_clean_and_identical(&cluster, &name);
+}
+
 /// The same for an object removed under a snapshot: its newest change is the removal,
 /// which leaves a whiteout head (dated by the removal) and the clone. The primary asks
 /// a stray for exactly the removal's version and gets both. (Before, a removal had no

@@ -50,6 +50,9 @@ impl Pg {
         store: &mut dyn ObjectStore,
         out: &mut Vec<Output>,
     ) {
+        if self.is_primary() && self.phase == Phase::Active {
+            self.repair_what_we_lack(store, out);
+        }
         let waiting = !self.repairs.is_empty() || self.pushing.values().any(|p| !p.is_empty());
         if !self.is_primary() || self.phase != Phase::Active || !waiting {
             self.recovery_watch = None;
@@ -78,6 +81,29 @@ impl Pg {
             }
         }
         self.resend_recovery(store, out);
+    }
+
+    /// Primary, active, each tick: objects our copy lacks or cannot read, with no
+    /// repair under way and not known unfound, are pulled from the next copy that may
+    /// hold them (a source asked before answered that it lacks them, and the copies
+    /// that do hold them may be strays alone). Without this they waited for an op or a
+    /// stray's announcement, the PG recovering and the object on one copy meanwhile;
+    /// Ceph's recovery likewise goes on to the next location. Not while our store is
+    /// full: the copy would be refused (a repair then waits for the resend above).
+    /// At most [`super::repair::UNFOUND_RETRY_MAX`] a tick.
+    fn repair_what_we_lack(&mut self, store: &dyn ObjectStore, out: &mut Vec<Output>) {
+        if self.is_full(store) {
+            return;
+        }
+        let lacking: Vec<String> = (self.missing.iter().chain(&self.local_corrupt))
+            .filter(|name| name.as_str() != crate::pglog::MISSING_ALL)
+            .filter(|name| !self.repairs.contains_key(*name) && !self.unfound.contains(*name))
+            .take(super::repair::UNFOUND_RETRY_MAX)
+            .cloned()
+            .collect();
+        for name in lacking {
+            self.start_repair(store, &name, None, out);
+        }
     }
 
     fn resend_recovery(&mut self, store: &mut dyn ObjectStore, out: &mut Vec<Output>) {

@@ -40,7 +40,7 @@ use carmine_types::{EVersion, ObjectId, OsdId, SnapId};
 use std::collections::BTreeSet;
 
 /// Objects [`Pg::retry_unfound`] tries again per stray announcement.
-const UNFOUND_RETRY_MAX: usize = 64;
+pub(super) const UNFOUND_RETRY_MAX: usize = 64;
 /// The most scrub passes a replica lets go by before it reports a copy that is still
 /// corrupt to its primary again.
 pub const CORRUPT_REPORT_PASSES: u32 = 32;

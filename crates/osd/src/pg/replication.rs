@@ -120,7 +120,7 @@ impl Pg {
     /// full in the map, a replica refused an in-flight write for want of space (it
     /// will be marked full once the monitor hears of it), or this OSD's own store is
     /// past the failsafe ratio (Ceph's `osd_failsafe_full_ratio`).
-    fn is_full(&self, store: &dyn ObjectStore) -> bool {
+    pub(super) fn is_full(&self, store: &dyn ObjectStore) -> bool {
         if !self.full_members.is_empty() {
             return true;
         }
