@@ -288,7 +288,7 @@ impl Monitor {
     /// `OBJECT_UNFOUND` (a warning) with the PGs holding unfound objects, at most
     /// [`INACTIVE_PG_CHECKS_MAX`] named, and `PG_DAMAGED` (an error) counting those
     /// PGs, worded as Ceph words them: until an OSD holding the objects returns, ops on
-    /// them fail.
+    /// them fail (or an operator gives them up: `pg mark_unfound_lost`).
     fn unfound_checks(&self) -> Vec<String> {
         let stats = self.current_pg_stats();
         let damaged: Vec<&PgStat> = stats.values().filter(|stat| stat.unfound > 0).collect();
@@ -311,7 +311,8 @@ impl Monitor {
         vec![
             format!(
                 "OBJECT_UNFOUND: {unfound}/{objects} objects unfound ({:.3}%) ({}); \
-                 `carmine pg list_unfound PGID` names them",
+                 `carmine pg list_unfound PGID` names them, and once no OSD holding them \
+                 can return, `carmine pg mark_unfound_lost PGID delete` gives them up",
                 unfound as f64 * 100.0 / objects as f64,
                 pgs.join(", ")
             ),
