@@ -31,7 +31,7 @@ impl Monitor {
         let pg_stats = self.current_pg_stats();
         self.summarise_pools(&pg_stats, &mut status);
         self.summarise_osds(now, &mut status);
-        status.health_checks = self.health_checks(&status);
+        status.health_checks = self.health_checks(&status, &pg_stats);
         // As Ceph grades them: a full OSD or pool stops writes, an error.
         let is_error = |check: &String| {
             ERROR_CHECKS
@@ -116,10 +116,8 @@ impl Monitor {
     /// One check per PG that reports why it cannot serve (down, incomplete, peering
     /// or activating), at most [`INACTIVE_PG_CHECKS_MAX`] of them (Ceph's
     /// `PG_AVAILABILITY` detail lines).
-    fn inactive_pg_checks(&self) -> Vec<String> {
-        let inactive: Vec<PgStat> = self
-            .current_pg_stats()
-            .into_values()
+    fn inactive_pg_checks(&self, pg_stats: &BTreeMap<PgId, PgStat>) -> Vec<String> {
+        let inactive: Vec<&PgStat> = (pg_stats.values())
             .filter(|stat| !stat.reason.is_empty())
             .collect();
         let mut checks: Vec<String> = inactive
@@ -222,7 +220,11 @@ impl Monitor {
         }
     }
 
-    fn health_checks(&self, status: &ClusterStatus) -> Vec<String> {
+    fn health_checks(
+        &self,
+        status: &ClusterStatus,
+        pg_stats: &BTreeMap<PgId, PgStat>,
+    ) -> Vec<String> {
         let mut checks = Vec::new();
         let down = status.osd_count - status.osds_up;
         if down > 0 {
@@ -279,9 +281,9 @@ impl Monitor {
                 detail.join(", ")
             ));
         }
-        checks.extend(self.unfound_checks());
+        checks.extend(Self::unfound_checks(pg_stats));
         checks.extend(self.fullness_checks());
-        checks.extend(self.inactive_pg_checks());
+        checks.extend(self.inactive_pg_checks(pg_stats));
         checks
     }
 
@@ -289,8 +291,7 @@ impl Monitor {
     /// [`INACTIVE_PG_CHECKS_MAX`] named, and `PG_DAMAGED` (an error) counting those
     /// PGs, worded as Ceph words them: until an OSD holding the objects returns, ops on
     /// them fail (or an operator gives them up: `pg mark_unfound_lost`).
-    fn unfound_checks(&self) -> Vec<String> {
-        let stats = self.current_pg_stats();
+    fn unfound_checks(stats: &BTreeMap<PgId, PgStat>) -> Vec<String> {
         let damaged: Vec<&PgStat> = stats.values().filter(|stat| stat.unfound > 0).collect();
         if damaged.is_empty() {
             return Vec::new();

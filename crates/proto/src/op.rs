@@ -520,11 +520,7 @@ impl Encode for OpOutput {
             }
             OpOutput::Unfound { objects, next } => {
                 e.put_u8(8);
-                e.put_u32(objects.len() as u32);
-                for (name, need) in objects {
-                    name.encode(e);
-                    need.encode(e);
-                }
+                crate::peering::put_versioned_names(e, objects);
                 next.encode(e);
             }
         }
@@ -556,17 +552,12 @@ impl Decode for OpOutput {
                 head_exists: bool::decode(d)?,
             },
             8 => {
-                let count = d.get_u32()? as usize;
-                if count > LIST_ENTRIES_MAX {
+                let objects = crate::peering::get_versioned_names(d, "unfound objects")?;
+                if objects.len() > LIST_ENTRIES_MAX {
                     return Err(DecodeError::Invalid {
                         what: "unfound list length",
-                        value: count as u64,
+                        value: objects.len() as u64,
                     });
-                }
-                let mut objects = Vec::with_capacity(count);
-                for _ in 0..count {
-                    let name = d.get_string("unfound object name", OBJECT_NAME_BYTES_MAX)?;
-                    objects.push((name, EVersion::decode(d)?));
                 }
                 OpOutput::Unfound {
                     objects,

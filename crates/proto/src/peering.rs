@@ -212,7 +212,7 @@ fn get_names(d: &mut Decoder) -> Result<Vec<String>, DecodeError> {
 }
 
 /// Object names with a version each (a pull's exact versions, a missing set's needs).
-fn put_versioned_names(e: &mut Encoder, names: &[(String, EVersion)]) {
+pub(crate) fn put_versioned_names(e: &mut Encoder, names: &[(String, EVersion)]) {
     e.put_u32(names.len() as u32);
     for (name, version) in names {
         name.encode(e);
@@ -220,7 +220,7 @@ fn put_versioned_names(e: &mut Encoder, names: &[(String, EVersion)]) {
     }
 }
 
-fn get_versioned_names(
+pub(crate) fn get_versioned_names(
     d: &mut Decoder,
     what: &'static str,
 ) -> Result<Vec<(String, EVersion)>, DecodeError> {

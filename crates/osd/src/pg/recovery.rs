@@ -92,15 +92,16 @@ impl Pg {
     /// full: the copy would be refused (a repair then waits for the resend above).
     /// At most [`super::repair::UNFOUND_RETRY_MAX`] a tick.
     fn repair_what_we_lack(&mut self, store: &dyn ObjectStore, out: &mut Vec<Output>) {
-        if self.is_full(store) {
-            return;
-        }
         let lacking: Vec<String> = (self.missing.iter().chain(&self.local_corrupt))
             .filter(|name| name.as_str() != crate::pglog::MISSING_ALL)
             .filter(|name| !self.repairs.contains_key(*name) && !self.unfound.contains(*name))
             .take(super::repair::UNFOUND_RETRY_MAX)
             .cloned()
             .collect();
+        // The usual PG lacks nothing: the store's usage is read only when it does.
+        if lacking.is_empty() || self.is_full(store) {
+            return;
+        }
         for name in lacking {
             self.start_repair(store, &name, None, out);
         }
