@@ -150,6 +150,23 @@ pub enum OsdCommand {
         #[arg(long = "yes-i-really-mean-it")]
         yes_i_really_mean_it: bool,
     },
+    /// Remove a down OSD from the map and the CRUSH hierarchy for good, as `ceph osd
+    /// purge`: its id is free again. Refused unless `safe-to-destroy` says yes (mark
+    /// it out and let its data move first), or with --force.
+    Purge {
+        id: u32,
+        /// Confirms that the OSD goes for good.
+        #[arg(long = "yes-i-really-mean-it")]
+        yes_i_really_mean_it: bool,
+        /// Purge even if PGs still map to it or are not all active+clean: what only
+        /// it holds is then given up, as after `osd lost`.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Whether removing an OSD keeps every PG's data on other copies, as `ceph osd
+    /// safe-to-destroy`: no PG maps to it and every PG is active+clean. Exits
+    /// non-zero, saying why, when not.
+    SafeToDestroy { id: u32 },
     /// Where an object lives: its PG and the OSDs serving it, as `ceph osd map`.
     Map { pool: String, object: String },
     /// Set how willing an OSD is to be primary, 0.0..=1.0, as `ceph osd primary-affinity`.
@@ -391,6 +408,21 @@ pub async fn osd(client: &Client, command_: OsdCommand, json: bool) -> Result<()
                 confirm: yes_i_really_mean_it,
             };
             done(client, lost, json).await
+        }
+        OsdCommand::Purge {
+            id,
+            yes_i_really_mean_it,
+            force,
+        } => {
+            let purge = Command::OsdPurge {
+                osd: OsdId(id),
+                confirm: yes_i_really_mean_it,
+                force,
+            };
+            done(client, purge, json).await
+        }
+        OsdCommand::SafeToDestroy { id } => {
+            done(client, Command::OsdSafeToDestroy(OsdId(id)), json).await
         }
         OsdCommand::Map { pool, object } => osd_map(client, &pool, &object, json),
         OsdCommand::PrimaryAffinity { id, weight } => {

@@ -1,6 +1,7 @@
 //! Stray purge with real processes: an OSD marked out and back in moves every PG's
 //! data away and back; the copies left behind each time are deleted once their PG is
 //! clean again, so the cluster's used bytes return to what the three copies need.
+//! Then the OSD is retired for good (`osd safe-to-destroy`, `osd purge`).
 
 mod common;
 
@@ -84,9 +85,42 @@ fn an_osd_out_and_back_in_leaves_no_stray_copies_behind() {
     assert_eq!(back, baseline, "the same placement holds the same copies");
 
     let output = cluster.path("read.bin");
-    for i in 0..OBJECTS {
-        let name = format!("obj-{i}");
-        cluster.ok(&["obj", "get", "rbd", &name, output.to_str().unwrap()]);
-        assert_eq!(std::fs::read(&output).unwrap().len(), OBJECT_BYTES);
-    }
+    let read_all = || {
+        for i in 0..OBJECTS {
+            let name = format!("obj-{i}");
+            cluster.ok(&["obj", "get", "rbd", &name, output.to_str().unwrap()]);
+            assert_eq!(std::fs::read(&output).unwrap().len(), OBJECT_BYTES);
+        }
+    };
+    read_all();
+
+    // Decommissioned for good, as an operator retires a disk: out, drained, stopped,
+    // then purged once `safe-to-destroy` says yes.
+    let error = cluster.fails(&["osd", "safe-to-destroy", "3"]);
+    assert!(error.contains("pgs are mapped to it"), "{error}");
+    cluster.ok(&["osd", "out", "3"]);
+    settle(&cluster, "osd.3 out again", |used| {
+        used[3] == 0 && total(used) == needed
+    });
+    let safe = cluster.ok(&["osd", "safe-to-destroy", "3"]);
+    assert!(safe.contains("osd.3 is safe to destroy"), "{safe}");
+    let error = cluster.fails(&["osd", "purge", "3", "--yes-i-really-mean-it"]);
+    assert!(error.contains("is up; stop it"), "{error}");
+    cluster.ok(&["vstop", "--only", "osd.3"]);
+    cluster.ok(&["osd", "down", "3"]);
+    let error = cluster.fails(&["osd", "purge", "3"]);
+    assert!(error.contains("--yes-i-really-mean-it"), "{error}");
+    let purged = cluster.ok(&["osd", "purge", "3", "--yes-i-really-mean-it"]);
+    assert!(purged.contains("purged osd.3"), "{purged}");
+    let tree = cluster.ok(&["osd", "tree"]);
+    assert!(!tree.contains("osd.3"), "{tree}");
+    let status = json(&cluster, &["status"]);
+    assert_eq!(status["osdmap"]["num_osds"], 3, "{status}");
+    let error = cluster.fails(&["osd", "safe-to-destroy", "3"]);
+    assert!(error.contains("does not exist"), "{error}");
+    let after = settle(&cluster, "osd.3 purged", |used| {
+        used.len() == 3 && total(used) == needed
+    });
+    eprintln!("used bytes by OSD: osd.3 purged {after:?}");
+    read_all();
 }

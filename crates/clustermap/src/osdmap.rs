@@ -258,6 +258,8 @@ pub enum OsdMapError {
     InvalidPgTemp(String),
     #[error("{0} is up; only a down OSD can be marked lost")]
     OsdIsUp(OsdId),
+    #[error("{0} is up; stop it before purging it")]
+    PurgeUp(OsdId),
 }
 
 /// The cluster map at one epoch.
@@ -658,6 +660,22 @@ impl OsdMap {
         Ok(())
     }
 
+    /// `ceph osd purge`: removes down OSD `id` from the map and from the CRUSH
+    /// hierarchy, with every pg_temp naming it; its id is free again (an OSD that
+    /// boots with it is a new one). What it held is given up: peering treats a past
+    /// interval's member the map no longer has as lost (Ceph's PriorSet does the same
+    /// for an OSD that no longer exists). The PG histories keep naming it.
+    pub fn purge_osd(&mut self, id: OsdId) -> Result<(), OsdMapError> {
+        let osd = self.osds.get(&id).ok_or(OsdMapError::NoSuchOsd(id))?;
+        if osd.up {
+            return Err(OsdMapError::PurgeUp(id));
+        }
+        self.osds.remove(&id);
+        self.crush.remove_device(id.0 as i32);
+        self.pg_temp.retain(|_, acting| !acting.contains(&id));
+        Ok(())
+    }
+
     /// Records that `id` was alive through `epoch` (the monitor, when a primary asks
     /// before activating a PG); never lowers it.
     pub fn raise_up_thru(&mut self, id: OsdId, epoch: Epoch) -> Result<(), OsdMapError> {
@@ -954,6 +972,50 @@ mod tests {
         map.epoch = map.epoch.next();
         map.boot_osd(OsdId(0), addrs, "h0".into()).unwrap();
         assert_eq!(map.osd(OsdId(0)).unwrap().lost_at, lost_at);
+    }
+
+    #[test]
+    fn a_purged_osd_leaves_the_map_crush_and_pg_temps_and_may_boot_anew() {
+        let mut map = OsdMap::new_dev(3);
+        let addr = |port: u16| vec![SocketAddr::from(([127, 0, 0, 1], port))];
+        for id in 0..3 {
+            map.boot_osd(OsdId(id), addr(6800 + id as u16), format!("h{id}"))
+                .unwrap();
+        }
+        map.epoch = map.epoch.next();
+        let pool = map.create_pool(PoolSpec::replicated("p", 2, 8)).unwrap();
+        let pg = carmine_types::PgId { pool, seed: 0 };
+        map.set_pg_temp(pg, vec![OsdId(2), OsdId(0)]).unwrap();
+        assert_eq!(map.purge_osd(OsdId(2)), Err(OsdMapError::PurgeUp(OsdId(2))));
+        assert_eq!(
+            map.purge_osd(OsdId(9)),
+            Err(OsdMapError::NoSuchOsd(OsdId(9)))
+        );
+        map.mark_down(OsdId(2)).unwrap();
+        map.epoch = map.epoch.next();
+        let before = map.clone();
+        map.purge_osd(OsdId(2)).unwrap();
+        map.epoch = map.epoch.next();
+        assert!(map.osd(OsdId(2)).is_none());
+        assert!(!map.crush.device_in_any_bucket(2));
+        assert!(map.pg_temp.is_empty());
+        for seed in 0..8 {
+            let pgid = carmine_types::PgId { pool, seed };
+            let mapping = map.pg_mapping(pgid).unwrap();
+            assert!(!mapping.up.contains(&OsdId(2)) && !mapping.acting.contains(&OsdId(2)));
+            assert_eq!(mapping.acting.len(), 2, "{pgid} {mapping:?}");
+        }
+        // Subscribers get it as an incremental.
+        let inc = crate::OsdMapIncremental::between(&before, &map);
+        assert_eq!(before.apply(&inc).unwrap(), map);
+        // The id boots again as a new OSD, back in CRUSH under a host of its own.
+        map.boot_osd(OsdId(2), addr(6900), "h2".into()).unwrap();
+        let info = map.osd(OsdId(2)).unwrap();
+        assert_eq!(
+            (info.up, info.lost_at, info.up_thru),
+            (true, Epoch(0), Epoch(0))
+        );
+        assert!(map.crush.device_in_any_bucket(2));
     }
 
     #[test]

@@ -723,3 +723,54 @@ impl CrushMap {
         })
     }
 }
+
+impl CrushMap {
+    /// Removes device `id` from every bucket that holds it (its class's shadow
+    /// buckets included) and forgets its name and class, carrying each changed
+    /// bucket's new weight up to its parents: Ceph's `CrushWrapper::remove_item`
+    /// for a device (`ceph osd crush remove osd.N`, `crushtool --remove-item`, and
+    /// part of `ceph osd purge`). As there, the device's weight is first set to 0
+    /// in its bucket, which in a uniform bucket (one weight for all its items)
+    /// zeroes every item. A bucket left empty stays, as in Ceph, and `max_devices`
+    /// is not lowered. Returns how many buckets held the device.
+    ///
+    /// Not as Ceph: choose_args weight sets only lose the device's column; Ceph
+    /// also carries each changed bucket's weight-set sums up to its parents.
+    pub fn remove_device(&mut self, id: i32) -> usize {
+        assert!(id >= 0, "device id {id} must not be negative");
+        let straw_calc_version = self.tunables.straw_calc_version;
+        let mut changed = 0;
+        for index in 0..self.buckets.len() {
+            let Some(bucket) = self.buckets[index].as_mut() else {
+                continue;
+            };
+            let Some(position) = bucket.items.iter().position(|&held| held == id) else {
+                continue;
+            };
+            if bucket.alg == crate::bucket::BucketAlg::Uniform {
+                bucket.item_weights.iter_mut().for_each(|w| *w = 0);
+            }
+            bucket.items.remove(position);
+            bucket.item_weights.remove(position);
+            bucket.rebuild(straw_calc_version);
+            let (bucket_id, bucket_weight) = (bucket.id, bucket.weight());
+            // Per-position weight sets follow the bucket's items.
+            for args in self.choose_args.values_mut() {
+                if let Some(arg) = args.get_mut(&bucket_id) {
+                    for row in &mut arg.weight_set {
+                        if position < row.len() {
+                            row.remove(position);
+                        }
+                    }
+                    if position < arg.ids.len() {
+                        arg.ids.remove(position);
+                    }
+                }
+            }
+            self.adjust_item_weight(bucket_id, bucket_weight);
+            changed += 1;
+        }
+        self.devices.remove(&id);
+        changed
+    }
+}

@@ -145,3 +145,33 @@ fn decode_rejects_bad_input_without_panicking() {
         }
     }
 }
+
+#[test]
+fn a_removed_device_leaves_every_bucket_and_only_its_inputs_move() {
+    let mut map = CrushMap::simple(5);
+    let before = map.clone();
+    assert_eq!(map.remove_device(2), 1);
+    assert_eq!(map.device_name(2), None);
+    assert!(!map.device_in_any_bucket(2));
+    // Its host stays, empty; the root loses its weight.
+    let rows = map.tree_rows();
+    assert_eq!(rows[0].weight, 4.0);
+    let host = rows.iter().find(|row| row.name == "host2").unwrap();
+    assert_eq!(host.weight, 0.0);
+    assert_eq!(map.max_devices(), 5);
+    // straw2: only the inputs that chose it move.
+    let weights = vec![0x10000; 5];
+    for x in 0..2000 {
+        let old = before.do_rule(0, x, 1, &weights);
+        let new = map.do_rule(0, x, 1, &weights);
+        assert!(!new.contains(&2));
+        if old[0] != 2 {
+            assert_eq!(old, new, "input {x} moved though it did not use osd.2");
+        }
+    }
+    // The result encodes and decodes, and removing it again changes nothing.
+    assert_eq!(CrushMap::decode(&map.encode()).unwrap(), map);
+    let again = map.clone();
+    assert_eq!(map.remove_device(2), 0);
+    assert_eq!(map, again);
+}

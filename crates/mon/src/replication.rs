@@ -188,6 +188,8 @@ impl Monitor {
 
     /// Makes `map` the applied map and tells the driver and the subscribers.
     fn install_map(&mut self, now: Instant, map: Arc<OsdMap>, out: &mut Vec<MonOutput>) {
+        // A purged OSD's reports and timers go with it (a new OSD may take its id).
+        (self.osds).retain(|id, _| self.map.osd(*id).is_none() || map.osd(*id).is_some());
         for osd in map.osds.values() {
             let was_up = self.map.is_up(osd.id);
             let tracking = self.osds.entry(osd.id).or_default();

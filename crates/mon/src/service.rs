@@ -351,6 +351,18 @@ impl Monitor {
                 self.answer(origin, Ok(CommandOutput::Status(status)), out);
             }
             Msg::MonCommand(MonCommand {
+                command: Command::OsdSafeToDestroy(osd),
+                ..
+            }) => {
+                let answer = self
+                    .safe_to_destroy(osd)
+                    .map(|message| CommandOutput::Done {
+                        epoch: self.map.epoch,
+                        message,
+                    });
+                self.answer(origin, answer, out);
+            }
+            Msg::MonCommand(MonCommand {
                 command: Command::PgDump,
                 ..
             }) => {
@@ -438,7 +450,7 @@ impl Monitor {
     fn command_maps(&self, command: Command) -> Result<(String, Vec<OsdMap>), String> {
         let mut builder = MapBuilder::new(self);
         let message = match command {
-            Command::Status | Command::PgDump => {
+            Command::Status | Command::PgDump | Command::OsdSafeToDestroy(_) => {
                 unreachable!("reports are answered without a proposal")
             }
             Command::PoolCreate(spec) => {
@@ -482,6 +494,28 @@ impl Monitor {
                 }
                 builder.step(|next| next.mark_lost(osd))?;
                 format!("marked {osd} lost")
+            }
+            Command::OsdPurge {
+                osd,
+                confirm,
+                force,
+            } => {
+                if !confirm {
+                    return Err(format!(
+                        "purging {osd} removes it from the map and the CRUSH hierarchy for \
+                         good, and gives up whatever only it holds; repeat with \
+                         --yes-i-really-mean-it"
+                    ));
+                }
+                if self.map.is_up(osd) {
+                    return Err(format!("{osd} is up; stop it before purging it"));
+                }
+                if !force {
+                    self.safe_to_destroy(osd)
+                        .map_err(|why| format!("{why}; --force purges it anyway"))?;
+                }
+                builder.step(|next| next.purge_osd(osd))?;
+                format!("purged {osd}")
             }
             Command::OsdOut(id) => {
                 builder.step(|next| next.set_weight(id, 0))?;

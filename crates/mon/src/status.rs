@@ -405,6 +405,71 @@ fn clean_state(name: &str) -> bool {
     parts == ["active", "clean"]
 }
 
+impl Monitor {
+    /// `osd safe-to-destroy`: whether the cluster keeps all its data without `osd`.
+    /// Yes (the answer in words) when no PG maps to it and every PG's primary reports
+    /// it active+clean: each PG then holds all its data on its acting set, which does
+    /// not include `osd`. A copy `osd` still holds is then a stray's, which the PG
+    /// no longer needs. No (why not) otherwise, as Ceph's check refuses while PGs map
+    /// to the OSD or are not all active+clean.
+    pub(crate) fn safe_to_destroy(&self, osd: carmine_types::OsdId) -> Result<String, String> {
+        if self.map.osd(osd).is_none() {
+            return Err(format!("{osd} does not exist"));
+        }
+        let pg_stats = self.current_pg_stats();
+        let (mut mapped, mut unclean, mut unreported) = (0u64, 0u64, 0u64);
+        for pool in self.map.pools.values() {
+            for seed in 0..pool.pg_num {
+                let pgid = PgId {
+                    pool: pool.id,
+                    seed,
+                };
+                let mapping = self.map.pg_mapping(pgid);
+                let mapped_now = (mapping.as_ref())
+                    .is_some_and(|m| m.up.contains(&osd) || m.acting.contains(&osd));
+                let reported = pg_stats.get(&pgid);
+                // A report counts for the acting set it names: one from before the
+                // map moved the PG says nothing about its new members.
+                let stat = reported
+                    .filter(|stat| mapping.as_ref().is_some_and(|m| m.acting == stat.acting));
+                if mapped_now || reported.is_some_and(|stat| stat.acting.contains(&osd)) {
+                    mapped += 1;
+                } else if let Some(stat) = stat {
+                    let clean =
+                        stat.state.contains(PgState::ACTIVE) && stat.state.contains(PgState::CLEAN);
+                    unclean += u64::from(!clean);
+                } else {
+                    unreported += 1;
+                }
+            }
+        }
+        let mut why = Vec::new();
+        if mapped > 0 {
+            why.push(format!(
+                "{mapped} pgs are mapped to it (mark it out and let its data move first)"
+            ));
+        }
+        if unclean > 0 {
+            why.push(format!(
+                "{unclean} pgs are not active+clean (it may hold a copy they need)"
+            ));
+        }
+        if unreported > 0 {
+            why.push(format!(
+                "{unreported} pgs have no report from their primary for their current \
+                 acting set (their state is unknown)"
+            ));
+        }
+        if why.is_empty() {
+            Ok(format!(
+                "{osd} is safe to destroy without reducing data durability"
+            ))
+        } else {
+            Err(format!("{osd} is not safe to destroy: {}", why.join("; ")))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::clean_state;

@@ -793,3 +793,107 @@ fn full_ratios_are_set_in_the_map_and_checked() {
     ));
     assert!(checks_starting(&mon, now, "OSD_OUT_OF_ORDER_FULL").is_empty());
 }
+
+/// Every primary reports all its PGs with `state`.
+fn report_all_pgs(mon: &mut Monitor, now: Instant, state: u32) {
+    let mut by_primary: BTreeMap<OsdId, Vec<carmine_proto::PgStat>> = BTreeMap::new();
+    for pgid in mon.map().all_pgs().collect::<Vec<_>>() {
+        let mapping = mon.map().pg_mapping(pgid).unwrap();
+        let primary = mapping.primary.unwrap();
+        (by_primary.entry(primary).or_default()).push(primary_stat(pgid, state, mapping.acting));
+    }
+    for (osd, pgs) in by_primary {
+        let stats = Msg::OsdStats(carmine_proto::OsdStats {
+            osd,
+            map_epoch: mon.map().epoch,
+            pgs,
+            ..carmine_proto::OsdStats::default()
+        });
+        mon.handle_message(now, u64::from(osd.0) + 1, EntityName::osd(osd), stats);
+    }
+}
+
+/// `osd safe-to-destroy` says no while PGs map to the OSD, lack reports or are not
+/// all active+clean; `osd purge` needs the confirmation, a down OSD and that check
+/// (or `--force`), and removes the OSD from the map and CRUSH; its id may boot anew.
+#[test]
+fn only_a_down_osd_safe_to_destroy_is_purged_unless_forced() {
+    use carmine_proto::PgState;
+    let (mut mon, now) = cluster(4);
+    command(
+        &mut mon,
+        now,
+        Command::PoolCreate(PoolSpec::replicated("rbd", 2, 16)),
+    )
+    .unwrap();
+    let safe = |mon: &mut Monitor| command(mon, now, Command::OsdSafeToDestroy(OsdId(3)));
+    let purge = |mon: &mut Monitor, confirm, force| {
+        command(
+            mon,
+            now,
+            Command::OsdPurge {
+                osd: OsdId(3),
+                confirm,
+                force,
+            },
+        )
+    };
+    let clean = PgState::ACTIVE | PgState::CLEAN;
+    report_all_pgs(&mut mon, now, clean);
+    let error = safe(&mut mon).unwrap_err();
+    assert!(error.contains("pgs are mapped to it"), "{error}");
+    command(&mut mon, now, Command::OsdOut(OsdId(3))).unwrap();
+    let error = safe(&mut mon).unwrap_err();
+    assert!(error.contains("have no report"), "{error}");
+    report_all_pgs(&mut mon, now, PgState::ACTIVE | PgState::DEGRADED);
+    let error = safe(&mut mon).unwrap_err();
+    assert!(error.contains("16 pgs are not active+clean"), "{error}");
+    report_all_pgs(&mut mon, now, clean);
+    let Ok(CommandOutput::Done { message, .. }) = safe(&mut mon) else {
+        panic!("safe once every PG is clean elsewhere");
+    };
+    assert_eq!(
+        message,
+        "osd.3 is safe to destroy without reducing data durability"
+    );
+    // Purging: confirmed, down, and safe.
+    let error = purge(&mut mon, true, false).unwrap_err();
+    assert!(error.contains("is up"), "{error}");
+    command(&mut mon, now, Command::OsdDown(OsdId(3))).unwrap();
+    let error = purge(&mut mon, false, false).unwrap_err();
+    assert!(error.contains("--yes-i-really-mean-it"), "{error}");
+    report_all_pgs(&mut mon, now, PgState::ACTIVE | PgState::DEGRADED);
+    let error = purge(&mut mon, true, false).unwrap_err();
+    assert!(
+        error.contains("not active+clean") && error.contains("--force"),
+        "{error}"
+    );
+    report_all_pgs(&mut mon, now, clean);
+    let before = mon.map().epoch;
+    let Ok(CommandOutput::Done { message, .. }) = purge(&mut mon, true, false) else {
+        panic!("purged");
+    };
+    assert_eq!(message, "purged osd.3");
+    assert_eq!(mon.map().epoch, before.next());
+    assert!(mon.map().osd(OsdId(3)).is_none());
+    assert!(!mon.map().crush.device_in_any_bucket(3));
+    assert_eq!(mon.status(now).osd_count, 3);
+    let error = safe(&mut mon).unwrap_err();
+    assert!(error.contains("does not exist"), "{error}");
+    // `--force` purges an OSD that PGs still map to.
+    command(&mut mon, now, Command::OsdDown(OsdId(2))).unwrap();
+    let force = |confirm, force| Command::OsdPurge {
+        osd: OsdId(2),
+        confirm,
+        force,
+    };
+    let error = command(&mut mon, now, force(true, false)).unwrap_err();
+    assert!(error.contains("mapped to it"), "{error}");
+    command(&mut mon, now, force(true, true)).unwrap();
+    assert!(mon.map().osd(OsdId(2)).is_none());
+    // The freed id boots as a new OSD.
+    boot(&mut mon, now, 30, 3);
+    let info = mon.map().osd(OsdId(3)).unwrap();
+    assert!(info.up && info.lost_at == Epoch(0));
+    assert!(mon.map().crush.device_in_any_bucket(3));
+}

@@ -163,7 +163,8 @@ pub struct Pg {
     /// add data are refused with `NoSpace` before they run.
     full_members: Vec<OsdId>,
     /// OSDs an operator declared lost (`osd lost`), with the epoch of the mark, from
-    /// the current map: peering does not wait for them in intervals that began before.
+    /// the current map, and past members it purged (`osd purge`, at the current
+    /// epoch): peering does not wait for them in intervals that began before.
     lost_osds: BTreeMap<OsdId, Epoch>,
     /// The map's `osd_failsafe_full_ratio`: above it this OSD's own store refuses
     /// writes that add data, whatever the map says.
@@ -661,11 +662,20 @@ impl Pg {
             .filter(|&osd| map.fullness(osd) == carmine_clustermap::Fullness::Full)
             .collect();
         self.failsafe_full_ratio = map.full_ratios().failsafe;
+        self.past_intervals = map.pg_history.get(&self.pgid).cloned().unwrap_or_default();
         self.lost_osds = (map.osds.values())
             .filter(|osd| osd.lost_at > Epoch(0))
             .map(|osd| (osd.id, osd.lost_at))
             .collect();
-        self.past_intervals = map.pg_history.get(&self.pgid).cloned().unwrap_or_default();
+        // A past member the map no longer has was purged (`osd purge`): lost as of
+        // this map, as Ceph's PriorSet takes an OSD that no longer exists as gone.
+        for interval in &self.past_intervals {
+            for &osd in &interval.acting {
+                if map.osd(osd).is_none() {
+                    self.lost_osds.entry(osd).or_insert(map.epoch);
+                }
+            }
+        }
         self.up = mapping.up;
         if changed {
             // Slots of the interval that ended go back (the targets drop them too).

@@ -250,6 +250,22 @@ fn a_down_pg_goes_on_without_an_osd_marked_lost() {
     }
 }
 
+/// `osd purge` of the OSD a down PG waits for: the map no longer has it, so peering
+/// takes it as lost (as Ceph's PriorSet takes an OSD that no longer exists) and the
+/// PG goes on with the older copy, its CRUSH placement now without the purged OSD.
+#[test]
+fn a_down_pg_goes_on_without_a_purged_osd() {
+    let (mut cluster, pgid, a, _) = down_for_the_newer_copy();
+    cluster.change_map(|map| map.purge_osd(a).expect("down"));
+    cluster.run();
+    cluster.run_ticks(5);
+    let state = cluster.pg_stat(pgid).state;
+    assert!(state.contains(PgState::ACTIVE), "{}", state.name());
+    assert_eq!(read(&mut cluster, "x").as_deref(), Some(&b"v1"[..]));
+    write(&mut cluster, "x", "v3");
+    assert_eq!(read(&mut cluster, "x").as_deref(), Some(&b"v3"[..]));
+}
+
 #[test]
 fn an_unacknowledged_write_on_a_failed_primary_is_rolled_back() {
     let mut cluster = Cluster::new(Config {

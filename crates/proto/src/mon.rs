@@ -297,6 +297,17 @@ pub enum Command {
         osd: OsdId,
         confirm: bool,
     },
+    /// Remove a down OSD from the map and the CRUSH hierarchy for good, as `ceph osd
+    /// purge N --yes-i-really-mean-it`; refused unless `confirm`, and, unless `force`,
+    /// unless [`Command::OsdSafeToDestroy`] would say yes.
+    OsdPurge {
+        osd: OsdId,
+        confirm: bool,
+        force: bool,
+    },
+    /// Whether removing an OSD would leave every PG's data on its other copies, as
+    /// `ceph osd safe-to-destroy N`: answered at once, no map changes.
+    OsdSafeToDestroy(OsdId),
 }
 
 /// The message of a successful [`Command::PoolSnapCreate`].
@@ -728,6 +739,20 @@ impl Encode for Command {
                 osd.encode(e);
                 confirm.encode(e);
             }
+            Command::OsdPurge {
+                osd,
+                confirm,
+                force,
+            } => {
+                e.put_u8(16);
+                osd.encode(e);
+                confirm.encode(e);
+                force.encode(e);
+            }
+            Command::OsdSafeToDestroy(osd) => {
+                e.put_u8(17);
+                osd.encode(e);
+            }
         });
     }
 }
@@ -775,6 +800,12 @@ impl Decode for Command {
                     osd: OsdId::decode(d)?,
                     confirm: bool::decode(d)?,
                 },
+                16 => Command::OsdPurge {
+                    osd: OsdId::decode(d)?,
+                    confirm: bool::decode(d)?,
+                    force: bool::decode(d)?,
+                },
+                17 => Command::OsdSafeToDestroy(OsdId::decode(d)?),
                 other => {
                     return Err(DecodeError::Invalid {
                         what: "command",
@@ -1108,6 +1139,25 @@ mod tests {
                     confirm,
                 },
             };
+            assert_eq!(
+                MonCommand::from_bytes(&command.to_bytes()).unwrap(),
+                command
+            );
+        }
+    }
+
+    #[test]
+    fn osd_purge_and_safe_to_destroy_round_trip() {
+        let mut commands = vec![Command::OsdSafeToDestroy(OsdId(3))];
+        for (confirm, force) in [(false, false), (true, false), (true, true)] {
+            commands.push(Command::OsdPurge {
+                osd: OsdId(3),
+                confirm,
+                force,
+            });
+        }
+        for command in commands {
+            let command = MonCommand { tid: 5, command };
             assert_eq!(
                 MonCommand::from_bytes(&command.to_bytes()).unwrap(),
                 command
