@@ -164,6 +164,12 @@ pub fn format_report(report: &SimReport) -> String {
             report.osds_added, report.pgs_on_added_osds
         ));
     }
+    if report.disks_replaced > 0 {
+        text.push_str(&format!(
+            "  disks replaced {}, marked lost first {}, purged first {}\n",
+            report.disks_replaced, report.replaced_marked_lost, report.replaced_purged
+        ));
+    }
     if report.space_squeezes > 0 {
         text.push_str(&format!("  space squeezes {}\n", report.space_squeezes));
     }
@@ -294,6 +300,7 @@ mod tests {
             "delays,mon-partitions",
             "crashes,disk-errors",
             "all,disk-errors",
+            "all,remaps,replacements",
         ] {
             let classes = FaultClasses::parse(text).unwrap();
             assert_eq!(FaultClasses::parse(&classes.to_arg()).unwrap(), classes);

@@ -159,6 +159,7 @@ impl Sim {
                 };
                 client.objecter.handle_reply(from, reply, &mut out)
             }
+            // Operator commands of the remap and replacement classes: traced only.
             Msg::MonCommandReply(reply) if reply.tid >= crate::remaps::TID_BASE => {
                 self.remap_answered(index, reply)
             }

@@ -49,6 +49,10 @@ pub struct FaultClasses {
     /// An operator adds one or two new OSDs to the running cluster: data moves to
     /// them. Not in [`FaultClasses::ALL`] (see `crate::expansion`).
     pub expansion: bool,
+    /// An OSD's disk dies and is replaced by an empty one; the OSD starts again on it
+    /// under the same id, as it is or after the operator marked it lost or purged it. Not in
+    /// [`FaultClasses::ALL`] (see `crate::replacement`).
+    pub replacements: bool,
 }
 
 impl Default for FaultClasses {
@@ -73,6 +77,7 @@ impl FaultClasses {
         space: false,
         remaps: false,
         expansion: false,
+        replacements: false,
     };
 
     pub const ALL: FaultClasses = FaultClasses {
@@ -94,6 +99,8 @@ impl FaultClasses {
         remaps: false,
         // Not in `all`: see `crate::expansion` (`--faults all,expansion`).
         expansion: false,
+        // Not in `all`: see `crate::replacement` (`--faults all,replacements`).
+        replacements: false,
     };
 
     /// The classes the code handles today (see the crate docs for the others). Bit
@@ -108,6 +115,7 @@ impl FaultClasses {
             space: false,
             remaps: false,
             expansion: false,
+            replacements: false,
             ..Self::ALL
         }
     }
@@ -121,12 +129,13 @@ impl FaultClasses {
             || self.disk_errors
             || self.remaps
             || self.expansion
+            || self.replacements
     }
 
     /// Parses `all`, `none`, `handled`, or a comma list of `delays`, `resets`,
     /// `osd-mon-resets`, `slow`, `client-partitions`, `osd-partitions`, `crashes`,
     /// `bit-flips`, `mon-crashes`, `mon-partitions`, `disk-errors`, `space`, `remaps`,
-    /// `expansion`.
+    /// `expansion`, `replacements`.
     pub fn parse(text: &str) -> Result<FaultClasses, String> {
         let mut classes = FaultClasses::NONE;
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -148,12 +157,13 @@ impl FaultClasses {
                 "space" => classes.space = true,
                 "remaps" => classes.remaps = true,
                 "expansion" => classes.expansion = true,
+                "replacements" => classes.replacements = true,
                 other => {
                     return Err(format!(
                         "unknown fault class '{other}'; use all, none, handled, delays, \
                          resets, osd-mon-resets, slow, client-partitions, osd-partitions, \
                          crashes, bit-flips, mon-crashes, mon-partitions, disk-errors, \
-                         space, remaps or expansion"
+                         space, remaps, expansion or replacements"
                     ))
                 }
             }
@@ -184,6 +194,7 @@ impl FaultClasses {
             (self.space, "space"),
             (self.remaps, "remaps"),
             (self.expansion, "expansion"),
+            (self.replacements, "replacements"),
         ];
         let on: Vec<&str> = names
             .iter()

@@ -77,6 +77,11 @@ pub enum Event {
     RemapRestore(crate::remaps::Setting),
     /// The operator starts a new OSD (the expansion class).
     Deploy(carmine_types::OsdId),
+    /// A disk dies and is replaced, if the cluster has converged (the replacement
+    /// class).
+    DiskDies,
+    /// The operator starts the OSD on its new disk (or waits for its `lost` mark).
+    ReplacementStarts(OsdId),
     /// A squeezed store gets its room back.
     SpaceRelease {
         osd: OsdId,

@@ -40,7 +40,11 @@
 //! so PGs move (see `remaps.rs`). Expansion (class `expansion`, `--faults
 //! all,expansion`): one or two new OSDs, in no map at the start, are started with empty
 //! stores during the faults and join the cluster, and data moves to them (see
-//! `expansion.rs`). None of these three is in [`FaultClasses::ALL`].
+//! `expansion.rs`). Replacements (class `replacements`, `--faults all,replacements`):
+//! while the cluster has converged, one OSD's disks die and are replaced by empty ones;
+//! the OSD starts again on them under the same id, as it is or after the operator
+//! marked it lost or purged it (see `replacement.rs`). None of these four is in
+//! [`FaultClasses::ALL`].
 //!
 //! BUGGIFY: half the seeds (their own stream of the seed) shrink the OSD's internal
 //! limits through [`carmine_osd::OsdTuning`]: tiny push windows and batches, tiny
@@ -74,6 +78,7 @@ pub mod mon_node;
 pub mod network;
 mod osd_node;
 mod remaps;
+mod replacement;
 pub mod rng;
 mod sim;
 mod snap_removal;
@@ -121,6 +126,12 @@ pub struct SimReport {
     pub osds_added: u64,
     /// PG copies the new OSDs are acting members for at the end.
     pub pgs_on_added_osds: u64,
+    /// Disks that died and were replaced by empty ones (the replacement class), and
+    /// of those, OSDs the operator marked lost, or purged, before they started on the
+    /// new disk.
+    pub disks_replaced: u64,
+    pub replaced_marked_lost: u64,
+    pub replaced_purged: u64,
     /// Object copies the OSDs found corrupt and replaced with a good copy.
     pub repairs: u64,
     /// Scrub comparisons of the members' copies, counted by the OSDs up at the end:

@@ -33,6 +33,26 @@ pub const TICK_INTERVAL: Nanos = 100 * MILLISECOND;
 /// this; a rate skew of 5% tests that margin.
 pub const CLOCK_RATE_SKEW_PPM_MAX: u64 = 50_000;
 
+/// New, empty stores for each of OSD `id`'s shards: its disks when it is first
+/// deployed (`generation` 0), or the ones that replace them (each later generation
+/// draws its devices' faults from its own seed).
+pub fn fresh_disks(
+    id: OsdId,
+    shard_count: u16,
+    disk: DiskKind,
+    seed: u64,
+    ack_before_sync: bool,
+    generation: u64,
+) -> Vec<SimStore> {
+    (0..shard_count)
+        .map(|index| {
+            let device_seed =
+                seed ^ (u64::from(id.0) << 20) ^ u64::from(index) ^ (generation << 40);
+            SimStore::with_canary(disk, device_seed, ack_before_sync)
+        })
+        .collect()
+}
+
 /// A process is running its shards, or is down with only its disks.
 pub enum Process {
     Up(Vec<OsdShard<SimStore>>),
@@ -77,10 +97,11 @@ impl OsdNode {
         let addrs = (0..shard_count)
             .map(|shard| SocketAddr::from(([10, 0, id.0 as u8, 1], 6800 + shard)))
             .collect();
-        let shards = (0..shard_count)
-            .map(|index| {
-                let device_seed = seed ^ (u64::from(id.0) << 20) ^ u64::from(index);
-                let store = SimStore::with_canary(disk, device_seed, ack_before_sync);
+        let shards = fresh_disks(id, shard_count, disk, seed, ack_before_sync, 0)
+            .into_iter()
+            .enumerate()
+            .map(|(index, store)| {
+                let index = index as u16;
                 let mut shard = OsdShard::new(id, ShardIndex(index), shard_count, store);
                 shard.set_deferred_flush(shard.store().needs_sync());
                 shard.set_tuning(tuning);

@@ -21,6 +21,7 @@ use crate::mon_node::{MonNode, MonRecord};
 use crate::network::{Endpoint, Network, Sent, Wire};
 use crate::osd_node::OsdNode;
 use crate::remaps::RemapState;
+use crate::replacement::ReplacementState;
 use crate::rng::Rng;
 use crate::snap_removal::SnapRemovals;
 use crate::space::SpaceState;
@@ -88,6 +89,7 @@ pub struct Sim {
     pub(crate) space: SpaceState,
     pub(crate) remaps: RemapState,
     pub(crate) expansion: ExpansionState,
+    pub(crate) replacements: ReplacementState,
     /// Backfill activations and pull-everything requests delivered.
     pub(crate) backfills: u64,
 }
@@ -148,6 +150,7 @@ impl Sim {
             space: SpaceState::new(config.seed),
             remaps: RemapState::new(config.seed),
             expansion: ExpansionState::new(config.seed),
+            replacements: ReplacementState::new(config.seed),
             config,
             clock,
             queue: EventQueue::default(),
@@ -255,6 +258,8 @@ impl Sim {
             Event::Remap => self.remap(),
             Event::RemapRestore(setting) => self.remap_restore(setting),
             Event::Deploy(osd) => self.deploy(osd),
+            Event::DiskDies => self.disk_dies(),
+            Event::ReplacementStarts(osd) => self.replacement_starts(osd),
             Event::StoreFailed { osd, start } => self.stop_on_store_failure(osd, start),
             Event::Quiet => self.enter_quiet(),
             Event::StopWorkload => {
@@ -281,6 +286,7 @@ impl Sim {
         self.start_space_faults();
         self.start_remaps();
         self.start_expansion();
+        self.start_replacements();
     }
 
     fn enter_quiet(&mut self) {
@@ -292,6 +298,7 @@ impl Sim {
         self.release_all_space();
         self.restore_all_remaps();
         self.deploy_all_pending();
+        self.end_replacements();
         self.heal_everything();
         self.schedule(self.config.quiet_workload, Event::StopWorkload);
         self.schedule(self.config.quiet_max, Event::Deadline);
@@ -433,7 +440,7 @@ impl Sim {
     }
 
     /// Why the cluster has not converged yet, in words.
-    fn convergence_problem(&self) -> Option<String> {
+    pub(crate) fn convergence_problem(&self) -> Option<String> {
         if let Some(problem) = self.mon_convergence_problem() {
             return Some(problem);
         }
@@ -600,6 +607,9 @@ impl Sim {
             remaps: self.remaps.changes,
             osds_added: self.expansion.deployed,
             pgs_on_added_osds: self.pgs_on_added_osds(),
+            disks_replaced: self.replacements.replaced,
+            replaced_marked_lost: self.replacements.marked_lost,
+            replaced_purged: self.replacements.purged,
             repairs: self.repairs_total(),
             scrub_compared: self.live_counters(|c| c.scrub_objects_compared_total),
             scrub_differing: self.live_counters(|c| {

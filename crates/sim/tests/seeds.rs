@@ -25,6 +25,8 @@
 //!   size-3 pool down to two copies; 27 more with full stores as well.
 //! - 40 seeds with every fault class and new OSDs joining the running cluster
 //!   (`--faults all,expansion`), and 20 with remaps as well.
+//! - 40 seeds with every fault class and disks replaced by empty ones (`--faults
+//!   all,replacements`).
 //!
 //! Seeds that fail today live in `tests/known_gaps.rs`.
 
@@ -685,6 +687,32 @@ fn fixed_seeds_pass_with_remaps() {
     assert!(changes > 80, "only {changes} operator changes");
     let backfills: u64 = reports.iter().map(|r| r.backfills).sum();
     assert!(backfills > 40, "only {backfills} backfills");
+}
+
+/// Disk replacements (`--faults all,replacements`): while the cluster has converged,
+/// an OSD's disks die and are replaced by empty ones, and the OSD starts again under
+/// the same id, as it is or after the operator marked it lost or purged it. The empty copies
+/// must never stand in for the history the old disks held, and must be backfilled;
+/// a purged OSD joins again as a new one.
+/// Seeds 0..40 run in the default tests.
+#[test]
+fn fixed_seeds_pass_with_disk_replacements() {
+    let classes = FaultClasses {
+        replacements: true,
+        ..FaultClasses::ALL
+    };
+    let reports: Vec<SimReport> = (0..40)
+        .map(|seed| run_config(SimConfig::from_seed(seed).with_faults(classes)))
+        .collect();
+    check(&reports, 40, 5_000);
+    let replaced: u64 = reports.iter().map(|r| r.disks_replaced).sum();
+    let lost: u64 = reports.iter().map(|r| r.replaced_marked_lost).sum();
+    assert!(replaced > 30, "only {replaced} disks replaced");
+    assert!(lost > 3, "only {lost} replaced OSDs marked lost first");
+    let purged: u64 = reports.iter().map(|r| r.replaced_purged).sum();
+    assert!(purged > 2, "only {purged} replaced OSDs purged first");
+    let backfills: u64 = reports.iter().map(|r| r.backfills).sum();
+    assert!(backfills > 15, "only {backfills} backfills");
 }
 
 /// The remap and space classes together (`--faults all,remaps,space --disk mem`):
