@@ -170,6 +170,12 @@ pub fn format_report(report: &SimReport) -> String {
             report.disks_replaced, report.replaced_marked_lost, report.replaced_purged
         ));
     }
+    if report.osds_retired > 0 || report.retirement_refusals > 0 {
+        text.push_str(&format!(
+            "  OSDs retired {} (the monitor said not yet {} times)\n",
+            report.osds_retired, report.retirement_refusals
+        ));
+    }
     if report.space_squeezes > 0 {
         text.push_str(&format!("  space squeezes {}\n", report.space_squeezes));
     }
@@ -301,6 +307,7 @@ mod tests {
             "crashes,disk-errors",
             "all,disk-errors",
             "all,remaps,replacements",
+            "all,decommission,expansion",
         ] {
             let classes = FaultClasses::parse(text).unwrap();
             assert_eq!(FaultClasses::parse(&classes.to_arg()).unwrap(), classes);

@@ -159,6 +159,9 @@ impl Sim {
                 };
                 client.objecter.handle_reply(from, reply, &mut out)
             }
+            Msg::MonCommandReply(reply) if reply.tid >= crate::decommission::TID_BASE => {
+                self.decommission_answered(index, reply)
+            }
             // Operator commands of the remap and replacement classes: traced only.
             Msg::MonCommandReply(reply) if reply.tid >= crate::remaps::TID_BASE => {
                 self.remap_answered(index, reply)

@@ -53,6 +53,9 @@ pub struct FaultClasses {
     /// under the same id, as it is or after the operator marked it lost or purged it. Not in
     /// [`FaultClasses::ALL`] (see `crate::replacement`).
     pub replacements: bool,
+    /// An operator retires one OSD for good: out, `safe-to-destroy`, stop, purge. Not
+    /// in [`FaultClasses::ALL`] (see `crate::decommission`).
+    pub decommission: bool,
 }
 
 impl Default for FaultClasses {
@@ -78,6 +81,7 @@ impl FaultClasses {
         remaps: false,
         expansion: false,
         replacements: false,
+        decommission: false,
     };
 
     pub const ALL: FaultClasses = FaultClasses {
@@ -101,6 +105,8 @@ impl FaultClasses {
         expansion: false,
         // Not in `all`: see `crate::replacement` (`--faults all,replacements`).
         replacements: false,
+        // Not in `all`: see `crate::decommission` (`--faults all,decommission`).
+        decommission: false,
     };
 
     /// The classes the code handles today (see the crate docs for the others). Bit
@@ -116,6 +122,7 @@ impl FaultClasses {
             remaps: false,
             expansion: false,
             replacements: false,
+            decommission: false,
             ..Self::ALL
         }
     }
@@ -130,12 +137,13 @@ impl FaultClasses {
             || self.remaps
             || self.expansion
             || self.replacements
+            || self.decommission
     }
 
     /// Parses `all`, `none`, `handled`, or a comma list of `delays`, `resets`,
     /// `osd-mon-resets`, `slow`, `client-partitions`, `osd-partitions`, `crashes`,
     /// `bit-flips`, `mon-crashes`, `mon-partitions`, `disk-errors`, `space`, `remaps`,
-    /// `expansion`, `replacements`.
+    /// `expansion`, `replacements`, `decommission`.
     pub fn parse(text: &str) -> Result<FaultClasses, String> {
         let mut classes = FaultClasses::NONE;
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -158,12 +166,13 @@ impl FaultClasses {
                 "remaps" => classes.remaps = true,
                 "expansion" => classes.expansion = true,
                 "replacements" => classes.replacements = true,
+                "decommission" => classes.decommission = true,
                 other => {
                     return Err(format!(
                         "unknown fault class '{other}'; use all, none, handled, delays, \
                          resets, osd-mon-resets, slow, client-partitions, osd-partitions, \
                          crashes, bit-flips, mon-crashes, mon-partitions, disk-errors, \
-                         space, remaps, expansion or replacements"
+                         space, remaps, expansion, replacements or decommission"
                     ))
                 }
             }
@@ -195,6 +204,7 @@ impl FaultClasses {
             (self.remaps, "remaps"),
             (self.expansion, "expansion"),
             (self.replacements, "replacements"),
+            (self.decommission, "decommission"),
         ];
         let on: Vec<&str> = names
             .iter()

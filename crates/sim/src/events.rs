@@ -82,6 +82,10 @@ pub enum Event {
     DiskDies,
     /// The operator starts the OSD on its new disk (or waits for its `lost` mark).
     ReplacementStarts(OsdId),
+    /// The operator starts retiring an OSD (the decommission class).
+    Decommission,
+    /// The operator's next look at the retirement.
+    DecommissionStep,
     /// A squeezed store gets its room back.
     SpaceRelease {
         osd: OsdId,

@@ -43,7 +43,9 @@
 //! `expansion.rs`). Replacements (class `replacements`, `--faults all,replacements`):
 //! while the cluster has converged, one OSD's disks die and are replaced by empty ones;
 //! the OSD starts again on them under the same id, as it is or after the operator
-//! marked it lost or purged it (see `replacement.rs`). None of these four is in
+//! marked it lost or purged it (see `replacement.rs`). Decommission (class
+//! `decommission`): an operator retires one OSD for good, out, `safe-to-destroy`,
+//! stop, purge (see `decommission.rs`). None of these five is in
 //! [`FaultClasses::ALL`].
 //!
 //! BUGGIFY: half the seeds (their own stream of the seed) shrink the OSD's internal
@@ -65,6 +67,7 @@ mod cli;
 mod client_node;
 mod config;
 mod daemon_log;
+mod decommission;
 pub mod disk;
 mod disk_errors;
 pub mod dump;
@@ -132,6 +135,11 @@ pub struct SimReport {
     pub disks_replaced: u64,
     pub replaced_marked_lost: u64,
     pub replaced_purged: u64,
+    /// OSDs retired for good (the decommission class: out, safe-to-destroy, stop,
+    /// purge), and the monitor's refusals on the way (`safe-to-destroy` saying no, a
+    /// purge refused).
+    pub osds_retired: u64,
+    pub retirement_refusals: u64,
     /// Object copies the OSDs found corrupt and replaced with a good copy.
     pub repairs: u64,
     /// Scrub comparisons of the members' copies, counted by the OSDs up at the end:

@@ -520,6 +520,9 @@ impl Sim {
     }
 
     pub(crate) fn restart_osd(&mut self, osd: OsdId) {
+        if self.is_retired(osd) {
+            return;
+        }
         // The process starts now: its first clock reading is its start (see leases).
         let now = self.osd_instant(osd);
         let no_leases = self.no_leases();

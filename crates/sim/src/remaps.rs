@@ -125,6 +125,7 @@ impl Sim {
         self.schedule(next, Event::Remap);
         let osds: Vec<OsdId> = self.osds.keys().copied().collect();
         let osd = osds[self.remaps.rng.index(osds.len())];
+        let retiring = self.decommissioned() == Some(osd);
         let rng = &mut self.remaps.rng;
         let (setting, value) = match rng.below(6) {
             0 | 1 => (Setting::Weight(osd), 0),
@@ -140,7 +141,8 @@ impl Sim {
         };
         let lasts = rng.between(SECOND / 2, 6 * SECOND);
         let pool_of_two = setting == Setting::PoolSize && self.config.pool_size < 3;
-        if pool_of_two || self.remaps.wanted.contains_key(&setting) {
+        let of_retiring = retiring && setting != Setting::PoolSize;
+        if pool_of_two || of_retiring || self.remaps.wanted.contains_key(&setting) {
             return;
         }
         self.remaps.wanted.insert(setting, value);
@@ -186,8 +188,11 @@ impl Sim {
     fn remaps_differing(&self) -> Vec<(Setting, u32)> {
         let map = &self.newest_map;
         let mut settings = vec![Setting::PoolSize];
+        // The decommission class's operator owns the weight of the OSD it retires.
         for &osd in self.osds.keys() {
-            settings.extend([Setting::Weight(osd), Setting::PrimaryAffinity(osd)]);
+            if self.decommissioned() != Some(osd) {
+                settings.extend([Setting::Weight(osd), Setting::PrimaryAffinity(osd)]);
+            }
         }
         let pool_size = self.config.pool_size;
         (settings.into_iter())

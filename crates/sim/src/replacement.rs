@@ -116,6 +116,9 @@ impl Sim {
         }
         let osds: Vec<OsdId> = self.osds.keys().copied().collect();
         let osd = osds[self.replacements.rng.index(osds.len())];
+        if self.decommissioned() == Some(osd) {
+            return;
+        }
         let before =
             [Before::Nothing, Before::MarkLost, Before::Purge][self.replacements.rng.index(3)];
         let downtime = self.replacements.rng.between(SECOND / 2, 6 * SECOND);

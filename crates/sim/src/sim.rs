@@ -10,6 +10,7 @@ use crate::bitflips::FlipState;
 use crate::checkers::{self, FinalState};
 use crate::client_node::ClientNode;
 use crate::config::SimConfig;
+use crate::decommission::DecommissionState;
 use crate::disk_errors::DiskErrorState;
 use crate::dump;
 use crate::events::{Event, EventQueue, EVENTS_PER_RUN_MAX};
@@ -90,6 +91,7 @@ pub struct Sim {
     pub(crate) remaps: RemapState,
     pub(crate) expansion: ExpansionState,
     pub(crate) replacements: ReplacementState,
+    pub(crate) decommission: DecommissionState,
     /// Backfill activations and pull-everything requests delivered.
     pub(crate) backfills: u64,
 }
@@ -151,6 +153,7 @@ impl Sim {
             remaps: RemapState::new(config.seed),
             expansion: ExpansionState::new(config.seed),
             replacements: ReplacementState::new(config.seed),
+            decommission: DecommissionState::new(config.seed),
             config,
             clock,
             queue: EventQueue::default(),
@@ -260,6 +263,8 @@ impl Sim {
             Event::Deploy(osd) => self.deploy(osd),
             Event::DiskDies => self.disk_dies(),
             Event::ReplacementStarts(osd) => self.replacement_starts(osd),
+            Event::Decommission => self.decommission(),
+            Event::DecommissionStep => self.decommission_step(),
             Event::StoreFailed { osd, start } => self.stop_on_store_failure(osd, start),
             Event::Quiet => self.enter_quiet(),
             Event::StopWorkload => {
@@ -287,6 +292,7 @@ impl Sim {
         self.start_remaps();
         self.start_expansion();
         self.start_replacements();
+        self.start_decommission();
     }
 
     fn enter_quiet(&mut self) {
@@ -445,18 +451,21 @@ impl Sim {
             return Some(problem);
         }
         let map = self.newest_map.clone();
-        if map.up_count() != self.osds.len() {
+        // A retired OSD (the decommission class) stays down for good.
+        let serving = self.osds.len()
+            - usize::from(
+                self.decommissioned()
+                    .is_some_and(|osd| self.is_retired(osd)),
+            );
+        if map.up_count() != serving {
             return Some(format!(
-                "{} of {} OSDs up in e{}",
+                "{} of {serving} OSDs up in e{}",
                 map.up_count(),
-                self.osds.len(),
                 map.epoch.0
             ));
         }
-        if let Some((osd, _)) = self
-            .osds
-            .iter()
-            .find(|(_, node)| !node.has_epoch(map.epoch))
+        if let Some((osd, _)) = (self.osds.iter())
+            .find(|(osd, node)| !self.is_retired(**osd) && !node.has_epoch(map.epoch))
         {
             return Some(format!("{osd} lacks e{}", map.epoch.0));
         }
@@ -487,6 +496,9 @@ impl Sim {
             return Some(problem);
         }
         if let Some(problem) = self.remap_problem() {
+            return Some(problem);
+        }
+        if let Some(problem) = self.decommission_problem() {
             return Some(problem);
         }
         if let Some(problem) = self.tampered_problem() {
@@ -610,6 +622,8 @@ impl Sim {
             disks_replaced: self.replacements.replaced,
             replaced_marked_lost: self.replacements.marked_lost,
             replaced_purged: self.replacements.purged,
+            osds_retired: self.decommission.retired,
+            retirement_refusals: self.decommission.refused,
             repairs: self.repairs_total(),
             scrub_compared: self.live_counters(|c| c.scrub_objects_compared_total),
             scrub_differing: self.live_counters(|c| {

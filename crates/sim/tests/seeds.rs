@@ -26,7 +26,8 @@
 //! - 40 seeds with every fault class and new OSDs joining the running cluster
 //!   (`--faults all,expansion`), and 20 with remaps as well.
 //! - 40 seeds with every fault class and disks replaced by empty ones (`--faults
-//!   all,replacements`).
+//!   all,replacements`), and 40 with an OSD retired for good (`--faults
+//!   all,decommission`).
 //!
 //! Seeds that fail today live in `tests/known_gaps.rs`.
 
@@ -713,6 +714,30 @@ fn fixed_seeds_pass_with_disk_replacements() {
     assert!(purged > 2, "only {purged} replaced OSDs purged first");
     let backfills: u64 = reports.iter().map(|r| r.backfills).sum();
     assert!(backfills > 15, "only {backfills} backfills");
+}
+
+/// Decommissions (`--faults all,decommission`): an operator retires one OSD for good,
+/// out, `osd safe-to-destroy` until the monitor says yes, stop, `osd purge` (not
+/// forced), while the other faults go on. The retired OSD's disks are gone, so a wrong
+/// yes would lose acknowledged writes; the cluster shrinks and must converge without
+/// it. Seeds 0..40 run in the default tests.
+#[test]
+fn fixed_seeds_pass_with_an_osd_retired() {
+    let classes = FaultClasses {
+        decommission: true,
+        ..FaultClasses::ALL
+    };
+    let reports: Vec<SimReport> = (0..40)
+        .map(|seed| run_config(SimConfig::from_seed(seed).with_faults(classes)))
+        .collect();
+    check(&reports, 40, 5_000);
+    let retired: u64 = reports.iter().map(|r| r.osds_retired).sum();
+    assert!(retired > 25, "only {retired} OSDs retired");
+    let refusals: u64 = reports.iter().map(|r| r.retirement_refusals).sum();
+    assert!(
+        refusals > 40,
+        "the monitor said not yet only {refusals} times"
+    );
 }
 
 /// The remap and space classes together (`--faults all,remaps,space --disk mem`):
