@@ -726,51 +726,188 @@ impl CrushMap {
 
 impl CrushMap {
     /// Removes device `id` from every bucket that holds it (its class's shadow
-    /// buckets included) and forgets its name and class, carrying each changed
-    /// bucket's new weight up to its parents: Ceph's `CrushWrapper::remove_item`
-    /// for a device (`ceph osd crush remove osd.N`, `crushtool --remove-item`, and
-    /// part of `ceph osd purge`). As there, the device's weight is first set to 0
-    /// in its bucket, which in a uniform bucket (one weight for all its items)
-    /// zeroes every item. A bucket left empty stays, as in Ceph, and `max_devices`
-    /// is not lowered. Returns how many buckets held the device.
-    ///
-    /// Not as Ceph: choose_args weight sets only lose the device's column; Ceph
-    /// also carries each changed bucket's weight-set sums up to its parents.
+    /// buckets included) and forgets its name and class, as Ceph's
+    /// `CrushWrapper::remove_item` does for a device (`ceph osd crush remove osd.N`,
+    /// `crushtool --remove-item`, and part of `ceph osd purge`), step for step so
+    /// that the result is the same map: in each bucket holding it, the device's
+    /// weight is first set to 0, in the bucket (in a uniform bucket, one weight for
+    /// all its items, that zeroes every item) and in every choose_args weight set,
+    /// each change carried up to the parents, weight sets included (Ceph's
+    /// `choose_args_adjust_item_weight`, which also gives every bucket of a
+    /// choose_args set a weight set of its own where it had none); then its column
+    /// goes. A bucket left empty stays, and `max_devices` is not lowered. Returns how
+    /// many buckets held the device.
     pub fn remove_device(&mut self, id: i32) -> usize {
         assert!(id >= 0, "device id {id} must not be negative");
-        let straw_calc_version = self.tunables.straw_calc_version;
         let mut changed = 0;
         for index in 0..self.buckets.len() {
-            let Some(bucket) = self.buckets[index].as_mut() else {
+            let Some(bucket) = self.buckets[index].as_ref() else {
                 continue;
             };
-            let Some(position) = bucket.items.iter().position(|&held| held == id) else {
+            if !bucket.items.contains(&id) {
                 continue;
-            };
-            if bucket.alg == crate::bucket::BucketAlg::Uniform {
-                bucket.item_weights.iter_mut().for_each(|w| *w = 0);
             }
-            bucket.items.remove(position);
-            bucket.item_weights.remove(position);
-            bucket.rebuild(straw_calc_version);
-            let (bucket_id, bucket_weight) = (bucket.id, bucket.weight());
-            // Per-position weight sets follow the bucket's items.
-            for args in self.choose_args.values_mut() {
-                if let Some(arg) = args.get_mut(&bucket_id) {
-                    for row in &mut arg.weight_set {
-                        if position < row.len() {
-                            row.remove(position);
-                        }
-                    }
-                    if position < arg.ids.len() {
-                        arg.ids.remove(position);
-                    }
-                }
-            }
-            self.adjust_item_weight(bucket_id, bucket_weight);
+            let bucket_id = bucket.id;
+            self.adjust_item_weight_in_bucket_with_sets(id, 0, bucket_id, true);
+            self.bucket_remove_item(bucket_id, id);
             changed += 1;
         }
         self.devices.remove(&id);
         changed
     }
+
+    /// Ceph's `CrushWrapper::adjust_item_weight`: `item`'s weight in every bucket.
+    fn adjust_item_weight_with_sets(&mut self, item: i32, weight: u32, update_sets: bool) {
+        for index in 0..self.buckets.len() {
+            if let Some(bucket_id) = self.buckets[index].as_ref().map(|b| b.id) {
+                self.adjust_item_weight_in_bucket_with_sets(item, weight, bucket_id, update_sets);
+            }
+        }
+    }
+
+    /// Ceph's `CrushWrapper::adjust_item_weight_in_bucket`: sets `item`'s weight in
+    /// bucket `bucket_id` (and, with `update_sets`, its column of the bucket's weight
+    /// sets), carries the bucket's new weight up, then carries the bucket's weight-set
+    /// sums up to its parents' weight sets.
+    fn adjust_item_weight_in_bucket_with_sets(
+        &mut self,
+        item: i32,
+        weight: u32,
+        bucket_id: i32,
+        update_sets: bool,
+    ) {
+        let size = self.bucket(bucket_id).map_or(0, |b| b.items.len());
+        for position in 0..size {
+            if self.bucket(bucket_id).expect("exists").items[position] != item {
+                continue;
+            }
+            if update_sets {
+                for args in self.choose_args.values_mut() {
+                    for row in args
+                        .get_mut(&bucket_id)
+                        .map_or(&mut [][..], |a| &mut a.weight_set)
+                    {
+                        row[position] = weight;
+                    }
+                }
+            }
+            let straw_calc_version = self.tunables.straw_calc_version;
+            let bucket = self.bucket_mut(bucket_id).expect("exists");
+            if bucket.alg == crate::bucket::BucketAlg::Uniform {
+                bucket.item_weights.iter_mut().for_each(|w| *w = weight);
+            } else {
+                bucket.item_weights[position] = weight;
+            }
+            bucket.rebuild(straw_calc_version);
+            let bucket_weight = bucket.weight();
+            self.adjust_item_weight_with_sets(bucket_id, bucket_weight, false);
+        }
+        // Weight sets keep summing up the hierarchy.
+        let indexes: Vec<u64> = self.choose_args.keys().copied().collect();
+        for index in indexes {
+            let Some(arg) = self.choose_args[&index].get(&bucket_id) else {
+                continue;
+            };
+            if arg.weight_set.is_empty() {
+                continue;
+            }
+            let sums = column_sums(&arg.weight_set, size);
+            self.choose_args_adjust_item_weight(index, bucket_id, &sums);
+        }
+    }
+
+    /// Ceph's `CrushWrapper::choose_args_adjust_item_weight`: `item`'s weights in
+    /// choose_args set `index`, in every bucket.
+    fn choose_args_adjust_item_weight(&mut self, index: u64, item: i32, weight: &[u32]) -> usize {
+        let mut changed = 0;
+        for bucket_index in 0..self.buckets.len() {
+            if let Some(bucket_id) = self.buckets[bucket_index].as_ref().map(|b| b.id) {
+                changed +=
+                    self.choose_args_adjust_item_weight_in_bucket(index, bucket_id, item, weight);
+            }
+        }
+        changed
+    }
+
+    /// Ceph's `_choose_args_adjust_item_weight_in_bucket`: a bucket without a weight
+    /// set in set `index` gets one, from its item weights, with as many positions as
+    /// the set's first bucket that has one; `item`'s column there takes `weight`, and
+    /// a change carries the bucket's sums up.
+    fn choose_args_adjust_item_weight_in_bucket(
+        &mut self,
+        index: u64,
+        bucket_id: i32,
+        item: i32,
+        weight: &[u32],
+    ) -> usize {
+        let positions = self.choose_args_positions(index);
+        let bucket = self.bucket(bucket_id).expect("exists");
+        let (items, item_weights) = (bucket.items.clone(), bucket.item_weights.clone());
+        let arg = (self.choose_args.get_mut(&index).expect("exists"))
+            .entry(bucket_id)
+            .or_default();
+        let mut changed = 0;
+        if arg.weight_set.is_empty() {
+            arg.weight_set = vec![item_weights; positions];
+            changed += 1;
+        }
+        if arg.weight_set.len() != weight.len() {
+            return 0;
+        }
+        for (position, &held) in items.iter().enumerate() {
+            if held == item {
+                for (row, &value) in arg.weight_set.iter_mut().zip(weight) {
+                    row[position] = value;
+                }
+                changed += 1;
+            }
+        }
+        if changed > 0 {
+            let sums = column_sums(&arg.weight_set, items.len());
+            self.choose_args_adjust_item_weight(index, bucket_id, &sums);
+        }
+        changed
+    }
+
+    /// Ceph's `get_choose_args_positions`: the positions of the first bucket (from
+    /// id -1 down) with a weight set in set `index`, else 1.
+    fn choose_args_positions(&self, index: u64) -> usize {
+        let args = &self.choose_args[&index];
+        (0..self.buckets.len())
+            .filter_map(|bucket_index| args.get(&(-1 - bucket_index as i32)))
+            .map(|arg| arg.weight_set.len())
+            .find(|&positions| positions > 0)
+            .unwrap_or(1)
+    }
+
+    /// Ceph's `CrushWrapper::bucket_remove_item`: `item` leaves the bucket, and its
+    /// column leaves the bucket's weight sets and ids.
+    fn bucket_remove_item(&mut self, bucket_id: i32, item: i32) {
+        let straw_calc_version = self.tunables.straw_calc_version;
+        let bucket = self.bucket_mut(bucket_id).expect("exists");
+        let position = (bucket.items.iter().position(|&held| held == item)).expect("held");
+        bucket.items.remove(position);
+        bucket.item_weights.remove(position);
+        bucket.rebuild(straw_calc_version);
+        for args in self.choose_args.values_mut() {
+            if let Some(arg) = args.get_mut(&bucket_id) {
+                for row in &mut arg.weight_set {
+                    if position < row.len() {
+                        row.remove(position);
+                    }
+                }
+                if position < arg.ids.len() {
+                    arg.ids.remove(position);
+                }
+            }
+        }
+    }
+}
+
+/// Per position, the sum of a weight set's first `size` columns (Ceph sums into an
+/// `int` and stores it back as `__u32`: wrapping).
+fn column_sums(weight_set: &[Vec<u32>], size: usize) -> Vec<u32> {
+    (weight_set.iter())
+        .map(|row| (row.iter().take(size)).fold(0u32, |sum, w| sum.wrapping_add(*w)))
+        .collect()
 }

@@ -175,3 +175,30 @@ fn a_removed_device_leaves_every_bucket_and_only_its_inputs_move() {
     assert_eq!(map.remove_device(2), 0);
     assert_eq!(map, again);
 }
+
+/// Weight sets keep summing up the hierarchy when a device goes, as Ceph's
+/// `remove_item` keeps them: the device's column leaves its host's weight set, and
+/// the root's entry for that host becomes the sum of what is left.
+#[test]
+fn a_removed_device_leaves_weight_sets_that_still_sum() {
+    let text = "type 0 osd\ntype 1 host\ntype 11 root\n\
+        device 0 osd.0\ndevice 1 osd.1\ndevice 2 osd.2\n\
+        host h0 { id -2 alg straw2 hash 0\nitem osd.0 weight 1.0\nitem osd.1 weight 1.0\n}\n\
+        host h1 { id -3 alg straw2 hash 0\nitem osd.2 weight 1.0\n}\n\
+        root default { id -1 alg straw2 hash 0\nitem h0 weight 2.0\nitem h1 weight 1.0\n}\n\
+        rule r { id 0 type replicated step take default step chooseleaf firstn 0 type host step emit }\n\
+        choose_args 0 {\n\
+          { bucket_id -1\n weight_set [ [ 1.5 0.75 ] [ 1.25 1.0 ] ]\n }\n\
+          { bucket_id -2\n weight_set [ [ 0.5 1.0 ] [ 0.25 1.0 ] ]\n }\n\
+          { bucket_id -3\n weight_set [ [ 0.75 ] [ 1.0 ] ]\n }\n\
+        }\n";
+    let mut map = carmine_crush::parse_text(text).unwrap();
+    assert_eq!(map.remove_device(0), 1);
+    let args = &map.choose_args()[&0];
+    let h0 = &args[&-2].weight_set;
+    assert_eq!(h0, &vec![vec![0x10000], vec![0x10000]]);
+    // The root's entry for h0 is what h0's set now sums to; h1's is untouched.
+    let root = &args[&-1].weight_set;
+    assert_eq!(root, &vec![vec![0x10000, 0xC000], vec![0x10000, 0x10000]]);
+    assert_eq!(map.item_weight(-2), Some(0x10000));
+}

@@ -241,9 +241,13 @@ fn objects_map_to_pgs_and_osds_like_osdmaptool() {
 /// (class) buckets, decompiled byte for byte. The expected texts in
 /// `tests/data/remove-item/` were made with Ceph 16.2's crushtool from the seeds'
 /// maps (`crushtool -c map.txt`, `--remove-item` of the first device, `-d`), one
-/// file per seed named `SEED-DEVICE.txt`. Seeds whose maps carry choose_args are
-/// left out: Ceph also carries weight-set sums up the hierarchy, which
-/// `remove_device` does not (yet).
+/// file per seed named `SEED-DEVICE.txt`. Seeds whose maps carry choose_args (5 and
+/// 7) are left out: `remove_device` follows Ceph's `remove_item` step for step
+/// there too, and the hierarchy's own buckets get Ceph's weight sets, but Ceph then
+/// rebuilds its class shadow trees, cloning the weight sets into them, which Carmine
+/// does not; and on these generated maps (weight sets with a different number of
+/// positions from one bucket to the next) Ceph writes out uninitialised weights
+/// (`-22912.887`).
 #[test]
 fn removing_a_device_matches_crushtool_remove_item() {
     let dir = data_dir().join("remove-item");
@@ -255,7 +259,7 @@ fn removing_a_device_matches_crushtool_remove_item() {
     assert!(names.len() >= 8, "{names:?}");
     let mut compared = 0;
     let mut failures = Vec::new();
-    for name in names {
+    for name in &names {
         let stem = name.trim_end_matches(".txt");
         let (seed, device) = stem.split_once('-').unwrap();
         let mut map = parse_text(&read(&data_dir().join(seed).join("map.txt"))).unwrap();
@@ -267,7 +271,7 @@ fn removing_a_device_matches_crushtool_remove_item() {
             map.remove_device(id) > 0,
             "{name}: {device} was in no bucket"
         );
-        let expected = read(&dir.join(&name));
+        let expected = read(&dir.join(name));
         let got = map.to_text();
         compared += 1;
         if got != expected {

@@ -539,3 +539,31 @@ fn a_failure_report_made_at_a_follower_reaches_the_leader() {
     assert!(group.live().all(|mon| !mon.map().is_up(OsdId(2))));
     assert!(group.live().all(|mon| mon.map().is_up(OsdId(0))));
 }
+
+/// `osd safe-to-destroy` is answered from the leader's own state, without a
+/// proposal, so a leader cut off from the others must not answer it: the majority
+/// may have moved past its map (seed 204 of `--faults
+/// all,decommission,expansion,replacements,remaps,space --snap-trim --disk mem` had a
+/// cut-off leader answer yes from a map that showed the OSD out, while the commands
+/// marking it in again waited for a quorum).
+#[test]
+fn a_cut_off_leader_does_not_answer_safe_to_destroy() {
+    let mut group = settled(3);
+    let leader = group.agreed_leader();
+    let ask = Command::OsdSafeToDestroy(OsdId(9));
+    let error = group.command(leader, ask.clone()).unwrap_err();
+    assert!(error.contains("does not exist"), "{error}");
+    group.partition(&[leader]);
+    group.run_for(group.config.raft_tick * (group.config.election_ticks as u32) * 6 / 10);
+    assert_eq!(group.mon(leader).leader(), Some(leader), "still leading");
+    let error = group.command(leader, ask.clone()).unwrap_err();
+    assert!(error.contains("may be stale"), "{error}");
+    // The majority side elects its own leader, which answers.
+    group.run_for(Duration::from_secs(4));
+    let majority = (group.ranks.iter().copied())
+        .find(|&r| r != leader)
+        .unwrap();
+    let new_leader = group.mon(majority).leader().expect("the majority leads");
+    let error = group.command(new_leader, ask).unwrap_err();
+    assert!(error.contains("does not exist"), "{error}");
+}

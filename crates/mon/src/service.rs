@@ -354,12 +354,19 @@ impl Monitor {
                 command: Command::OsdSafeToDestroy(osd),
                 ..
             }) => {
-                let answer = self
-                    .safe_to_destroy(osd)
-                    .map(|message| CommandOutput::Done {
-                        epoch: self.map.epoch,
-                        message,
-                    });
+                let answer = if self.holds_read_lease(now) {
+                    self.safe_to_destroy(osd)
+                        .map(|message| CommandOutput::Done {
+                            epoch: self.map.epoch,
+                            message,
+                        })
+                } else {
+                    Err(
+                        "the monitor leader has not heard from a majority of the monitors \
+                         lately, so its map may be stale; retry"
+                            .to_string(),
+                    )
+                };
                 self.answer(origin, answer, out);
             }
             Msg::MonCommand(MonCommand {

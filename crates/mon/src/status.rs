@@ -63,6 +63,21 @@ impl Monitor {
         quorum
     }
 
+    /// Whether this leader may answer a read that must not be stale (`osd
+    /// safe-to-destroy`): it heard from a majority of the monitors (itself included)
+    /// within half an election timeout. Raft runs with check_quorum and pre-vote, so
+    /// a monitor that heard from the leader within an election timeout votes for no
+    /// one: no newer leader can have been elected, nor newer maps committed, in the
+    /// meantime. A leader cut off from the others answers from a map the majority may
+    /// have moved past (Ceph's monitors serve reads under a lease for the same reason).
+    pub(crate) fn holds_read_lease(&self, now: Instant) -> bool {
+        let window = self.config.raft_tick * (self.config.election_ticks as u32) / 2;
+        let heard = (self.peer_heard.iter())
+            .filter(|(&rank, &at)| rank != self.rank && now.duration_since(at) <= window)
+            .count();
+        heard + 1 > self.ranks.len() / 2
+    }
+
     /// The newest report for each PG, from the OSD the current map names primary.
     /// Every PG of every pool: its primary's last report, or (never reported, or its
     /// primary is down) its state as the map alone tells it, as `ceph pg dump` lists

@@ -119,6 +119,9 @@ impl Sim {
         let command = match (self.decommission.stage, info) {
             (Stage::Draining, Some(info)) if info.is_in() => Command::OsdOut(osd),
             (Stage::Draining, _) => Command::OsdSafeToDestroy(osd),
+            // A command sent before (another operator's, or one a monitor applied
+            // late) may have marked it in again: out first, as a careful operator.
+            (Stage::Stopped, Some(info)) if info.is_in() => Command::OsdOut(osd),
             (Stage::Stopped, Some(info)) if info.up => Command::OsdDown(osd),
             (Stage::Stopped, Some(_)) => Command::OsdPurge {
                 osd,
