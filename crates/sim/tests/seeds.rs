@@ -740,6 +740,31 @@ fn fixed_seeds_pass_with_an_osd_retired() {
     );
 }
 
+/// Seed 204 of `--faults all,decommission,expansion,replacements,remaps,space
+/// --snap-trim --disk mem`: the monitor leader, cut off from the other two, answered
+/// `safe-to-destroy` yes from a map that still showed the OSD out, while the commands
+/// marking it in again waited for a quorum; the OSD was stopped for good and the run
+/// never converged (it was in again, down, and its PGs undersized). The leader now
+/// answers only under a read lease, and the operator marks a stopped OSD out again.
+#[test]
+fn regression_a_cut_off_leader_does_not_say_safe_to_destroy() {
+    let classes = FaultClasses {
+        decommission: true,
+        expansion: true,
+        replacements: true,
+        remaps: true,
+        space: true,
+        ..FaultClasses::ALL
+    };
+    let config = SimConfig::from_seed(204)
+        .with_faults(classes)
+        .with_snap_trim(true)
+        .with_disk(carmine_sim::disk::DiskKind::Mem);
+    let report = run_config(config);
+    assert_eq!(report.osds_retired, 1, "{}", format_report(&report));
+    check(&[report], 3, 100);
+}
+
 /// The remap and space classes together (`--faults all,remaps,space --disk mem`):
 /// copies move to OSDs with no room for them. Seeds 0..20 and these of their first
 /// swarm, which failed before:
