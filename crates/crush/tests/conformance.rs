@@ -142,17 +142,7 @@ fn every_seed_decompiles_like_crushtool() {
         let expected = read(&dir.join("map.d.txt"));
         let got = map.to_text();
         if got != expected {
-            let line = got
-                .lines()
-                .zip(expected.lines())
-                .position(|(a, b)| a != b)
-                .unwrap_or(0);
-            failures.push(format!(
-                "seed {seed} line {}: got {:?}, want {:?}",
-                line + 1,
-                got.lines().nth(line),
-                expected.lines().nth(line)
-            ));
+            failures.push(format!("seed {seed} {}", first_difference(&got, &expected)));
         }
     }
     assert!(
@@ -275,17 +265,22 @@ fn removing_a_device_matches_crushtool_remove_item() {
         let got = map.to_text();
         compared += 1;
         if got != expected {
-            let line = (got.lines().zip(expected.lines()))
-                .position(|(a, b)| a != b)
-                .unwrap_or(0);
-            failures.push(format!(
-                "{name} line {}: got {:?}, want {:?}",
-                line + 1,
-                got.lines().nth(line),
-                expected.lines().nth(line)
-            ));
+            failures.push(format!("{name} {}", first_difference(&got, &expected)));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(compared >= 5, "only {compared} maps without choose_args");
+}
+
+/// The first line where two texts differ, in words.
+fn first_difference(got: &str, expected: &str) -> String {
+    let line = (got.lines().zip(expected.lines()))
+        .position(|(a, b)| a != b)
+        .unwrap_or(0);
+    format!(
+        "line {}: got {:?}, want {:?}",
+        line + 1,
+        got.lines().nth(line),
+        expected.lines().nth(line)
+    )
 }

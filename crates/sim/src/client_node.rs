@@ -11,7 +11,7 @@ use crate::sim::{Phase, Sim};
 use crate::time::{Nanos, MILLISECOND};
 use crate::workload;
 use carmine_client::{Objecter, ObjecterOutput, OpSnaps, Target};
-use carmine_proto::{MonGetMap, Msg, OpCode, OsdOp, SnapContext};
+use carmine_proto::{Command, MonCommand, MonGetMap, Msg, OpCode, OsdOp, SnapContext};
 use carmine_types::{Epoch, ReqId, SnapId};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -401,5 +401,25 @@ impl Sim {
         for oid in names {
             self.submit(0, oid, workload::full_read(), OpSnaps::default(), true);
         }
+    }
+}
+
+impl Sim {
+    /// An operator's command to the monitors, with `tid`, on the first client that
+    /// has a monitor session (the operator classes' way to reach the cluster); false
+    /// if none has one now.
+    pub(crate) fn send_operator_command(&mut self, tid: u64, command: Command) -> bool {
+        let Some(client) =
+            (0..self.config.client_count).find(|&c| self.clients[c as usize].mon_session.is_some())
+        else {
+            return false;
+        };
+        let session = (self.clients[client as usize].mon_session).expect("found above");
+        self.trace.note(self.now(), || {
+            format!("client{client} (operator) sends {command:?}")
+        });
+        let msg = Msg::MonCommand(MonCommand { tid, command });
+        self.send_session(session, Endpoint::Client(client), msg);
+        true
     }
 }

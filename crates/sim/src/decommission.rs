@@ -21,7 +21,7 @@ use crate::events::Event;
 use crate::rng::Rng;
 use crate::sim::{Phase, Sim};
 use crate::time::{Nanos, MILLISECOND, SECOND};
-use carmine_proto::{Command, CommandOutput, MonCommand, MonCommandReply, Msg};
+use carmine_proto::{Command, CommandOutput, MonCommandReply};
 use carmine_types::OsdId;
 
 /// How often the operator looks at the map and asks the monitor again.
@@ -138,28 +138,11 @@ impl Sim {
         let now = self.now();
         let asking = matches!(command, Command::OsdSafeToDestroy(_));
         let due = asking || (self.decommission.sent_at).is_none_or(|at| now >= at + RESEND_AFTER);
-        if due && self.send_decommission_command(command) {
+        let tid = self.decommission.next_tid;
+        if due && self.send_operator_command(tid, command) {
+            self.decommission.next_tid += 1;
             self.decommission.sent_at = Some(now);
         }
-    }
-
-    /// Sends `command` on the first client with a monitor session; false if none has
-    /// one now.
-    fn send_decommission_command(&mut self, command: Command) -> bool {
-        let Some(client) =
-            (0..self.config.client_count).find(|&c| self.clients[c as usize].mon_session.is_some())
-        else {
-            return false;
-        };
-        let session = (self.clients[client as usize].mon_session).expect("found above");
-        let tid = self.decommission.next_tid;
-        self.decommission.next_tid += 1;
-        self.trace.note(self.now(), || {
-            format!("client{client} (operator) sends {command:?}")
-        });
-        let msg = Msg::MonCommand(MonCommand { tid, command });
-        self.send_session(session, crate::network::Endpoint::Client(client), msg);
-        true
     }
 
     /// The monitor's answer to one of the operator's commands. A yes to

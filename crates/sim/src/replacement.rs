@@ -28,7 +28,7 @@ use crate::osd_node::{fresh_disks, Process};
 use crate::rng::Rng;
 use crate::sim::{Phase, Sim};
 use crate::time::{Nanos, MILLISECOND, SECOND};
-use carmine_proto::{Command, MonCommand, Msg};
+use carmine_proto::Command;
 use carmine_types::{Epoch, OsdId};
 
 /// Mean time between the operator's looks for a disk to fail.
@@ -181,7 +181,9 @@ impl Sim {
             let now = self.now();
             let due = (pending.sent_at).is_none_or(|at| now >= at + LOST_RESEND_AFTER);
             let down_in_map = self.newest_map.osd(osd).is_some_and(|info| !info.up);
-            if due && down_in_map && self.send_operator_command(command) {
+            let tid = self.replacements.next_tid;
+            if due && down_in_map && self.send_operator_command(tid, command) {
+                self.replacements.next_tid += 1;
                 pending.sent_at = Some(now);
             }
             self.replacements.pending = Some(pending);
@@ -201,27 +203,6 @@ impl Sim {
     /// Whether the newest map shows `osd` marked lost after epoch `since`.
     fn lost_since(&self, osd: OsdId, since: Epoch) -> bool {
         (self.newest_map.osd(osd)).is_some_and(|info| info.lost_at > since)
-    }
-
-    /// Sends `command` on the first client with a monitor session; false if none has
-    /// one now.
-    fn send_operator_command(&mut self, command: Command) -> bool {
-        let Some(client) =
-            (0..self.config.client_count).find(|&c| self.clients[c as usize].mon_session.is_some())
-        else {
-            return false;
-        };
-        let session = self.clients[client as usize]
-            .mon_session
-            .expect("found above");
-        let tid = self.replacements.next_tid;
-        self.replacements.next_tid += 1;
-        self.trace.note(self.now(), || {
-            format!("client{client} (operator) sends {command:?}")
-        });
-        let msg = Msg::MonCommand(MonCommand { tid, command });
-        self.send_session(session, crate::network::Endpoint::Client(client), msg);
-        true
     }
 
     /// The faults end: a replacement under way is over (the heal starts the OSD on
