@@ -56,6 +56,18 @@ pub enum CrushCommand {
     },
     /// Map inputs through the rules and print the results, as `crushtool --test`.
     Test(TestArgs),
+    /// Remove a device from every bucket that holds it, as `crushtool -i MAP
+    /// --remove-item osd.N -o OUT` (what `osd purge` does to the cluster's map).
+    RemoveItem {
+        /// The map, in text or compiled.
+        #[arg(short = 'i', long = "input")]
+        input: PathBuf,
+        /// The device, by name (`osd.N`).
+        name: String,
+        /// Where to write the compiled map.
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -111,6 +123,22 @@ pub fn run(command: CrushCommand) -> Result<()> {
             }
         }
         CrushCommand::Test(args) => test(args),
+        CrushCommand::RemoveItem {
+            input,
+            name,
+            output,
+        } => {
+            let mut map = load_map(&input)?;
+            let Some(id) = map.item_id_by_name(&name) else {
+                bail!("{}: no item named {name:?}", input.display());
+            };
+            if id < 0 {
+                bail!("{name} is a bucket; only devices can be removed");
+            }
+            map.remove_device(id);
+            std::fs::write(&output, map.encode())
+                .with_context(|| format!("writing {}", output.display()))
+        }
     }
 }
 

@@ -237,6 +237,42 @@ fn compile_then_decompile_gives_crushtools_text() {
     }
 }
 
+/// `crush remove-item` gives what `crushtool --remove-item` gave (the texts in the
+/// CRUSH crate's `tests/data/remove-item/`, one per seed map without choose_args; see
+/// its conformance test), and refuses a bucket or an unknown name in one line.
+#[test]
+fn remove_item_gives_crushtools_map() {
+    let scratch = Scratch::new("remove-item");
+    let expected = data_dir().join("remove-item");
+    for (seed, device) in [(1, "osd.0"), (2, "osd.0"), (3, "osd.27"), (4, "osd.0")] {
+        let map = data_dir().join(format!("{seed}/map.txt"));
+        let out = scratch.path(&format!("{seed}.bin"));
+        carmine_ok(&[
+            "crush",
+            "remove-item",
+            "-i",
+            map.to_str().unwrap(),
+            device,
+            "-o",
+            &out,
+        ]);
+        let want = read(&expected.join(format!("{seed}-{device}.txt")));
+        let got = carmine_ok(&["crush", "decompile", &out]);
+        assert!(
+            got == want,
+            "seed {seed}: {}",
+            first_difference(&got, &want)
+        );
+    }
+    let map = data_dir().join("1/map.txt");
+    let map = map.to_str().unwrap();
+    let out = scratch.path("x.bin");
+    let error = carmine_error(&["crush", "remove-item", "-i", map, "osd.999", "-o", &out]);
+    assert!(error.contains("no item named"), "{error}");
+    let error = carmine_error(&["crush", "remove-item", "-i", map, "default", "-o", &out]);
+    assert!(error.contains("is a bucket"), "{error}");
+}
+
 #[test]
 fn test_reads_compiled_maps_like_text_maps() {
     let scratch = Scratch::new("compiled");
