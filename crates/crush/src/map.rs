@@ -690,26 +690,15 @@ impl CrushMap {
 impl CrushMap {
     /// Sets the crush weight of `item` in every bucket that holds it and
     /// carries each changed bucket's new total up to its parents, as Ceph's
-    /// `CrushWrapper::adjust_item_weight` does (`ceph osd crush reweight`;
-    /// `osdmaptool --mark-up-in` sets every OSD to 1.0 this way). Returns how
-    /// many buckets held the item.
+    /// `CrushWrapper::adjust_item_weight` does (`ceph osd crush reweight`,
+    /// `crushtool --reweight-item`; `osdmaptool --mark-up-in` sets every OSD to 1.0
+    /// this way), step for step: in a uniform bucket (one weight for all its items)
+    /// every item takes the weight, and choose_args weight sets follow (see
+    /// [`CrushMap::remove_device`]). Returns how many buckets held the item.
     pub fn adjust_item_weight(&mut self, item: i32, weight: u32) -> usize {
-        let mut changed = 0;
-        let straw_calc_version = self.tunables.straw_calc_version;
-        for index in 0..self.buckets.len() {
-            let Some(bucket) = self.buckets[index].as_mut() else {
-                continue;
-            };
-            let Some(position) = bucket.items.iter().position(|&held| held == item) else {
-                continue;
-            };
-            bucket.item_weights[position] = weight;
-            bucket.rebuild(straw_calc_version);
-            let (bucket_id, bucket_weight) = (bucket.id, bucket.weight());
-            self.adjust_item_weight(bucket_id, bucket_weight);
-            changed += 1;
-        }
-        changed
+        let holding = self.buckets().filter(|b| b.items.contains(&item)).count();
+        self.adjust_item_weight_with_sets(item, weight, true);
+        holding
     }
 }
 

@@ -240,13 +240,38 @@ fn objects_map_to_pgs_and_osds_like_osdmaptool() {
 /// (`-22912.887`).
 #[test]
 fn removing_a_device_matches_crushtool_remove_item() {
-    let dir = data_dir().join("remove-item");
+    let compared = edits_match_crushtool("remove-item", |map, id| {
+        assert!(map.remove_device(id) > 0, "osd.{id} was in no bucket");
+    });
+    assert!(compared >= 5, "only {compared} maps without choose_args");
+}
+
+/// `CrushMap::adjust_item_weight` leaves the map `crushtool -i MAP --reweight-item
+/// osd.N 0.5` leaves (Ceph's `adjust_item_weight` with its weight sets), decompiled
+/// byte for byte: in a uniform bucket every item takes the weight (seed 1). The texts
+/// in `tests/data/reweight-item/` were made as those of `remove-item/`, for the seeds
+/// without choose_args (with them, the same shadow-tree difference as for removal).
+#[test]
+fn reweighting_a_device_matches_crushtool_reweight_item() {
+    let compared = edits_match_crushtool("reweight-item", |map, id| {
+        assert!(
+            map.adjust_item_weight(id, 0x8000) > 0,
+            "osd.{id} was in no bucket"
+        );
+    });
+    assert_eq!(compared, 6);
+}
+
+/// Applies `edit` (with the device's id) to each seed map named in `tests/data/DIR/`
+/// (`SEED-osd.N.txt`, crushtool's text of the edited map) and compares the text;
+/// maps with choose_args are skipped. Returns how many were compared.
+fn edits_match_crushtool(dir: &str, edit: impl Fn(&mut carmine_crush::CrushMap, i32)) -> usize {
+    let dir = data_dir().join(dir);
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|entry| entry.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert!(names.len() >= 8, "{names:?}");
     let mut compared = 0;
     let mut failures = Vec::new();
     for name in &names {
@@ -256,11 +281,7 @@ fn removing_a_device_matches_crushtool_remove_item() {
         if !map.choose_args().is_empty() {
             continue;
         }
-        let id: i32 = device.trim_start_matches("osd.").parse().unwrap();
-        assert!(
-            map.remove_device(id) > 0,
-            "{name}: {device} was in no bucket"
-        );
+        edit(&mut map, device.trim_start_matches("osd.").parse().unwrap());
         let expected = read(&dir.join(name));
         let got = map.to_text();
         compared += 1;
@@ -269,7 +290,7 @@ fn removing_a_device_matches_crushtool_remove_item() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(compared >= 5, "only {compared} maps without choose_args");
+    compared
 }
 
 /// The first line where two texts differ, in words.
